@@ -1,0 +1,99 @@
+"""Typed, validated configuration sections built from plain dicts (YAML).
+
+Each section is a frozen dataclass whose fields carry ``metadata={"help": ..., "choices": ...,
+"min": ...}``. ``from_dict`` rejects unknown keys, wrong types and bad values with a ``ConfigError``
+that names the full key, the bad value and what is allowed; ``describe`` lists every key with its
+default and description (the config schema shown by ``spade config schema``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration key or value is invalid; the message names the key, the value and what is allowed."""
+
+
+def option(default, help: str, choices: tuple | None = None, min: float | None = None):
+    """A dataclass field with a description, optional allowed values and an optional lower bound."""
+    meta = {"help": help, "choices": choices, "min": min}
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def _check_type(key: str, value, annotation):
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+        if value is None and type(None) in options:
+            return None
+        annotation = next(a for a in options if a is not type(None))
+    if dataclasses.is_dataclass(annotation):
+        if not isinstance(value, dict):
+            raise ConfigError(f"config key '{key}' must be a mapping, got {value!r}")
+        return from_dict(annotation, value, key)
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if annotation in (int, float, str, bool):
+        if not isinstance(value, annotation) or (annotation is int and isinstance(value, bool)):
+            raise ConfigError(f"config key '{key}' must be of type {annotation.__name__}, got {value!r}")
+    return value
+
+
+def from_dict(cls, data: dict | None, prefix: str = ""):
+    """Build dataclass ``cls`` from ``data``; unknown keys and bad values raise ``ConfigError``."""
+    data = dict(data or {})
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        where = f"section '{prefix}'" if prefix else "the top level"
+        raise ConfigError(f"unknown config key(s) {unknown} in {where}; allowed: {sorted(fields)}")
+    values = {}
+    for name, value in data.items():
+        key = f"{prefix}.{name}" if prefix else name
+        value = _check_type(key, value, hints[name])
+        meta = fields[name].metadata
+        if meta.get("choices") and value not in meta["choices"]:
+            raise ConfigError(f"config key '{key}' has value {value!r}; allowed values: {list(meta['choices'])}")
+        if meta.get("min") is not None and value is not None and value < meta["min"]:
+            raise ConfigError(f"config key '{key}' has value {value!r}; it must be >= {meta['min']}")
+        values[name] = value
+    return cls(**values)
+
+
+def describe(cls, prefix: str = "") -> list[tuple[str, object, str]]:
+    """``(key, default, description)`` for every key of ``cls``, nested sections flattened."""
+    rows = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}.{f.name}" if prefix else f.name
+        if dataclasses.is_dataclass(hints[f.name]):
+            rows += describe(hints[f.name], key)
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        help_text = f.metadata.get("help", "")
+        if f.metadata.get("choices"):
+            help_text += f" One of {list(f.metadata['choices'])}."
+        rows.append((key, default, help_text))
+    return rows
+
+
+def load_yaml(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
+    return data

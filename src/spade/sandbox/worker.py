@@ -1,0 +1,352 @@
+"""The sandboxed worker: a zygote that forks one process per episode. Runs INSIDE the sandbox.
+
+Standard library only. The host starts it as ``python -s -S -c BOOT CONFIG_JSON`` under the chosen
+isolation. It speaks length-prefixed JSON (``protocol``) on its original stdin/stdout, which it moves
+to private descriptors before pointing fds 0-2 at ``/dev/null``: stray prints of an environment can
+never reach the protocol stream.
+
+Requests (host -> worker), one at a time, each answered by one response:
+
+- ``{"op": "open", "id", "code", "class_name", "seed", "kwargs", "timeout"}``: fork an episode process
+  that applies resource limits and the seccomp filter, runs the module, seeds ``random`` with the
+  episode seed and instantiates the class.
+- ``{"op": "call", "id", "method", "args", "timeout"}``: forward one method call to that episode.
+- ``{"op": "close", "id"}``, ``{"op": "ping"}``, ``{"op": "shutdown"}``.
+
+Every response carries ``kind`` in ``ok | env_error | contract_violation | timeout | crash``. The
+worker enforces each call's wall-clock limit by SIGKILLing the episode's process group; the host
+enforces a slightly longer one on the worker itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import resource
+import signal
+import socket
+import sys
+import time
+import traceback
+import types
+
+from spade.envs.tool_base import ToolUseBaseEnv
+from spade.sandbox import protocol, seccomp
+
+METHODS = ("reset", "step", "solution", "close", "get_tools", "reset_gate")
+TRACEBACK_CHARS = 2000
+MESSAGE_CHARS = 500
+MODULE_NAME = "spade_generated_env"
+
+
+def _trim(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit // 2] + "\n...[trimmed]...\n" + text[-limit // 2 :]
+
+
+def _error(kind: str, message: str, error_type: str = "", tb: str = "") -> dict:
+    return {
+        "kind": kind,
+        "error_type": error_type,
+        "message": _trim(message, MESSAGE_CHARS),
+        "traceback": _trim(tb, TRACEBACK_CHARS),
+    }
+
+
+def _env_error(exc: BaseException) -> dict:
+    try:
+        message = str(exc)
+    except BaseException:  # a hostile __str__
+        message = "<exception message could not be rendered>"
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = [f for f in frames if f.filename == f"<{MODULE_NAME}>"] or frames[-3:]
+    tb = "".join(traceback.format_list(ours[-8:]))
+    return _error("env_error", message, type(exc).__name__, tb)
+
+
+# ----- plain-data conversion of whatever the environment returned ----------------------------------
+
+
+def _type_name(value) -> str:
+    try:
+        return str(type(value).__name__)[:60]
+    except BaseException:
+        return "object"
+
+
+def plain(value, budget: list | None = None):
+    """Copy ``value`` into exact builtin JSON types; anything else becomes a short type tag.
+
+    ``budget`` bounds the number of nodes visited, so self-referencing containers cannot blow up.
+    """
+    budget = [10_000] if budget is None else budget
+    budget[0] -= 1
+    kind = type(value)
+    if value is None or kind in (bool, int, str):
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else repr(value)
+    if budget[0] <= 0:
+        return "<truncated>"
+    if kind in (list, tuple):
+        return [plain(v, budget) for v in value]
+    if kind is dict:
+        return {k if type(k) is str else f"<key {_type_name(k)}>": plain(v, budget) for k, v in value.items()}
+    return f"<{_type_name(value)}>"
+
+
+def check_reset(result) -> dict:
+    if type(result) is not tuple or len(result) != 2:
+        return _error("contract_violation", f"reset() must return (str, dict), got {type(result).__name__}")
+    observation, info = result
+    if type(observation) is not str or type(info) is not dict:
+        return _error(
+            "contract_violation",
+            f"reset() must return (str, dict), got ({type(observation).__name__}, {type(info).__name__})",
+        )
+    return {"kind": "ok", "value": [observation, plain(info)]}
+
+
+def check_step(result) -> dict:
+    if type(result) is not tuple or len(result) != 5:
+        size = len(result) if type(result) in (tuple, list) else "?"
+        return _error(
+            "contract_violation",
+            f"step() must return a 5-tuple (str, float, bool, bool, dict), got {type(result).__name__} of length {size}",
+        )
+    observation, reward, terminated, truncated, info = result
+    problems = []
+    if type(observation) is not str:
+        problems.append(f"observation is {type(observation).__name__}, not str")
+    if type(reward) not in (int, float):
+        problems.append(f"reward is {type(reward).__name__}, not float")
+    elif not math.isfinite(reward):
+        problems.append(f"reward is not finite ({reward!r})")
+    if type(terminated) is not bool:
+        problems.append(f"terminated is {type(terminated).__name__}, not bool")
+    if type(truncated) is not bool:
+        problems.append(f"truncated is {type(truncated).__name__}, not bool")
+    if type(info) is not dict:
+        problems.append(f"info is {type(info).__name__}, not dict")
+    if problems:
+        return _error("contract_violation", "step() returned a bad tuple: " + "; ".join(problems))
+    return {"kind": "ok", "value": [observation, float(reward), terminated, truncated, plain(info)]}
+
+
+def check_solution(result) -> dict:
+    if type(result) is not str:
+        return _error("contract_violation", f"solution() must return str, got {type(result).__name__}")
+    return {"kind": "ok", "value": result}
+
+
+def reset_gate(env) -> dict:
+    """Evaluate every tool-use success criterion on the current state (spec section 5, reset gate)."""
+    criteria = getattr(env, "_message_criteria", None)
+    if type(criteria) is not list or not criteria:
+        return _error("contract_violation", "tool-use environment has no _message_criteria list")
+    verdicts = []
+    for criterion in criteria:
+        try:
+            verdicts.append(bool(criterion(env.state)))
+        except Exception as exc:
+            verdicts.append(f"{type(exc).__name__}: {_trim(str(exc), 200)}")
+    return {"kind": "ok", "value": verdicts}
+
+
+CHECKS = {"reset": check_reset, "step": check_step, "solution": check_solution}
+
+
+# ----- the episode process -----------------------------------------------------------------------
+
+
+def _apply_limits(limits: dict) -> None:
+    mib = 1 << 20
+    pairs = [
+        (resource.RLIMIT_AS, limits["memory_mb"] * mib),
+        (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mib),
+        (resource.RLIMIT_NOFILE, limits["open_files"]),
+        (resource.RLIMIT_NPROC, limits["processes"]),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    for which, value in pairs:
+        resource.setrlimit(which, (value, value))
+    cpu = limits["cpu_seconds"]
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+
+
+def _respond(sock: socket.socket, message: dict, cap: int) -> None:
+    try:
+        data = protocol.encode(message, cap)
+    except protocol.ProtocolError as exc:
+        data = protocol.encode(_error("contract_violation", f"return value too large: {exc}"), cap)
+    except (TypeError, ValueError) as exc:
+        data = protocol.encode(_error("contract_violation", f"return value is not serialisable: {exc}"), cap)
+    sock.sendall(data)
+
+
+def episode_main(sock: socket.socket, request: dict, config: dict) -> None:
+    """Body of the forked episode process; never returns."""
+    cap = config["max_response_bytes"]
+    os.setpgid(0, 0)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    _apply_limits(config["limits"])
+    if config.get("seccomp", True):
+        seccomp.install(os.getpid())
+    seed = request.get("seed")
+    random.seed(seed)
+    fd = sock.fileno()
+    try:
+        module = types.ModuleType(MODULE_NAME)
+        module.__dict__["ToolUseBaseEnv"] = ToolUseBaseEnv
+        code = compile(request["code"], f"<{MODULE_NAME}>", "exec")
+        exec(code, module.__dict__)
+        cls = module.__dict__.get(request["class_name"])
+        if not isinstance(cls, type):
+            reply = _error("contract_violation", f"module defines no class named {request['class_name']!r}")
+        else:
+            env = cls(**request.get("kwargs", {}))
+            reply = {"kind": "ok", "value": None}
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt from the env count as env errors
+        reply, env = _env_error(exc), None
+    _respond(sock, reply, cap)
+    if env is None:
+        os._exit(0)
+    while True:
+        try:
+            message = protocol.read_message(fd, config["max_request_bytes"])
+        except (protocol.PeerClosed, protocol.ProtocolError):
+            os._exit(0)
+        method, args = message.get("method"), message.get("args", [])
+        try:
+            if method == "reset_gate":
+                reply = reset_gate(env)
+            else:
+                result = getattr(env, method)(*args)
+                check = CHECKS.get(method)
+                reply = check(result) if check else {"kind": "ok", "value": plain(result)}
+        except BaseException as exc:
+            reply = _env_error(exc)
+        _respond(sock, reply, cap)
+
+
+# ----- the zygote --------------------------------------------------------------------------------
+
+
+class Zygote:
+    def __init__(self, config: dict, in_fd: int, out_fd: int):
+        self.config = config
+        self.in_fd, self.out_fd = in_fd, out_fd
+        self.episodes: dict = {}  # id -> (pid, socket)
+
+    def kill(self, episode_id: str) -> str:
+        pid, sock = self.episodes.pop(episode_id)
+        sock.close()
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, status = os.waitpid(pid, 0)
+        return describe_status(status)
+
+    def exchange(self, episode_id: str, message: dict | None, timeout: float) -> dict:
+        """Send ``message`` (None: just await the first reply) and wait for the episode's answer."""
+        pid, sock = self.episodes[episode_id]
+        deadline = time.monotonic() + timeout
+        try:
+            if message is not None:
+                protocol.write_message(sock.fileno(), message, self.config["max_request_bytes"], deadline)
+            return protocol.read_message(sock.fileno(), self.config["max_response_bytes"], deadline)
+        except protocol.DeadlineExceeded:
+            self.kill(episode_id)
+            reply = _error("timeout", f"no answer within {timeout:.3g} s; episode process killed")
+        except protocol.PeerClosed:
+            reply = _error("crash", f"episode process died: {self.kill(episode_id)}")
+        except protocol.ProtocolError as exc:
+            self.kill(episode_id)
+            reply = _error("contract_violation", f"episode broke the protocol: {exc}")
+        reply["ended"] = True  # the episode process is gone
+        return reply
+
+    def open(self, request: dict) -> dict:
+        episode_id = request["id"]
+        if episode_id in self.episodes:
+            self.kill(episode_id)
+        parent_sock, child_sock = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:  # episode process
+            try:
+                parent_sock.close()
+                keep = child_sock.fileno()
+                for fd in (self.in_fd, self.out_fd):
+                    os.close(fd)
+                for _, other in self.episodes.values():
+                    other.close()
+                os.closerange(3, keep)
+                os.closerange(keep + 1, 1 << 16)
+                episode_main(child_sock, request, self.config)
+            finally:
+                os._exit(70)
+        child_sock.close()
+        self.episodes[episode_id] = (pid, parent_sock)
+        reply = self.exchange(episode_id, None, request["timeout"])
+        if reply["kind"] != "ok" and episode_id in self.episodes:
+            self.kill(episode_id)  # the episode process exits after a failed start; reap it
+            reply["ended"] = True
+        return reply
+
+    def handle(self, request: dict) -> dict:
+        op = request.get("op")
+        if op == "ping":
+            return {"kind": "ok", "value": {"pid": os.getpid(), "uid": os.getuid(), "episodes": len(self.episodes)}}
+        if op == "open":
+            return self.open(request)
+        if op in ("call", "close") and request.get("id") not in self.episodes:
+            return {**_error("crash", f"unknown episode {request.get('id')!r} (it ended earlier)"), "ended": True}
+        if op == "close":
+            self.kill(request["id"])
+            return {"kind": "ok", "value": None}
+        if op == "call":
+            if request.get("method") not in METHODS:
+                return _error("contract_violation", f"method {request.get('method')!r} is not one of {METHODS}")
+            message = {"method": request["method"], "args": request.get("args", [])}
+            return self.exchange(request["id"], message, request["timeout"])
+        return _error("crash", f"unknown op {op!r}")
+
+    def serve(self) -> None:
+        while True:
+            try:
+                request = protocol.read_message(self.in_fd, self.config["max_request_bytes"])
+            except (protocol.PeerClosed, protocol.ProtocolError):
+                break
+            if request.get("op") == "shutdown":
+                break
+            reply = self.handle(request)
+            reply["seq"] = request.get("seq")
+            protocol.write_message(self.out_fd, reply, self.config["max_response_bytes"] + 4096)
+        for episode_id in list(self.episodes):
+            self.kill(episode_id)
+
+
+def describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return f"killed by signal {name}"
+    return f"exited with code {os.WEXITSTATUS(status)}"
+
+
+def main(argv: list | None = None) -> None:
+    config = json.loads((argv or sys.argv)[1])
+    in_fd, out_fd = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    Zygote(config, in_fd, out_fd).serve()
+    os._exit(0)
