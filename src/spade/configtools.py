@@ -41,6 +41,8 @@ def _check_type(key: str, value, annotation):
         return from_dict(annotation, value, key)
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if annotation in (list, dict) and not isinstance(value, annotation):
+        raise ConfigError(f"config key '{key}' must be a {annotation.__name__}, got {value!r}")
     if annotation in (int, float, str, bool):
         if not isinstance(value, annotation) or (annotation is int and isinstance(value, bool)):
             raise ConfigError(f"config key '{key}' must be of type {annotation.__name__}, got {value!r}")

@@ -1,0 +1,216 @@
+"""The ``spade`` command line.
+
+    spade env validate FILE [--json] [--store-rejected DIR]
+    spade env play FILE [--seed N]
+    spade env bench [--json]
+    spade env check-library [--json] [--out FILE]
+    spade config schema
+
+Every command accepts ``--config FILE`` (repeatable, merged in order; default ``configs/default.yaml``
+when it exists) and ``--isolation LEVEL`` to override ``sandbox.isolation``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from spade.configtools import ConfigError
+
+DEFAULT_CONFIG = Path("configs/default.yaml")
+
+
+def _config(args):
+    from spade.config import load_config
+
+    paths = args.config or ([DEFAULT_CONFIG] if DEFAULT_CONFIG.is_file() else [])
+    overrides = {"sandbox": {"isolation": args.isolation}} if args.isolation else {}
+    return load_config(*paths, overrides=overrides)
+
+
+def _pool(config):
+    from spade.sandbox.pool import SandboxPool
+
+    return SandboxPool(config.sandbox)
+
+
+def _read(path: str) -> str:
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"environment file {path!r} does not exist")
+    return file.read_text(encoding="utf-8", errors="replace")
+
+
+def cmd_validate(args) -> int:
+    from spade.envs.validate import Validator, store_rejection
+
+    config = _config(args)
+    raw = _read(args.file)
+    with _pool(config) as pool:
+        report = Validator(pool, config.validation).validate(raw)
+    if not report.valid and args.store_rejected:
+        store_rejection(args.store_rejected, raw, report)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        status = "VALID" if report.valid else f"REJECTED ({report.reason})"
+        print(f"{status}: {report.message}\nisolation: {report.isolation}")
+        for change in report.changes:
+            print(f"  intake: {change}")
+        print(f"  checks passed: {', '.join(report.checks) or 'none'}")
+    return 0 if report.valid else 1
+
+
+def cmd_play(args) -> int:
+    from spade.envs.drivers import as_action
+    from spade.envs.sandboxed import EpisodeFailed, SandboxedEnv
+
+    config = _config(args)
+    raw = _read(args.file)
+    with _pool(config) as pool, SandboxedEnv.from_source(pool, raw) as env:
+        try:
+            observation, info = env.reset(args.seed)
+        except EpisodeFailed as exc:
+            print(f"the environment failed to start: {exc}", file=sys.stderr)
+            return 1
+        print(f"[{env.class_name}, seed {args.seed}, isolation {pool.level}] type :quit to stop")
+        if env.kind == "tool_use":
+            for tool in info.get("tools", []):
+                function = tool["function"]
+                print(f"  tool {function['name']}({', '.join(function['parameters']['properties'])}): {function['description']}")
+        else:
+            print("  your answer is wrapped in \\boxed{...} for you unless you type it yourself")
+        total_turns = 0
+        while True:
+            print(f"\n{observation}")
+            try:
+                line = input("> ")
+            except EOFError:
+                return 0
+            if line.strip() == ":quit":
+                return 0
+            try:
+                observation, reward, terminated, truncated, info = env.step(as_action(line, env.kind))
+            except EpisodeFailed as exc:
+                print(f"the environment failed: {exc}", file=sys.stderr)
+                return 1
+            total_turns += 1
+            print(f"  reward {reward:g}  terminated {terminated}  truncated {truncated}")
+            if terminated or truncated:
+                print(f"\n{observation}\n\nepisode over after {total_turns} turns; final reward {reward:g}")
+                return 0
+
+
+def cmd_bench(args) -> int:
+    from spade.sandbox.bench import run_bench
+
+    config = _config(args)
+    result = run_bench(config.sandbox, env_name=args.env, steps=args.steps, fresh_calls=args.fresh_calls)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"isolation {result['isolation']}, environment {result['env']}")
+        print(f"  step through the sandbox (median)   {result['sandbox_step_ms']:.3f} ms")
+        print(f"  same step in-process (lower bound)  {result['inprocess_step_ms']:.4f} ms")
+        print(f"  fresh sandboxed process per call    {result['fresh_process_step_ms']:.1f} ms")
+        print(f"  speed-up over fresh-process         {result['speedup_vs_fresh_process']:.0f}x")
+        print(f"  validations per second              {result['validations_per_s']:.1f}")
+    return 0
+
+
+def cmd_check_library(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from spade.envs.library_check import check_library
+    from spade.envs.validate import Validator
+    from spade.io import atomic_write_json
+
+    config = _config(args)
+    with _pool(config) as pool:
+        rows = check_library(Validator(pool, config.validation), config.library_check, progress=not args.json)
+        level = pool.level
+    payload = {"isolation": level, "passed": all(r.passed for r in rows), "environments": [r.to_dict() for r in rows]}
+    if args.out:
+        atomic_write_json(args.out, payload)
+    if args.json:
+        print(json.dumps(payload, indent=2))
+    else:
+        table = Table(title=f"built-in library (isolation {level})")
+        for column in ("name", "skill", "flavour", "valid", "oracle win", "random win", "random return", "status"):
+            table.add_column(column)
+        for r in rows:
+            table.add_row(r.name, r.skill, r.flavour, str(r.valid), f"{r.oracle_win_rate:.2f}",
+                          f"{r.random_win_rate:.2f}", f"{r.random_mean_return:.2f}",
+                          "pass" if r.passed else f"FAIL: {r.message}")
+        Console().print(table)
+    return 0 if payload["passed"] else 1
+
+
+def cmd_schema(args) -> int:
+    from spade.config import SpadeConfig
+    from spade.configtools import describe
+
+    for key, default, help_text in describe(SpadeConfig):
+        print(f"{key} = {default!r}\n    {help_text}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", action="append", help="YAML config file (repeatable; merged in order)")
+    common.add_argument("--isolation", choices=("auto", "rlimits", "unshare", "bwrap"), help="override sandbox.isolation")
+    common.add_argument("-v", "--verbose", action="store_true", help="log sandbox decisions")
+
+    parser = argparse.ArgumentParser(prog="spade", description="SPADE reproduction tools")
+    groups = parser.add_subparsers(dest="group", required=True)
+    env = groups.add_parser("env", help="generated environments: validate, play, benchmark").add_subparsers(
+        dest="command", required=True
+    )
+    validate = env.add_parser("validate", parents=[common], help="validate one environment file")
+    validate.add_argument("file")
+    validate.add_argument("--json", action="store_true")
+    validate.add_argument("--store-rejected", metavar="DIR", help="keep a rejected candidate and its report here")
+    validate.set_defaults(func=cmd_validate)
+
+    play = env.add_parser("play", parents=[common], help="play an environment in the terminal")
+    play.add_argument("file")
+    play.add_argument("--seed", type=int, default=0)
+    play.set_defaults(func=cmd_play)
+
+    bench = env.add_parser("bench", parents=[common], help="sandbox step cost vs in-process and fresh process")
+    bench.add_argument("--json", action="store_true")
+    bench.add_argument("--env", default="", help="library environment to step (default: the first game)")
+    bench.add_argument("--steps", type=int, default=2000)
+    bench.add_argument("--fresh-calls", type=int, default=30)
+    bench.set_defaults(func=cmd_bench)
+
+    check = env.add_parser("check-library", parents=[common], help="validate and replay the built-in library")
+    check.add_argument("--json", action="store_true")
+    check.add_argument("--out", help="also write the JSON report to this file (atomically)")
+    check.set_defaults(func=cmd_check_library)
+
+    config = groups.add_parser("config", help="configuration").add_subparsers(dest="command", required=True)
+    schema = config.add_parser("schema", help="list every config key with its default and description")
+    schema.set_defaults(func=cmd_schema)
+    return parser
+
+
+def main(argv: list | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from spade.sandbox.isolation import IsolationError
+
+    try:
+        return args.func(args)
+    except (ConfigError, IsolationError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

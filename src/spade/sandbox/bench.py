@@ -1,0 +1,99 @@
+"""``spade env bench``: the cost of one environment step through the sandbox, measured three ways.
+
+All figures come from one run on this machine:
+- ``sandbox_step_ms``: median round trip of ``step`` to a persistent worker's forked episode;
+- ``inprocess_step_ms``: the same step on an instance in this process (the lower bound; only done
+  with our own library code, never with generated code);
+- ``fresh_process_step_ms``: median cost of the same step when every call starts a fresh sandboxed
+  process (start, load, reset, step, exit), which is what a naive runner does;
+- ``validations_per_s``: full validations of the built-in library per second.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from spade.envs.intake import intake
+from spade.envs.library import get_env, library
+from spade.envs.tool_base import ToolUseBaseEnv
+from spade.envs.validate import Validator
+from spade.sandbox.config import SandboxConfig
+from spade.sandbox.pool import SandboxPool, WorkerProcess
+
+ACTION = "\\boxed{1}"
+
+
+def _steps_ms(step, reset, count: int) -> list:
+    times = []
+    reset()
+    for _ in range(count):
+        start = time.perf_counter()
+        _, _, terminated, truncated, _ = step(ACTION)
+        times.append((time.perf_counter() - start) * 1000)
+        if terminated or truncated:
+            reset()
+    return times
+
+
+def run_bench(config: SandboxConfig, env_name: str = "", steps: int = 2000, fresh_calls: int = 30,
+              validation_rounds: int = 3) -> dict:
+    entry = get_env(env_name) if env_name else next(e for e in library() if e.flavour != "tool_use")
+    code = intake(entry.source())
+    kwargs = {"max_turns": 10**9}
+    with SandboxPool(config) as pool:
+        episode = pool.open(code.code, code.class_name, seed=0, env_kwargs=kwargs)
+
+        def sandbox_step(action):
+            outcome = episode.step(action)
+            if not outcome.ok:
+                raise RuntimeError(f"benchmark environment failed: {outcome.describe()}")
+            return outcome.value
+
+        sandbox = _steps_ms(sandbox_step, lambda: episode.reset(0), steps)
+        episode.close()
+
+        namespace = {"ToolUseBaseEnv": ToolUseBaseEnv}
+        exec(compile(code.code, entry.name, "exec"), namespace)  # trusted library code only
+        instance = namespace[code.class_name](**kwargs)
+        inprocess = _steps_ms(instance.step, lambda: instance.reset(0), steps)
+
+        fresh = []
+        for _ in range(fresh_calls):
+            start = time.perf_counter()
+            worker = WorkerProcess(pool.level, config)
+            worker.start()
+            requests = [{"op": "open", "id": "x", "code": code.code, "class_name": code.class_name,
+                         "seed": 0, "kwargs": kwargs, "timeout": 10}]
+            requests += [{"op": "call", "id": "x", "method": method, "args": args, "timeout": 10}
+                         for method, args in (("reset", [0]), ("step", [ACTION]))]
+            for request in requests:
+                reply, _ = worker.request(request, 10)
+                if reply["kind"] != "ok":
+                    raise RuntimeError(f"benchmark environment failed in a fresh worker: {reply}")
+            worker.shutdown()
+            fresh.append((time.perf_counter() - start) * 1000)
+
+        validator = Validator(pool)
+        sources = [e.source() for e in library()]
+        start = time.perf_counter()
+        for _ in range(validation_rounds):
+            for source in sources:
+                validator.validate(source)
+        validations_per_s = validation_rounds * len(sources) / (time.perf_counter() - start)
+        level = pool.level
+    sandbox_ms, inprocess_ms, fresh_ms = (statistics.median(x) for x in (sandbox, inprocess, fresh))
+    return {
+        "env": entry.name,
+        "isolation": level,
+        "steps": steps,
+        "fresh_calls": fresh_calls,
+        "sandbox_step_ms": sandbox_ms,
+        "sandbox_step_p90_ms": statistics.quantiles(sandbox, n=10)[-1],
+        "inprocess_step_ms": inprocess_ms,
+        "fresh_process_step_ms": fresh_ms,
+        "speedup_vs_fresh_process": fresh_ms / sandbox_ms,
+        "overhead_vs_inprocess_ms": sandbox_ms - inprocess_ms,
+        "validations": validation_rounds * len(sources),
+        "validations_per_s": validations_per_s,
+    }
