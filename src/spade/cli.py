@@ -26,8 +26,17 @@ DEFAULT_CONFIG = Path("configs/default.yaml")
 def _config(args):
     from spade.config import load_config
 
-    paths = args.config or ([DEFAULT_CONFIG] if DEFAULT_CONFIG.is_file() else [])
-    overrides = {"sandbox": {"isolation": args.isolation}} if args.isolation else {}
+    from spade.config import deep_merge
+
+    paths = args.config or ([DEFAULT_CONFIG] if DEFAULT_CONFIG.is_file() and not args.config_json else [])
+    overrides = {}
+    if args.config_json:
+        try:
+            overrides = json.loads(args.config_json)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--config-json is not valid JSON: {exc}") from None
+    if args.isolation:
+        overrides = deep_merge(overrides, {"sandbox": {"isolation": args.isolation}})
     return load_config(*paths, overrides=overrides)
 
 
@@ -109,6 +118,10 @@ def cmd_bench(args) -> int:
 
     config = _config(args)
     result = run_bench(config.sandbox, env_name=args.env, steps=args.steps, fresh_calls=args.fresh_calls)
+    if args.out:
+        from spade.io import atomic_write_json
+
+        atomic_write_json(args.out, result)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -125,17 +138,20 @@ def cmd_check_library(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from spade.envs.library_check import check_library
+    from spade.envs.library_check import check_library, to_markdown
     from spade.envs.validate import Validator
-    from spade.io import atomic_write_json
+    from spade.io import atomic_write_json, atomic_write_text
 
     config = _config(args)
     with _pool(config) as pool:
         rows = check_library(Validator(pool, config.validation), config.library_check, progress=not args.json)
         level = pool.level
-    payload = {"isolation": level, "passed": all(r.passed for r in rows), "environments": [r.to_dict() for r in rows]}
+    payload = {"isolation": level, "passed": bool(rows) and all(r.passed for r in rows),
+               "environments": [r.to_dict() for r in rows]}
     if args.out:
         atomic_write_json(args.out, payload)
+    if args.markdown:
+        atomic_write_text(args.markdown, to_markdown(payload))
     if args.json:
         print(json.dumps(payload, indent=2))
     else:
@@ -162,6 +178,7 @@ def cmd_schema(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", action="append", help="YAML config file (repeatable; merged in order)")
+    common.add_argument("--config-json", help="a whole config as JSON, merged after --config files (used by Snakemake)")
     common.add_argument("--isolation", choices=("auto", "rlimits", "unshare", "bwrap"), help="override sandbox.isolation")
     common.add_argument("-v", "--verbose", action="store_true", help="log sandbox decisions")
 
@@ -186,11 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--env", default="", help="library environment to step (default: the first game)")
     bench.add_argument("--steps", type=int, default=2000)
     bench.add_argument("--fresh-calls", type=int, default=30)
+    bench.add_argument("--out", help="also write the JSON result to this file (atomically)")
     bench.set_defaults(func=cmd_bench)
 
     check = env.add_parser("check-library", parents=[common], help="validate and replay the built-in library")
     check.add_argument("--json", action="store_true")
     check.add_argument("--out", help="also write the JSON report to this file (atomically)")
+    check.add_argument("--markdown", help="also write a Markdown table to this file (atomically)")
     check.set_defaults(func=cmd_check_library)
 
     config = groups.add_parser("config", help="configuration").add_subparsers(dest="command", required=True)

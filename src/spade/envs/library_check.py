@@ -77,3 +77,27 @@ def check_library(validator: Validator, config: LibraryCheckConfig, progress: bo
     entries = library()
     iterator = track(entries, description="checking library", transient=True) if progress else entries
     return [check_entry(entry, validator, config) for entry in iterator]
+
+
+def to_markdown(payload: dict) -> str:
+    """A Markdown report of a ``check_library`` run (the payload written by ``spade env check-library``)."""
+    rows = payload["environments"]
+    passed = sum(r["passed"] for r in rows)
+    lines = [
+        "# Built-in environment library check",
+        "",
+        f"Sandbox isolation: `{payload['isolation']}`. {passed} of {len(rows)} environments pass "
+        "(valid, solution replay wins every oracle seed, random policy mostly loses).",
+        "",
+        "| environment | skill | flavour | hidden state | valid | oracle win rate | random win rate "
+        "| random mean return | partial returns | status |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        status = "pass" if r["passed"] else f"FAIL: {r['message']}"
+        lines.append(
+            f"| {r['name']} | {r['skill']} | {r['flavour']} | {'yes' if r['hidden_state'] else 'no'} "
+            f"| {'yes' if r['valid'] else 'no (' + r['reason'] + ')'} | {r['oracle_win_rate']:.2f} "
+            f"| {r['random_win_rate']:.2f} | {r['random_mean_return']:.3f} | {r['partial_returns']} | {status} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from spade.sandbox import isolation, protocol
+from spade.sandbox import isolation, procs, protocol
 from spade.sandbox.config import SandboxConfig
 
 OUTCOME_KINDS = ("ok", "env_error", "contract_violation", "timeout", "crash")
@@ -131,9 +131,22 @@ class WorkerProcess:
             return self._exchange(message, timeout + self.config.limits.grace_s), generation
 
     def stop(self) -> None:
-        """Kill the worker's whole process group (no-op if not running)."""
+        """Kill the worker: its sandboxed processes first, then its whole process group (no-op if not running).
+
+        bwrap's inner processes run in a new session, so they are not in the launcher's process group;
+        killing them first lets the launcher reap them, and its pid namespace takes everything else.
+        """
         proc, self.proc = self.proc, None
         if proc is not None:
+            for pid in procs.descendants(proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                proc.wait(timeout=1.0)  # the launcher exits once its child is gone
+            except subprocess.TimeoutExpired:
+                pass
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

@@ -160,6 +160,16 @@ CHECKS = {"reset": check_reset, "step": check_step, "solution": check_solution}
 # ----- the episode process -----------------------------------------------------------------------
 
 
+def _die_with_worker(worker_pid: int) -> None:
+    """Ask the kernel to SIGKILL this episode when the worker dies (PR_SET_PDEATHSIG), on every level."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    if os.getppid() != worker_pid:  # the worker died before the request took effect
+        os._exit(0)
+
+
 def _apply_limits(limits: dict) -> None:
     mib = 1 << 20
     pairs = [
@@ -185,10 +195,11 @@ def _respond(sock: socket.socket, message: dict, cap: int) -> None:
     sock.sendall(data)
 
 
-def episode_main(sock: socket.socket, request: dict, config: dict) -> None:
+def episode_main(sock: socket.socket, request: dict, config: dict, worker_pid: int) -> None:
     """Body of the forked episode process; never returns."""
     cap = config["max_response_bytes"]
     os.setpgid(0, 0)
+    _die_with_worker(worker_pid)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
     _apply_limits(config["limits"])
@@ -274,6 +285,7 @@ class Zygote:
         if episode_id in self.episodes:
             self.kill(episode_id)
         parent_sock, child_sock = socket.socketpair()
+        worker_pid = os.getpid()
         pid = os.fork()
         if pid == 0:  # episode process
             try:
@@ -285,7 +297,7 @@ class Zygote:
                     other.close()
                 os.closerange(3, keep)
                 os.closerange(keep + 1, 1 << 16)
-                episode_main(child_sock, request, self.config)
+                episode_main(child_sock, request, self.config, worker_pid)
             finally:
                 os._exit(70)
         child_sock.close()

