@@ -107,6 +107,16 @@ def random_action(rng: random.Random, observation: str, info: dict, kind: str) -
 
 
 def play_random(env, seed: int, kind: str, max_steps: int = 64) -> EpisodeResult:
-    """Play uniformly uninformed actions until the episode ends."""
+    """Play uniformly uninformed actions until the episode ends.
+
+    Tool schemas arrive in the reset info only; they are remembered for the whole episode.
+    """
     rng = random.Random(f"random-policy-{seed}")
-    return _play(env, seed, lambda obs, info: random_action(rng, obs, info, kind), max_steps)
+    known: dict = {}
+
+    def next_action(observation, info):
+        if info.get("tools"):
+            known["tools"] = info["tools"]
+        return random_action(rng, observation, {**info, **known}, kind)
+
+    return _play(env, seed, next_action, max_steps)

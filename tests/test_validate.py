@@ -1,0 +1,101 @@
+"""Validation: one realistic candidate per reason code, plus the rejection store."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import GOOD_STEP, env_source
+
+from spade.envs.validate import REASONS, Validator, store_rejection
+
+TOOL_ENV = '''
+from spade.envs.tool_base import ToolUseBaseEnv
+
+class LampDesk(ToolUseBaseEnv):
+    _tools = {
+        "set_lamp": {"description": "Switch a lamp.", "parameters": {
+            "lamp": {"type": "string", "enum": ["desk", "floor"]}, "on": {"type": "boolean"}},
+            "required": ["lamp", "on"]},
+    }
+
+    def _setup(self, rng):
+        self.state = {"desk": False, "floor": False}
+        first = rng.choice(["desk", "floor"])
+        self.first = first
+        self._user_messages = [f"Turn on the {first} lamp.", "Now turn on the other lamp."]
+        self._message_criteria = [lambda s: s[first], {PRESATISFIED}]
+
+    def tool_set_lamp(self, lamp, on):
+        self.state[lamp] = on
+        return {"lamp": lamp, "on": on}
+
+    def solution(self):
+        other = "floor" if self.first == "desk" else "desk"
+        return "\\n".join([
+            '{"name": "set_lamp", "arguments": {"lamp": "%s", "on": true}}' % self.first,
+            '{"name": "set_lamp", "arguments": {"lamp": "%s", "on": true}}' % other,
+            "<answer>done</answer>",
+        ])
+'''
+
+
+@pytest.fixture(scope="module")
+def validator(pool):
+    return Validator(pool)
+
+
+def test_valid_candidate_with_chatter(validator):
+    raw = "Sure! Here is the environment.\n```python\n" + env_source(GOOD_STEP) + "```\nIt is deterministic."
+    report = validator.validate(raw)
+    assert report.valid and report.reason == "ok" and report.isolation == "bwrap"
+    assert report.class_name == "Env" and report.kind == "game"
+    assert report.checks == ("intake", "load", "reset_step_contract", "second_seed", "determinism")
+    assert any("python" in change for change in report.changes)
+    assert set(report.to_dict()) >= {"valid", "reason", "message", "isolation"}
+
+
+@pytest.mark.parametrize(
+    "source, reason, fragment",
+    [
+        ("def helper(:\n    pass\n", "syntax_error", "line 1"),
+        ("def helper():\n    return 1\n", "no_env_class", ""),
+        ("import nonexistent_module_xyz\n" + env_source(GOOD_STEP), "load_failed", "ModuleNotFoundError"),
+        (env_source(GOOD_STEP).replace("self.reset()", "self.reset()\n        1 / 0"), "load_failed", "ZeroDivisionError"),
+        (env_source(GOOD_STEP).replace('{{"turn": 0}}'.format(), '{"turn": 0}, 3'), "reset_failed", "reset()"),
+        (env_source('        return "x", 0.0, False, False'), "step_failed", "5-tuple"),
+        (env_source('        return "x", 2.0, False, False, {}'), "reward_out_of_range", "2.0"),
+        (env_source('        return "x", -0.5, True, False, {}'), "reward_out_of_range", "-0.5"),
+        (env_source('        return "x", float("nan"), True, False, {}'), "step_failed", "not finite"),
+        (env_source("        while True:\n            pass"), "step_failed", "timeout"),
+        (env_source('        import time\n        return str(time.perf_counter_ns()), 0.0, False, False, {}'),
+         "nondeterministic", "fresh instance"),
+        (env_source(GOOD_STEP).replace("self.turn = 0", "self.turn = 0\n        self.resets = getattr(self, 'resets', 0) + 1")
+         .replace('return "Guess a digit', 'return str(self.resets) + "Guess a digit'), "nondeterministic", "twice"),
+        (TOOL_ENV.replace("{PRESATISFIED}", "lambda s: s['floor'] or True"), "reset_gate_presatisfied", "criterion 1"),
+        (TOOL_ENV.replace("{PRESATISFIED}", "lambda s: s['ceiling']"), "reset_gate_error", "KeyError"),
+    ],
+)
+def test_rejections(validator, source, reason, fragment):
+    report = validator.validate(source)
+    assert not report.valid
+    assert report.reason == reason, report.message
+    assert reason in REASONS
+    assert fragment in report.message
+
+
+def test_valid_tool_use_candidate(validator):
+    report = validator.validate(TOOL_ENV.replace("{PRESATISFIED}", "lambda s: s['desk'] and s['floor']"))
+    assert report.valid, report.message
+    assert report.kind == "tool_use" and "reset_gate" in report.checks
+
+
+def test_rejected_candidate_is_stored(validator, tmp_path):
+    raw = env_source('        return "x", 2.0, False, False, {}')
+    report = validator.validate(raw)
+    folder = store_rejection(tmp_path, raw, report)
+    assert (folder / "raw.txt").read_text() == raw
+    assert "class Env" in (folder / "code.py").read_text()
+    stored = json.loads((folder / "report.json").read_text())
+    assert stored["reason"] == "reward_out_of_range" and stored["valid"] is False
+    assert not list(tmp_path.rglob("*.tmp"))  # atomic writes leave no temporaries
