@@ -99,3 +99,11 @@ def test_rejected_candidate_is_stored(validator, tmp_path):
     stored = json.loads((folder / "report.json").read_text())
     assert stored["reason"] == "reward_out_of_range" and stored["valid"] is False
     assert not list(tmp_path.rglob("*.tmp"))  # atomic writes leave no temporaries
+
+
+def test_determinism_check_is_a_switch(pool):
+    from spade.envs.validate import ValidationConfig
+
+    source = env_source('        import time\n        return str(time.perf_counter_ns()), 0.0, False, False, {}')
+    report = Validator(pool, ValidationConfig(check_determinism=False)).validate(source)
+    assert report.valid and "determinism" not in report.checks
