@@ -1,8 +1,8 @@
 """Command lines for the three isolation levels, and automatic choice of the strongest that works.
 
 - ``bwrap``: new user, pid, net, ipc, uts and cgroup namespaces, new session, die-with-parent,
-  cleared environment, uid/gid 65534 inside, all capabilities dropped, read-only binds of only
-  ``/usr`` (with the usual ``/bin``, ``/lib`` symlinks), the Python installation (its
+  cleared environment, uid/gid 65534 inside, all capabilities dropped, read-only binds of only the
+  shared libraries (``/usr/lib*`` and the ``/lib*`` links), the Python installation (its
   ``site-packages`` hidden under an empty tmpfs) and the ``spade`` package, a fresh ``/proc`` and
   ``/dev``, and a size-capped private tmpfs ``/tmp``. No host file, socket or process is reachable.
 - ``unshare``: new net, pid, ipc and uts namespaces (no host network, no host processes), but the
@@ -68,8 +68,11 @@ def find_bwrap(configured: str = "") -> str | None:
 
 
 def _bind_system(args: list) -> None:
-    args += ["--ro-bind", "/usr", "/usr"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+    """Shared libraries only: ``/usr/lib*`` and the top-level ``/lib*`` (or their usr-merge symlinks)."""
+    for lib in ("/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32"):
+        if os.path.isdir(lib) and not os.path.islink(lib):
+            args += ["--ro-bind", lib, lib]
+    for top in ("/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
@@ -87,8 +90,10 @@ def bwrap_command(bwrap: str, config: SandboxConfig, boot_config: str) -> list:
     for key, value in SANDBOX_ENV.items():
         args += ["--setenv", key, value]
     _bind_system(args)
-    prefix = os.path.realpath(sys.base_prefix)
-    if not prefix.startswith("/usr/"):
+    prefix, python = os.path.realpath(sys.base_prefix), python_binary()
+    if prefix in ("/usr", "/"):  # a distribution Python: stdlib is under /usr/lib, add the binary
+        args += ["--ro-bind", python, python]
+    elif not prefix.startswith("/usr/lib"):
         args += ["--ro-bind", prefix, prefix]
     site = os.path.realpath(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})["purelib"])
     if os.path.isdir(site):
@@ -96,7 +101,7 @@ def bwrap_command(bwrap: str, config: SandboxConfig, boot_config: str) -> list:
     args += ["--ro-bind", str(package_dir()), f"{RUNTIME_ROOT}/spade"]
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--size", str(config.limits.tmpfs_mb << 20), "--tmpfs", "/tmp", "--chdir", "/tmp"]
-    args += [python_binary(), "-s", "-S", "-c", BOOT.format(root=RUNTIME_ROOT), boot_config]
+    args += [python, "-s", "-S", "-c", BOOT.format(root=RUNTIME_ROOT), boot_config]
     return args
 
 
@@ -127,11 +132,6 @@ def command_for(level: str, config: SandboxConfig, boot_config: str) -> list:
     if level == "rlimits":
         return plain_command(boot_config)
     raise IsolationError(f"unknown isolation level {level!r}; allowed: {list(ISOLATION_LEVELS)}")
-
-
-def child_env(level: str) -> dict:
-    """Environment for the launched process (bwrap clears it again inside)."""
-    return dict(SANDBOX_ENV)
 
 
 _PROBES: dict = {}

@@ -50,8 +50,7 @@ class Outcome:
     def describe(self) -> str:
         if self.ok:
             return "ok"
-        head = f"{self.kind}: {self.error_type + ': ' if self.error_type else ''}{self.message}"
-        return head
+        return f"{self.kind}: {self.error_type + ': ' if self.error_type else ''}{self.message}"
 
 
 class WorkerLost(Exception):
@@ -85,7 +84,7 @@ class WorkerProcess:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
-            env=isolation.child_env(self.level),
+            env=dict(isolation.SANDBOX_ENV),  # bwrap clears it again inside
             start_new_session=True,  # own process group: killed as a whole
             close_fds=True,
         )
