@@ -57,7 +57,8 @@ def test_strip_think_leaves_plain_text_alone():
 
 
 def test_strip_think_stray_close_drops_everything_before_it():
-    text, changed = strip_think("plan: use a dict\nmore plan</think>\nAnswer:\n```python\nx = 1\n```")
+    raw = "plan: use a dict\nmore plan</think>\nAnswer:\n```python\nx = 1\n```"
+    text, changed = strip_think(raw)
     assert changed and text == "\nAnswer:\n```python\nx = 1\n```"
 
 
@@ -109,7 +110,7 @@ def test_extract_unclosed_fence_takes_rest():
     raw = "Here you go:\n```python\n" + GAME_ENV
     code, notes = extract_code(raw)
     assert code == GAME_ENV
-    assert notes == ["took unclosed ```python block from line 2 to the end"]
+    assert notes == ["took everything after the unclosed fence on line 2"]
 
 
 def test_extract_no_fences_returns_whole_text_unchanged():
@@ -133,6 +134,15 @@ def test_extract_removes_stray_fence_lines():
 def test_extract_keeps_fence_lines_inside_strings_of_valid_code():
     code = 'PROMPT = """Reply like:\n```\nanswer\n```\n"""\n'
     assert extract_code(code) == (code, [])
+
+
+def test_extract_extends_block_past_fence_inside_a_prompt_string():
+    env = GAME_ENV.replace('"Guess a number from 1 to 10."',
+                           '"""Reply in a block:\n```\n5\n```\n"""')
+    raw = "Here is the env:\n```python\n" + env + "```\nEnjoy."
+    code, notes = extract_code(raw)
+    assert code == env
+    assert notes[1].startswith("extended the block to the fence on line ")
 
 
 # ---------------------------------------------------------------- repair_fstring_braces
@@ -208,6 +218,11 @@ def test_repair_leaves_non_fstring_syntax_errors_alone():
     assert repair_fstring_braces(code) == (code, [])
 
 
+def test_repair_is_all_or_nothing_when_code_still_fails():
+    code = 'msg = f"empty {} here"\ndef broken(:\n    pass\n'
+    assert repair_fstring_braces(code) == (code, [])
+
+
 def test_repair_set_literal_text_left_alone():
     code = 'prompt = f"Pick one of {1, 2}"\n'
     assert repair_fstring_braces(code) == (code, [])
@@ -245,7 +260,8 @@ def test_find_two_env_classes_is_an_error():
 
 def test_find_only_functions_is_no_env_class():
     with pytest.raises(IntakeError) as info:
-        find_env_class("def reset():\n    pass\n\ndef step(a):\n    pass\n\nclass Helper:\n    pass\n")
+        find_env_class("def reset():\n    pass\n\ndef step(a):\n    pass\n\n"
+                       "class Helper:\n    pass\n")
     assert info.value.reason == "no_env_class"
     assert "Helper" in info.value.message
 
@@ -282,7 +298,8 @@ def test_intake_repairs_boxed_and_reports_it():
 def test_intake_tool_use_and_trailing_newline():
     result = intake("\n\n" + TOOL_ENV.rstrip() + "   \n\n\n")
     assert (result.code, result.class_name, result.kind) == (TOOL_ENV, "LookupEnv", "tool_use")
-    assert result.changes == ("trimmed blank lines and trailing whitespace at the ends of the code",)
+    assert result.changes == (
+        "trimmed blank lines and trailing whitespace at the ends of the code",)
 
 
 def test_intake_is_pure():
