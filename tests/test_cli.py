@@ -63,6 +63,8 @@ def test_check_library_json(tmp_path):
     payload = json.loads(out.read_text())
     assert payload == json.loads(result.stdout)
     assert payload["passed"] and payload["isolation"] == "bwrap" and len(payload["environments"]) >= 15
+    assert set(payload["provenance"]) == {"git_commit", "config_hash", "seed", "spade_version"}
+    assert len(payload["provenance"]["config_hash"]) == 16
     assert "| environment |" in (tmp_path / "r.md").read_text()
 
 

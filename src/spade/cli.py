@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from spade.configtools import ConfigError
+from spade.provenance import stamp
 
 DEFAULT_CONFIG = Path("configs/default.yaml")
 
@@ -118,6 +119,7 @@ def cmd_bench(args) -> int:
 
     config = _config(args)
     result = run_bench(config.sandbox, env_name=args.env, steps=args.steps, fresh_calls=args.fresh_calls)
+    result["provenance"] = stamp(config)
     if args.out:
         from spade.io import atomic_write_json
 
@@ -147,7 +149,7 @@ def cmd_check_library(args) -> int:
         rows = check_library(Validator(pool, config.validation), config.library_check, progress=not args.json)
         level = pool.level
     payload = {"isolation": level, "passed": bool(rows) and all(r.passed for r in rows),
-               "environments": [r.to_dict() for r in rows]}
+               "environments": [r.to_dict() for r in rows], "provenance": stamp(config)}
     if args.out:
         atomic_write_json(args.out, payload)
     if args.markdown:
