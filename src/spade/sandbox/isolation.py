@@ -4,7 +4,8 @@
   cleared environment, uid/gid 65534 inside, all capabilities dropped, read-only binds of only the
   shared libraries (``/usr/lib*`` and the ``/lib*`` links), the Python installation (its
   ``site-packages`` hidden under an empty tmpfs) and the ``spade`` package, a fresh ``/proc`` and
-  ``/dev``, and a size-capped private tmpfs ``/tmp``. No host file, socket or process is reachable.
+  ``/dev``, every mount read-only, and for each episode its own size-capped tmpfs ``/tmp`` in its own
+  mount namespace (freed when the episode ends). No host file, socket or process is reachable.
 - ``unshare``: new net, pid, ipc and uts namespaces (no host network, no host processes), but the
   host filesystem stays visible with the caller's permissions.
 - ``rlimits``: resource limits and the seccomp filter only.
@@ -85,7 +86,10 @@ def bwrap_command(bwrap: str, config: SandboxConfig, boot_config: str) -> list:
         "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
         "--unshare-cgroup-try",
         "--die-with-parent", "--new-session", "--clearenv",
-        "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL",
+        "--uid", "65534", "--gid", "65534",
+        # CAP_SYS_ADMIN inside the new user namespace only (no power on the host): each episode uses it
+        # to mount its private /tmp, then drops every capability before running generated code.
+        "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN",
     ]
     for key, value in SANDBOX_ENV.items():
         args += ["--setenv", key, value]
@@ -97,10 +101,10 @@ def bwrap_command(bwrap: str, config: SandboxConfig, boot_config: str) -> list:
         args += ["--ro-bind", prefix, prefix]
     site = os.path.realpath(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})["purelib"])
     if os.path.isdir(site):
-        args += ["--tmpfs", site]  # hide the interpreter's third-party packages
+        args += ["--tmpfs", site, "--remount-ro", site]  # hide the interpreter's third-party packages
     args += ["--ro-bind", str(package_dir()), f"{RUNTIME_ROOT}/spade"]
-    args += ["--proc", "/proc", "--dev", "/dev"]
-    args += ["--size", str(config.limits.tmpfs_mb << 20), "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--dir", "/tmp", "--chdir", "/"]
+    args += ["--remount-ro", "/"]  # nothing is writable; each episode mounts its own capped /tmp
     args += [python, "-s", "-S", "-c", BOOT.format(root=RUNTIME_ROOT), boot_config]
     return args
 

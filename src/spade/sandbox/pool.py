@@ -76,7 +76,7 @@ class WorkerProcess:
     def start(self) -> None:
         import json
 
-        boot = json.dumps(self.config.worker_config())
+        boot = json.dumps(self.config.worker_config(private_tmp=self.level == "bwrap"))
         command = isolation.command_for(self.level, self.config, boot)
         self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
@@ -168,6 +168,15 @@ class WorkerProcess:
             self.stop()
 
 
+def _finite_number(value) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an int beyond float range
+        return False
+
+
 def _plain_value_ok(method: str, value) -> str:
     """Re-check on the host the shape of values the (untrusted) episode process sent back."""
     if method == "reset":
@@ -178,9 +187,7 @@ def _plain_value_ok(method: str, value) -> str:
             isinstance(value, list)
             and len(value) == 5
             and isinstance(value[0], str)
-            and isinstance(value[1], (int, float))
-            and not isinstance(value[1], bool)
-            and math.isfinite(value[1])
+            and _finite_number(value[1])
             and isinstance(value[2], bool)
             and isinstance(value[3], bool)
             and isinstance(value[4], dict)
@@ -203,7 +210,9 @@ def to_outcome(reply: dict, method: str, elapsed_ms: float) -> Outcome:
         if problem:
             return Outcome("contract_violation", message=problem, elapsed_ms=elapsed_ms)
         value = reply.get("value")
-        if method in ("reset", "step"):
+        if method == "step":
+            value = (value[0], float(value[1]), *value[2:])
+        elif method == "reset":
             value = tuple(value)
         return Outcome("ok", value, elapsed_ms=elapsed_ms)
     return Outcome(kind, None, elapsed_ms=elapsed_ms, ended=ended, **text)

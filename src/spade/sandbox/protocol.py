@@ -48,7 +48,12 @@ def _wait(fd: int, event: int, deadline: float | None) -> None:
 
 
 def write_message(fd: int, message: dict, cap: int, deadline: float | None = None) -> None:
-    data = memoryview(encode(message, cap))
+    write_frame(fd, encode(message, cap), deadline)
+
+
+def write_frame(fd: int, frame: bytes, deadline: float | None = None) -> None:
+    """Write an already ``encode``d message completely."""
+    data = memoryview(frame)
     while data:
         _wait(fd, select.POLLOUT, deadline)
         try:
@@ -73,14 +78,19 @@ def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
     return b"".join(chunks)
 
 
+def _reject_constant(name: str):
+    raise ValueError(f"non-finite number {name} is not allowed")
+
+
 def read_message(fd: int, cap: int, deadline: float | None = None) -> dict:
     (size,) = HEADER.unpack(_read_exact(fd, HEADER.size, deadline))
     if size > cap:
         raise ProtocolError(f"peer announced a message of {size} bytes; the cap is {cap} bytes")
+    data = _read_exact(fd, size, deadline)
     try:
-        message = json.loads(_read_exact(fd, size, deadline).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"peer sent invalid JSON: {exc}") from None
+        message = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+    except (ValueError, RecursionError, MemoryError) as exc:  # bad UTF-8/JSON, NaN, huge ints, deep nesting
+        raise ProtocolError(f"peer sent invalid JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not isinstance(message, dict):
         raise ProtocolError(f"peer sent a JSON {type(message).__name__}, expected an object")
     return message

@@ -36,6 +36,7 @@ from spade.envs.tool_base import ToolUseBaseEnv
 from spade.sandbox import protocol, seccomp
 
 METHODS = ("reset", "step", "solution", "close", "get_tools", "reset_gate")
+REPLY_KEYS = ("kind", "value", "error_type", "message", "traceback")  # what an episode may say
 TRACEBACK_CHARS = 2000
 MESSAGE_CHARS = 500
 MODULE_NAME = "spade_generated_env"
@@ -75,24 +76,34 @@ def _type_name(value) -> str:
         return "object"
 
 
-def plain(value, budget: list | None = None):
+MAX_DEPTH = 32
+MAX_NODES = 10_000
+MAX_INT_DIGITS = 300
+
+
+def plain(value, budget: list | None = None, depth: int = 0):
     """Copy ``value`` into exact builtin JSON types; anything else becomes a short type tag.
 
-    ``budget`` bounds the number of nodes visited, so self-referencing containers cannot blow up.
+    ``budget`` bounds the nodes visited and ``depth`` the nesting, so self-referencing or deeply
+    nested containers cannot blow up; huge integers become a tag too (JSON peers reject them).
     """
-    budget = [10_000] if budget is None else budget
+    budget = [MAX_NODES] if budget is None else budget
     budget[0] -= 1
     kind = type(value)
-    if value is None or kind in (bool, int, str):
+    if value is None or kind in (bool, str):
         return value
+    if kind is int:
+        return value if abs(value) < 10**MAX_INT_DIGITS else "<int too large>"
     if kind is float:
         return value if math.isfinite(value) else repr(value)
-    if budget[0] <= 0:
+    if budget[0] <= 0 or depth >= MAX_DEPTH:
         return "<truncated>"
     if kind in (list, tuple):
-        return [plain(v, budget) for v in value]
+        return [plain(v, budget, depth + 1) for v in value]
     if kind is dict:
-        return {k if type(k) is str else f"<key {_type_name(k)}>": plain(v, budget) for k, v in value.items()}
+        return {
+            k if type(k) is str else f"<key {_type_name(k)}>": plain(v, budget, depth + 1) for k, v in value.items()
+        }
     return f"<{_type_name(value)}>"
 
 
@@ -121,6 +132,8 @@ def check_step(result) -> dict:
         problems.append(f"observation is {type(observation).__name__}, not str")
     if type(reward) not in (int, float):
         problems.append(f"reward is {type(reward).__name__}, not float")
+    elif type(reward) is int and abs(reward) >= 10**MAX_INT_DIGITS:
+        problems.append("reward is an integer too large for a float")
     elif not math.isfinite(reward):
         problems.append(f"reward is not finite ({reward!r})")
     if type(terminated) is not bool:
@@ -170,6 +183,42 @@ def _die_with_worker(worker_pid: int) -> None:
         os._exit(0)
 
 
+def _libc():
+    import ctypes
+
+    return ctypes, ctypes.CDLL(None, use_errno=True)
+
+
+def _private_tmp(size_mb: int) -> None:
+    """Give this episode its own mount namespace with a fresh, size-capped tmpfs on /tmp."""
+    ctypes, libc = _libc()
+    clone_newns, ms_rec, ms_private, ms_nosuid, ms_nodev = 0x20000, 0x4000, 0x40000, 0x2, 0x4
+    steps = (
+        ("unshare(CLONE_NEWNS)", lambda: libc.unshare(clone_newns)),
+        ("making mounts private", lambda: libc.mount(None, b"/", None, ms_rec | ms_private, None)),
+        ("mounting /tmp", lambda: libc.mount(b"tmpfs", b"/tmp", b"tmpfs", ms_nosuid | ms_nodev,
+                                             f"size={size_mb}m,mode=1777".encode())),
+    )
+    for what, call in steps:
+        if call() != 0:
+            raise OSError(ctypes.get_errno(), f"private /tmp: {what} failed")
+    os.chdir("/tmp")
+
+
+def _drop_capabilities() -> None:
+    """Clear every capability (effective, permitted, inheritable, ambient); fail if any remain."""
+    ctypes, libc = _libc()
+    libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()  # two all-zero __user_cap_data_struct
+    if libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+    with open("/proc/self/status", encoding="ascii") as status:
+        fields = dict(line.split(":", 1) for line in status if line.startswith("Cap"))
+    if any(int(fields[key], 16) for key in ("CapEff", "CapPrm", "CapInh", "CapAmb") if key in fields):
+        raise OSError("capabilities remain after capset")
+
+
 def _apply_limits(limits: dict) -> None:
     mib = 1 << 20
     pairs = [
@@ -202,9 +251,16 @@ def episode_main(sock: socket.socket, request: dict, config: dict, worker_pid: i
     _die_with_worker(worker_pid)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
-    _apply_limits(config["limits"])
-    if config.get("seccomp", True):
-        seccomp.install(os.getpid())
+    try:  # fail closed: no generated code runs unless every restriction is in place
+        if config.get("private_tmp"):
+            _private_tmp(config["limits"]["tmpfs_mb"])
+        _drop_capabilities()
+        _apply_limits(config["limits"])
+        if config.get("seccomp", True):
+            seccomp.install(os.getpid())
+    except (OSError, ValueError) as exc:
+        _respond(sock, _error("crash", f"could not confine the episode process: {exc}"), cap)
+        os._exit(71)
     seed = request.get("seed")
     random.seed(seed)
     fd = sock.fileno()
@@ -254,10 +310,9 @@ class Zygote:
     def kill(self, episode_id: str) -> str:
         pid, sock = self.episodes.pop(episode_id)
         sock.close()
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        # The pid itself: the episode may have left its process group (setpgid), and it cannot
+        # have children (seccomp), so killing the pid is complete.
+        os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
         return describe_status(status)
 
@@ -268,7 +323,8 @@ class Zygote:
         try:
             if message is not None:
                 protocol.write_message(sock.fileno(), message, self.config["max_request_bytes"], deadline)
-            return protocol.read_message(sock.fileno(), self.config["max_response_bytes"], deadline)
+            reply = protocol.read_message(sock.fileno(), self.config["max_response_bytes"], deadline)
+            return {key: reply[key] for key in REPLY_KEYS if key in reply}  # nothing else is forwarded
         except protocol.DeadlineExceeded:
             self.kill(episode_id)
             reply = _error("timeout", f"no answer within {timeout:.3g} s; episode process killed")
@@ -336,7 +392,14 @@ class Zygote:
                 break
             reply = self.handle(request)
             reply["seq"] = request.get("seq")
-            protocol.write_message(self.out_fd, reply, self.config["max_response_bytes"] + 4096)
+            try:
+                data = protocol.encode(reply, self.config["max_response_bytes"] + 4096)
+            except (protocol.ProtocolError, ValueError, TypeError, RecursionError) as exc:
+                if "id" in request and request["id"] in self.episodes:
+                    self.kill(request["id"])
+                fallback = _error("contract_violation", f"episode reply could not be forwarded: {exc}")
+                data = protocol.encode({**fallback, "ended": True, "seq": request.get("seq")}, 1 << 16)
+            protocol.write_frame(self.out_fd, data)
         for episode_id in list(self.episodes):
             self.kill(episode_id)
 
@@ -354,6 +417,8 @@ def describe_status(status: int) -> str:
 
 def main(argv: list | None = None) -> None:
     config = json.loads((argv or sys.argv)[1])
+    _, libc = _libc()
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE=0: episodes (which inherit it) cannot open our /proc files
     in_fd, out_fd = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
