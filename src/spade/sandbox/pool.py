@@ -14,6 +14,7 @@ long-lived thread (normally the main thread).
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import os
 import signal
@@ -74,8 +75,6 @@ class WorkerProcess:
         self._stderr = None
 
     def start(self) -> None:
-        import json
-
         boot = json.dumps(self.config.worker_config(private_tmp=self.level == "bwrap"))
         command = isolation.command_for(self.level, self.config, boot)
         self._stderr = tempfile.TemporaryFile()

@@ -20,6 +20,7 @@ enforces a slightly longer one on the worker itself.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import os
@@ -173,25 +174,20 @@ CHECKS = {"reset": check_reset, "step": check_step, "solution": check_solution}
 # ----- the episode process -----------------------------------------------------------------------
 
 
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def _die_with_worker(worker_pid: int) -> None:
     """Ask the kernel to SIGKILL this episode when the worker dies (PR_SET_PDEATHSIG), on every level."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    _libc().prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
     if os.getppid() != worker_pid:  # the worker died before the request took effect
         os._exit(0)
 
 
-def _libc():
-    import ctypes
-
-    return ctypes, ctypes.CDLL(None, use_errno=True)
-
-
 def _private_tmp(size_mb: int) -> None:
     """Give this episode its own mount namespace with a fresh, size-capped tmpfs on /tmp."""
-    ctypes, libc = _libc()
+    libc = _libc()
     clone_newns, ms_rec, ms_private, ms_nosuid, ms_nodev = 0x20000, 0x4000, 0x40000, 0x2, 0x4
     steps = (
         ("unshare(CLONE_NEWNS)", lambda: libc.unshare(clone_newns)),
@@ -207,7 +203,7 @@ def _private_tmp(size_mb: int) -> None:
 
 def _drop_capabilities() -> None:
     """Clear every capability (effective, permitted, inheritable, ambient); fail if any remain."""
-    ctypes, libc = _libc()
+    libc = _libc()
     libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
     data = (ctypes.c_uint32 * 6)()  # two all-zero __user_cap_data_struct
@@ -417,8 +413,7 @@ def describe_status(status: int) -> str:
 
 def main(argv: list | None = None) -> None:
     config = json.loads((argv or sys.argv)[1])
-    _, libc = _libc()
-    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE=0: episodes (which inherit it) cannot open our /proc files
+    _libc().prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE=0: episodes (which inherit it) cannot open our /proc files
     in_fd, out_fd = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
