@@ -154,6 +154,18 @@ def test_auto_falls_back_and_warns_when_bwrap_is_missing(caplog):
         resolve_level(SandboxConfig(isolation="bwrap", bwrap_path="/nonexistent/bwrap"))
 
 
+def test_bwrap_that_cannot_start_is_reported_and_skipped(tmp_path, caplog):
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    config = SandboxConfig(isolation="auto", bwrap_path=str(fake))
+    with caplog.at_level(logging.WARNING, logger="spade.sandbox"):
+        assert resolve_level(config) == "unshare"
+    assert "No permissions to create new namespace" in caplog.text
+    with pytest.raises(IsolationError, match="No permissions to create new namespace"):
+        resolve_level(SandboxConfig(isolation="auto", bwrap_path=str(fake), min_isolation="bwrap"))
+
+
 @pytest.mark.parametrize("level", ["unshare", "rlimits"])
 def test_fallback_levels_run_episodes_with_limits(level, monkeypatch):
     monkeypatch.setenv("SPADE_FALLBACK_SECRET", "fallback-token-123")
