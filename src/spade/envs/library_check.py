@@ -53,7 +53,8 @@ def check_entry(entry: LibraryEnv, validator: Validator, config: LibraryCheckCon
                           partial_returns=0, passed=False, message=report.message)
     kind = report.kind
     try:
-        with SandboxedEnv(validator.pool, report.code, report.class_name, kind) as env:
+        max_turns = validator.config.max_turns_for(kind)
+        with SandboxedEnv(validator.pool, report.code, report.class_name, kind, max_turns) as env:
             oracle = [play_oracle(env, seed, kind) for seed in range(config.oracle_seeds)]
             random_runs = [play_random(env, seed, kind) for seed in range(config.random_seeds)]
     except EpisodeFailed as exc:

@@ -7,6 +7,7 @@ values directly and raises ``EpisodeFailed`` (carrying the ``Outcome``) when a c
 from __future__ import annotations
 
 from spade.envs.intake import intake
+from spade.envs.validate import ValidationConfig
 from spade.sandbox.pool import Outcome, SandboxPool
 
 
@@ -26,8 +27,9 @@ class SandboxedEnv:
 
     @classmethod
     def from_source(cls, pool: SandboxPool, raw: str, max_turns: int | None = None) -> "SandboxedEnv":
+        """Intake ``raw`` designer output; ``max_turns`` defaults to the validation setting for its kind."""
         result = intake(raw)
-        turns = max_turns or (30 if result.kind == "tool_use" else 20)
+        turns = max_turns or ValidationConfig().max_turns_for(result.kind)
         return cls(pool, result.code, result.class_name, result.kind, turns)
 
     def _ensure(self, seed) -> None:

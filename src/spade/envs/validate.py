@@ -49,6 +49,10 @@ class ValidationConfig:
         True, "Deviation (ours): require same-seed determinism. false = the paper's smoke test without it."
     )
 
+    def max_turns_for(self, kind: str) -> int:
+        """``max_turns`` passed to ``__init__`` for a ``game`` or ``tool_use`` environment."""
+        return self.tool_max_turns if kind == "tool_use" else self.game_max_turns
+
 
 @dataclass(frozen=True)
 class ValidationReport:
@@ -112,7 +116,7 @@ class Validator:
                                 elapsed_ms=(time.perf_counter() - start) * 1000, **fields)
 
     def _open(self, result, seed: int) -> SandboxedEpisode:
-        max_turns = self.config.tool_max_turns if result.kind == "tool_use" else self.config.game_max_turns
+        max_turns = self.config.max_turns_for(result.kind)
         episode = self.pool.open(result.code, result.class_name, seed=seed, env_kwargs={"max_turns": max_turns})
         _require(episode.opened, "load_failed", f"loading and instantiating {result.class_name}")
         return episode
