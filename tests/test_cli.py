@@ -56,6 +56,13 @@ def test_play_in_the_terminal(tmp_path):
     assert "episode over after 2 turns" in result.stdout
 
 
+def test_play_refuses_a_file_without_an_environment(tmp_path):
+    notes = tmp_path / "notes.py"
+    notes.write_text("def helper():\n    return 1\n")
+    result = run_cli("env", "play", str(notes))
+    assert result.returncode == 2 and "no_env_class" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_check_library_json(tmp_path):
     out = tmp_path / "check.json"
     result = run_cli("env", "check-library", "--json", "--out", str(out), "--markdown", str(tmp_path / "r.md"))

@@ -224,11 +224,12 @@ def main(argv: list | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from spade.envs.intake import IntakeError
     from spade.sandbox.isolation import IsolationError
 
     try:
         return args.func(args)
-    except (ConfigError, IsolationError) as exc:
+    except (ConfigError, IsolationError, IntakeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
