@@ -9,6 +9,17 @@ from spade.sandbox import SandboxConfig, SandboxLimits, SandboxPool
 FAST_LIMITS = SandboxLimits(call_timeout_s=1.0, open_timeout_s=2.0, grace_s=1.0, memory_mb=512)
 
 
+def pytest_sessionstart(session):
+    """The suite tests the real sandbox: stop at once, with the reason, where bwrap cannot start."""
+    from spade.sandbox import IsolationError
+    from spade.sandbox.isolation import resolve_level
+
+    try:
+        resolve_level(SandboxConfig(min_isolation="bwrap"))
+    except IsolationError as exc:
+        pytest.exit(f"the tests need the bwrap sandbox (user namespaces), which cannot start here: {exc}", 3)
+
+
 @pytest.fixture(scope="session")
 def pool():
     with SandboxPool(SandboxConfig(workers=2, limits=FAST_LIMITS)) as shared:
