@@ -265,7 +265,7 @@ class Harness:
         assert self.pool.level == "bwrap"
         counts = set()
         for worker in self.pool.workers:  # workers start on their first request
-            reply, _ = worker.request({"op": "ping"}, 5.0)
+            reply = worker.request({"op": "ping"}, 5.0)
             assert reply.get("kind") == "ok", reply
             counts.add(len(descendants(worker.proc.pid)))
         assert worker_marker_pids(self.cmdline_tag), "cannot recognise this pool's workers by command line"

@@ -68,7 +68,7 @@ def run_bench(config: SandboxConfig, env_name: str = "", steps: int = 2000, fres
             requests += [{"op": "call", "id": "x", "method": method, "args": args, "timeout": 10}
                          for method, args in (("reset", [0]), ("step", [ACTION]))]
             for request in requests:
-                reply, _ = worker.request(request, 10)
+                reply = worker.request(request, 10)
                 if reply["kind"] != "ok":
                     raise RuntimeError(f"benchmark environment failed in a fresh worker: {reply}")
             worker.shutdown()

@@ -119,14 +119,13 @@ class WorkerProcess:
             raise WorkerLost("crash", f"worker answered out of order (seq {reply.get('seq')!r}, expected {seq})")
         return reply
 
-    def request(self, message: dict, timeout: float) -> tuple[dict, int]:
-        """Send one request; returns (reply, generation). Restarts a dead worker first."""
+    def request(self, message: dict, timeout: float) -> dict:
+        """Send one request and return the reply. Restarts a dead worker first."""
         with self.lock:
             if self.proc is None or self.proc.poll() is not None:
                 self.stop()
                 self.start()
-            generation = self.generation
-            return self._exchange(message, timeout + self.config.limits.grace_s), generation
+            return self._exchange(message, timeout + self.config.limits.grace_s)
 
     def stop(self) -> None:
         """Kill the worker: its sandboxed processes first, then its whole process group (no-op if not running).
@@ -279,7 +278,7 @@ class SandboxPool:
     def _send(self, worker: WorkerProcess, message: dict, timeout: float, method: str) -> Outcome:
         start = time.perf_counter()
         try:
-            reply, _ = worker.request(message, timeout)
+            reply = worker.request(message, timeout)
         except WorkerLost as exc:
             return Outcome(exc.kind, message=str(exc), elapsed_ms=(time.perf_counter() - start) * 1000, ended=True)
         except (isolation.IsolationError, OSError) as exc:
