@@ -1,0 +1,47 @@
+"""Generation backends behind one interface: token-id prompts in, sampled tokens and log-probs out.
+
+The self-play core never calls a model directly. It renders chats to token ids itself (so multi-turn
+episodes are one exact token sequence) and hands a batch of prompts to a ``GenerationBackend``:
+
+- ``HFBackend`` (``spade.generation_hf``): Hugging Face ``transformers`` batched sampling on a CPU or
+  one GPU; it shares its model object with the local trainer, so weights are always in sync.
+- a vLLM engine (GPU issue) implements the same two methods.
+
+Log-probs are those of the sampled token under the *sampling* distribution: logits divided by the
+temperature, then log-softmax (top-p/top-k truncation is not applied to the reported value). The
+trainer computes its own log-probs the same way, so the ratio pi_theta / pi_rollout is consistent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+from spade.configtools import option
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = option(0.6, "Sampling temperature (paper: 0.6 for both roles).", min=0.0)
+    top_p: float = option(1.0, "Nucleus sampling mass; 1.0 disables it.", min=0.0)
+    max_new_tokens: int = option(256, "Most tokens generated per call (paper: ED 16,384, RA 8,192).", min=1)
+
+
+@dataclass
+class Generation:
+    """One sampled completion."""
+
+    text: str  # decoded completion, special tokens removed
+    completion_ids: list = field(default_factory=list)  # [C] sampled token ids, including a final eos
+    logprobs: list = field(default_factory=list)  # [C] log-prob of each sampled token (see module doc)
+    finish_reason: str = "stop"  # "stop" (eos) or "length" (max_new_tokens reached)
+
+
+class GenerationBackend(Protocol):
+    """What the self-play core needs from an inference engine."""
+
+    tokenizer: object  # a transformers tokenizer with a chat template
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams, seed: int) -> list[Generation]:
+        """Sample one completion per prompt (token ids), reproducibly for a given ``seed``."""
+        ...
