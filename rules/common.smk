@@ -7,11 +7,11 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 from spade import paths
-from spade.config import ConfigError, SpadeConfig
+from spade.config import ConfigError, SpadeConfig, resolve_layers
 from spade.configtools import from_dict
 
-try:
-    SPADE = from_dict(SpadeConfig, config)  # fail before any job runs, naming the bad key
+try:  # recipe < model card < run file and --config overrides; fail before any job runs, naming the key
+    SPADE = from_dict(SpadeConfig, resolve_layers(config))
 except ConfigError as exc:
     raise WorkflowError(f"invalid configuration: {exc}")
 

@@ -1,7 +1,10 @@
-"""The run configuration: layered YAML files merged in order, then validated into typed sections.
+"""The run configuration: one typed tree, loaded from layered YAML.
 
-Later issues add the recipe, model and training sections; every section is a dataclass whose fields
-carry a description and a default (``spade config schema`` prints them).
+Layers, later wins: the recipe ``configs/recipes/<recipe>.yaml`` (the paper's Table 5 values), the
+model card ``configs/models/<model_card>.yaml`` (under ``model:``), then the run file itself (for
+example ``configs/default.yaml``, the toy CPU experiment) and command-line overrides. Every section
+is a dataclass whose fields carry a description and a default; ``spade config schema`` prints them.
+A bad key or value raises ``ConfigError`` naming the key, the value and what is allowed.
 """
 
 from __future__ import annotations
@@ -9,18 +12,110 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from spade.agent import AgentConfig
 from spade.configtools import ConfigError, from_dict, load_yaml, option
+from spade.designer.corpus import CorpusConfig
+from spade.designer.memory import MemoryConfig
+from spade.envs.library import FLAVOURS
 from spade.envs.library_check import LibraryCheckConfig
 from spade.envs.validate import ValidationConfig
+from spade.models import ModelCard
+from spade.rewards import INVALID_MODES
 from spade.sandbox.config import SandboxConfig
 
-__all__ = ["SpadeConfig", "ConfigError", "load_config", "deep_merge"]
+__all__ = ["SpadeConfig", "ConfigError", "load_config", "deep_merge", "CONFIG_DIR"]
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+DESIGNER_REWARDS = ("regret", "ema_lp", "calibration")
+
+
+@dataclass(frozen=True)
+class SelfPlayConfig:
+    flavour: str = option("interactive", "What the designer writes (spec 2); 'interactive' is the games setting.",
+                          choices=FLAVOURS)
+    skills: list = option(
+        ["mathematical_reasoning", "logical_deduction", "spatial_reasoning", "pattern_recognition",
+         "optimization", "causal_inference"],
+        "Skills of the curriculum (the 2-skill ablation keeps two).",
+    )
+    active_skills: int = option(3, "Skills active per regeneration, round-robin (paper: 3 of 6).", min=1)
+    envs_per_skill: int = option(8, "Environment slots per active skill (paper: 8, so 24 per rollout).", min=1)
+    group_size: int = option(16, "Episodes per environment and arm, G (paper: 16).", min=1)
+    regen_interval: int = option(4, "Steps between regenerations, k (paper: 4 games, 8 tool use).", min=1)
+    total_steps: int = option(400, "Training steps (rollouts) of the run (paper: 400).", min=1)
+    design_attempts: int = option(5, "Design attempts per slot before it stays empty (paper: 5).", min=1)
+    backfill: bool = option(
+        False, "Fill slots the designer left empty from the built-in library (toy runs with weak designers only)."
+    )
+    train_designer: bool = option(True, "Train on designer samples; false = the 'w/o ED training' ablation.")
+    checkpoint_every: int = option(50, "Save a checkpoint every N steps (and at the end).", min=1)
+
+
+@dataclass(frozen=True)
+class DesignerConfig:
+    temperature: float = option(0.6, "Designer sampling temperature (paper: 0.6).", min=0.0)
+    max_new_tokens: int = option(16384, "Most tokens per design (paper: 16,384; 20,000 for Qwen3-8B).", min=1)
+    hint_max_new_tokens: int = option(512, "Most tokens per hint (not stated in the paper).", min=1)
+    reward: str = option("regret", "Designer reward: hint regret blend (paper), EMA learning potential or "
+                         "the calibration band (AutoEnvScaling).", choices=DESIGNER_REWARDS)
+    invalid: str = option("discard", "Invalid candidates: 'discard' (paper, no sample) or 'penalty'.",
+                          choices=INVALID_MODES)
+    invalid_penalty: float = option(-1.0, "Reward of an invalid candidate when invalid = 'penalty'.")
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    regret_weight: float = option(0.4, "Weight of the floored regret in the designer reward (paper: 0.4).", min=0.0)
+    plateau_weight: float = option(0.6, "Weight of the difficulty plateau (paper: 0.6).", min=0.0)
+    regret_scale: float = option(0.15, "Regret normalisation scale (paper: 0.15).", min=1e-9)
+    band_low: float = option(0.4, "Plateau band lower edge (paper: 0.4; 0.2 later in the 4B run).", min=0.0)
+    band_high: float = option(0.6, "Plateau band upper edge (paper: 0.6; 0.4 later in the 4B run).", min=0.0)
+    ramp: float = option(0.25, "Plateau ramp width on each side (paper: 0.25).", min=1e-9)
+    ema_g_fast: float = option(0.5, "EMA learning potential: fast rate g1 (not stated in the paper).", min=0.0)
+    ema_g_slow: float = option(0.1, "EMA learning potential: slow rate g2 < g1 (not stated in the paper).", min=0.0)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    learning_rate: float = option(1e-6, "Constant learning rate (paper: 1e-6).", min=0.0)
+    adam_beta1: float = option(0.9, "Adam beta1 (paper: 0.9).", min=0.0)
+    adam_beta2: float = option(0.98, "Adam beta2 (paper: 0.98).", min=0.0)
+    weight_decay: float = option(0.1, "AdamW weight decay (paper: 0.1).", min=0.0)
+    eps_low: float = option(0.2, "Lower clip epsilon (paper: 0.20).", min=0.0)
+    eps_high: float = option(0.28, "Upper clip epsilon (paper: 0.28).", min=0.0)
+    kl_coef: float = option(0.0, "KL penalty (k3) against the initial policy (paper: 0; 0.005 for Qwen3-8B).", min=0.0)
+    tis: bool = option(True, "Truncated importance sampling for delayed designer samples (paper: on).")
+    tis_cap: float = option(2.0, "TIS cap C (not stated in the paper).", min=1.0)
+    designer_upweight_cap: float = option(50.0, "Cap of the designer-sample up-weighting factor (official: 50).",
+                                          min=1.0)
+    global_batch: int = option(192, "Samples per optimizer step (paper: 192).", min=1)
+    micro_batch: int = option(4, "Samples per forward/backward pass (gradient accumulation).", min=1)
+    max_grad_norm: float = option(1.0, "Gradient clipping norm (not stated in the paper).", min=0.0)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    heldout: list = option([], "Built-in environments held out of backfill and memory, used to evaluate checkpoints.")
+    episodes: int = option(8, "Episodes per held-out environment per evaluation.", min=1)
+    temperature: float = option(0.6, "Sampling temperature of the evaluation.", min=0.0)
 
 
 @dataclass(frozen=True)
 class SpadeConfig:
+    run_name: str = option("run", "Name of the run; outputs go to <results_dir>/runs/<run_name>.")
+    recipe: str = option("games", "Recipe file under configs/recipes/ that the run starts from.")
+    model_card: str = option("smollm2-135m", "Model card file under configs/models/ (loaded into 'model').")
     seed: int = option(0, "Master seed; every random choice of a run derives from it.")
     results_dir: str = option("results", "Folder of all generated outputs (git-ignored).")
+    model: ModelCard = option(ModelCard(), "The policy model (one model plays both roles).")
+    selfplay: SelfPlayConfig = option(SelfPlayConfig(), "The self-play loop (Algorithm 1).")
+    designer: DesignerConfig = option(DesignerConfig(), "The environment designer role.")
+    agent: AgentConfig = option(AgentConfig(), "The reasoning agent role.")
+    reward: RewardConfig = option(RewardConfig(), "Designer reward shaping (spec 4).")
+    train: TrainConfig = option(TrainConfig(), "The GRPO update (spec 6, Table 5).")
+    corpus: CorpusConfig = option(CorpusConfig(), "Grounding documents for the designer.")
+    memory: MemoryConfig = option(MemoryConfig(), "The environment memory.")
+    eval: EvalConfig = option(EvalConfig(), "Evaluation of checkpoints on held-out built-in environments.")
     sandbox: SandboxConfig = option(SandboxConfig(), "The sandbox that runs generated code.")
     validation: ValidationConfig = option(ValidationConfig(), "Checks a candidate environment must pass.")
     library_check: LibraryCheckConfig = option(LibraryCheckConfig(), "The built-in library's oracle/random check.")
@@ -29,6 +124,24 @@ class SpadeConfig:
         seeds = self.validation.seeds
         if len(seeds) != 2 or len(set(seeds)) != 2 or not all(isinstance(s, int) for s in seeds):
             raise ConfigError(f"config key 'validation.seeds' must be two different integers, got {seeds!r}")
+        if not 0.0 <= self.reward.band_low <= self.reward.band_high <= 1.0:
+            raise ConfigError(
+                f"config keys 'reward.band_low'/'reward.band_high' must satisfy 0 <= low <= high <= 1, "
+                f"got {self.reward.band_low!r}/{self.reward.band_high!r}"
+            )
+        if self.reward.ema_g_fast <= self.reward.ema_g_slow:
+            raise ConfigError("config key 'reward.ema_g_fast' must be larger than 'reward.ema_g_slow' "
+                              f"(got {self.reward.ema_g_fast!r} <= {self.reward.ema_g_slow!r})")
+        if self.selfplay.active_skills > len(self.selfplay.skills):
+            raise ConfigError(f"config key 'selfplay.active_skills' ({self.selfplay.active_skills}) exceeds the "
+                              f"number of skills in 'selfplay.skills' ({len(self.selfplay.skills)})")
+        from spade.designer.skills import get_skill
+
+        for skill in self.selfplay.skills:
+            try:
+                get_skill(skill)
+            except (KeyError, ValueError) as exc:
+                raise ConfigError(f"config key 'selfplay.skills' has unknown skill {skill!r}: {exc}") from None
 
 
 def deep_merge(base: dict, override: dict) -> dict:
@@ -41,9 +154,26 @@ def deep_merge(base: dict, override: dict) -> dict:
     return merged
 
 
-def load_config(*paths: str | Path, overrides: dict | None = None) -> SpadeConfig:
-    """Merge the YAML files in order (later wins), apply ``overrides``, validate."""
+def _layer(name: str, folder: str, key: str, config_dir: Path) -> dict:
+    path = config_dir / folder / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in (config_dir / folder).glob("*.yaml"))
+        raise ConfigError(f"config key '{key}' names {name!r}, but {path} does not exist; known: {known}")
+    return load_yaml(path)
+
+
+def resolve_layers(run: dict, config_dir: Path = CONFIG_DIR) -> dict:
+    """Merge recipe < model card < run settings into one plain dict (not yet validated)."""
+    recipe = run.get("recipe", "games")
+    card = run.get("model_card", "smollm2-135m")
+    merged = deep_merge(_layer(recipe, "recipes", "recipe", config_dir), {"model": _layer(card, "models", "model_card", config_dir)})
+    return deep_merge(merged, run)
+
+
+def load_config(*paths: str | Path, overrides: dict | None = None, layered: bool = True) -> SpadeConfig:
+    """Merge the YAML files in order (later wins) and ``overrides``; resolve layers; validate."""
     data: dict = {}
     for path in paths:
         data = deep_merge(data, load_yaml(path))
-    return from_dict(SpadeConfig, deep_merge(data, overrides or {}))
+    data = deep_merge(data, overrides or {})
+    return from_dict(SpadeConfig, resolve_layers(data) if layered else data)

@@ -68,7 +68,13 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
         if meta.get("min") is not None and value is not None and value < meta["min"]:
             raise ConfigError(f"config key '{key}' has value {value!r}; it must be >= {meta['min']}")
         values[name] = value
-    return cls(**values)
+    try:
+        return cls(**values)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as exc:  # a section's own cross-field checks
+        where = f"section '{prefix}'" if prefix else "the top level"
+        raise ConfigError(f"invalid {where}: {exc}") from None
 
 
 def describe(cls, prefix: str = "") -> list[tuple[str, object, str]]:

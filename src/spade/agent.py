@@ -1,0 +1,245 @@
+"""The reasoning agent: batched multi-turn episodes over sandboxed environments (spec sections 2-3).
+
+Every unfinished episode of a batch generates its next turn together (one backend call per turn).
+An episode is kept as ONE exact token sequence: the rendered first prompt, then for every turn the
+sampled tokens (trained, ``loss_mask`` 1) and the tokens of the next observation rendered by the chat
+template (never trained, mask 0). Generated code runs only in the sandbox; the model's text reaches
+the environment as one extracted action per turn:
+
+- games: the first ``\\boxed{...}`` span (brace-balanced); the raw text if there is none, so the
+  environment can answer with its own format reminder;
+- tool use: ``<answer>...</answer>`` if present, else the first tool call (``<tool_call>{...}</tool_call>``
+  or a bare JSON object with a ``name``).
+
+The episode return follows spec 3.4: the final step's reward if the episode terminated, else 0.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+
+from spade.configtools import option
+from spade.envs.drivers import WIN_THRESHOLD
+from spade.generation import GenerationBackend, SamplingParams
+from spade.rewards import episode_return
+from spade.sandbox.pool import SandboxPool
+
+THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
+ANSWER_RE = re.compile(r"<answer>.*?</answer>", re.DOTALL)
+TOOL_TAG_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+OUTCOMES = ("terminated", "truncated", "turn_limit", "context_limit", "env_failure")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    max_turns: int = option(25, "Most agent turns per episode (paper: 25).", min=1)
+    max_new_tokens: int = option(8192, "Most tokens the agent generates per turn (paper: 8,192).", min=1)
+    max_context_tokens: int = option(32768, "Longest episode token sequence (paper: 32,768).", min=16)
+    temperature: float = option(0.6, "Agent sampling temperature (paper: 0.6).", min=0.0)
+    top_p: float = option(1.0, "Agent nucleus sampling mass.", min=0.0)
+    paired_arms: bool = option(
+        True, "Deviation (ours): hint and no-hint arms share seeds. false = unrelated seeds, as the official code."
+    )
+
+
+@dataclass(frozen=True)
+class EpisodeJob:
+    """One episode to play."""
+
+    env_id: str
+    code: str
+    class_name: str
+    kind: str  # "game" or "tool_use"
+    seed: int
+    arm: str = "no_hint"  # "no_hint" or "hint"
+    hint: str = ""
+
+
+@dataclass
+class EpisodeRecord:
+    env_id: str
+    seed: int
+    arm: str
+    turns: int = 0
+    generated_tokens: int = 0
+    rewards: list = field(default_factory=list)  # [turns] reward of every step
+    final_return: float = 0.0  # spec 3.4
+    won: bool = False
+    outcome: str = "turn_limit"  # one of OUTCOMES
+    failure: str = ""  # the sandbox outcome's description when outcome == "env_failure"
+    token_ids: list = field(default_factory=list, repr=False)  # [T] the whole episode
+    loss_mask: list = field(default_factory=list, repr=False)  # [T] 1 on tokens the agent sampled
+    rollout_logprobs: list = field(default_factory=list, repr=False)  # [T] sampling log-probs (0 off-mask)
+
+    def summary(self) -> dict:
+        data = asdict(self)
+        for key in ("token_ids", "loss_mask", "rollout_logprobs"):
+            data.pop(key)
+        return data
+
+
+def first_boxed(text: str) -> str | None:
+    """The content of the first brace-balanced ``\\boxed{...}`` in ``text``, or None."""
+    start = text.find("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 0, start + len("\\boxed")
+    for j in range(i, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i + 1 : j]
+    return None
+
+
+def extract_action(text: str, kind: str) -> str:
+    """The action sent to the environment for one model turn (see the module docstring)."""
+    visible = THINK_RE.sub("", text).strip()
+    if kind == "tool_use":
+        answer = ANSWER_RE.search(visible)
+        if answer:
+            return answer.group(0)
+        tagged = TOOL_TAG_RE.search(visible)
+        if tagged:
+            return tagged.group(1).strip()
+        start = visible.find("{")
+        return visible[start:] if start >= 0 else visible
+    boxed = first_boxed(visible)
+    return visible if boxed is None else "\\boxed{" + boxed + "}"
+
+
+class ChatTokens:
+    """Renders chats with the tokenizer's template and extends an episode token by token."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.eos_text = tokenizer.eos_token
+        self.eos_id = tokenizer.eos_token_id
+
+    def render(self, messages: list, add_generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+
+    def encode(self, text: str) -> list:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def first_prompt(self, messages: list) -> list:
+        return self.encode(self.render(messages, add_generation_prompt=True))
+
+    def continuation(self, messages: list, observation: str, ended_with_eos: bool) -> list:
+        """Tokens that follow the assistant's last turn: end of turn, the observation, the next prompt.
+
+        ``messages`` ends with that assistant turn. The text after its end-of-turn token is taken from
+        the template, so the sequence equals what the template would render, without re-tokenising
+        anything the model sampled.
+        """
+        closed = self.render(messages, add_generation_prompt=False)
+        opened = self.render(messages + [{"role": "user", "content": observation}], add_generation_prompt=True)
+        if not opened.startswith(closed):
+            raise ValueError("the chat template does not render a conversation as a prefix of its extension")
+        end = closed.rfind(self.eos_text)
+        glue = closed[end + len(self.eos_text) :] if end >= 0 else ""
+        ids = [] if ended_with_eos else [self.eos_id]
+        return ids + self.encode(glue + opened[len(closed) :])
+
+
+@dataclass
+class _Live:
+    job: EpisodeJob
+    record: EpisodeRecord
+    messages: list
+    episode: object  # SandboxedEpisode
+
+
+class EpisodeRunner:
+    """Plays batches of episodes: the model through a backend, the environments through the sandbox."""
+
+    def __init__(self, backend: GenerationBackend, pool: SandboxPool, config: AgentConfig, system_prompts: dict):
+        self.backend, self.pool, self.config = backend, pool, config
+        self.system_prompts = system_prompts  # kind -> system prompt text
+        self.chat = ChatTokens(backend.tokenizer)
+
+    def _start(self, job: EpisodeJob, with_hint) -> _Live | EpisodeRecord:
+        record = EpisodeRecord(job.env_id, job.seed, job.arm)
+        episode = self.pool.open(job.code, job.class_name, seed=job.seed, env_kwargs={"max_turns": self.config.max_turns})
+        outcome = episode.reset(job.seed) if episode.opened.ok else episode.opened
+        if not outcome.ok:
+            episode.close()
+            record.outcome, record.failure = "env_failure", outcome.describe()
+            return record
+        observation, info = outcome.value
+        if job.kind == "tool_use" and info.get("tools"):
+            observation += "\n\nTools (OpenAI function schemas):\n" + json.dumps(info["tools"], indent=1)
+        if job.arm == "hint":
+            observation = with_hint(observation, job.hint)
+        messages = [{"role": "system", "content": self.system_prompts[job.kind]}, {"role": "user", "content": observation}]
+        record.token_ids = self.chat.first_prompt(messages)
+        record.loss_mask = [0] * len(record.token_ids)
+        record.rollout_logprobs = [0.0] * len(record.token_ids)
+        return _Live(job, record, messages, episode)
+
+    def run(self, jobs: list, seed: int, with_hint=None) -> list:
+        """Play every job; returns one ``EpisodeRecord`` per job, in order."""
+        if with_hint is None:
+            from spade.designer.prompts import with_hint
+        started = [self._start(job, with_hint) for job in jobs]
+        live = [s for s in started if isinstance(s, _Live)]
+        for turn in range(self.config.max_turns):
+            live = [e for e in live if not self._finished(e)]
+            if not live:
+                break
+            self._turn(live, seed * 1_000 + turn)
+        for entry in live:
+            if not self._finished(entry):
+                entry.record.outcome = "turn_limit"
+        for entry in started:
+            if isinstance(entry, _Live):
+                entry.episode.close()
+        return [s.record if isinstance(s, _Live) else s for s in started]
+
+    def _finished(self, entry: _Live) -> bool:
+        return entry.record.outcome in ("terminated", "truncated", "context_limit", "env_failure")
+
+    def _turn(self, live: list, seed: int) -> None:
+        budget = {id(e): self.config.max_context_tokens - len(e.record.token_ids) for e in live}
+        for entry in live:
+            if budget[id(entry)] < 1:
+                entry.record.outcome = "context_limit"
+        live = [e for e in live if not self._finished(e)]
+        if not live:
+            return
+        longest = min(self.config.max_new_tokens, max(budget[id(e)] for e in live))
+        params = SamplingParams(self.config.temperature, self.config.top_p, longest)
+        generations = self.backend.generate([e.record.token_ids for e in live], params, seed)
+        for entry, generation in zip(live, generations):
+            ids = generation.completion_ids[: budget[id(entry)]]
+            record = entry.record
+            record.token_ids += ids
+            record.loss_mask += [1] * len(ids)
+            record.rollout_logprobs += list(generation.logprobs[: len(ids)])
+            record.generated_tokens += len(ids)
+            record.turns += 1
+            outcome = entry.episode.step(extract_action(generation.text, entry.job.kind))
+            if not outcome.ok:
+                record.outcome, record.failure = "env_failure", outcome.describe()
+                continue
+            observation, reward, terminated, truncated, _ = outcome.value
+            record.rewards.append(reward)
+            if terminated or truncated:
+                record.outcome = "terminated" if terminated else "truncated"
+                record.final_return = episode_return(reward, terminated)
+                record.won = terminated and reward >= WIN_THRESHOLD
+                continue
+            entry.messages.append({"role": "assistant", "content": generation.text})
+            ended = bool(ids) and ids[-1] == self.chat.eos_id
+            extra = self.chat.continuation(entry.messages, observation, ended)
+            entry.messages.append({"role": "user", "content": observation})
+            if len(record.token_ids) + len(extra) >= self.config.max_context_tokens:
+                record.outcome = "context_limit"
+                continue
+            record.token_ids += extra
+            record.loss_mask += [0] * len(extra)
+            record.rollout_logprobs += [0.0] * len(extra)
