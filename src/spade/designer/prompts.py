@@ -1,0 +1,371 @@
+"""Prompt builders of the two roles (spec sections 1-3): the environment designer and the reasoning agent.
+
+Every builder returns chat messages, a list of ``{"role": ..., "content": ...}`` dicts. The text is
+kept short and concrete because small and large policies read the same prompts.
+
+- ``design_prompt``: ask for one environment of a given flavour and skill, optionally grounded on a
+  corpus document and shown memory seeds (good examples and one to avoid).
+- ``hint_prompt`` / ``extract_hint``: ask for, and clean, the privileged hint written from the code.
+- ``agent_system_prompt`` / ``with_hint``: the agent's instructions and the hint injected into the
+  first observation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from spade.designer.skills import get_domain, get_skill, get_variant
+
+__all__ = [
+    "DEFAULT_HINT_CHARS",
+    "DESIGN_FLAVOURS",
+    "HINT_CLOSE",
+    "HINT_OPEN",
+    "agent_system_prompt",
+    "design_prompt",
+    "extract_hint",
+    "flavour_kind",
+    "hint_prompt",
+    "with_hint",
+]
+
+DESIGN_FLAVOURS = ("puzzle", "game", "interactive", "tool_use")
+DEFAULT_HINT_CHARS = 800
+HINT_OPEN, HINT_CLOSE = "<hint>", "</hint>"
+HINT_MARK_START = "=== HINT (privileged help for this episode) ==="
+HINT_MARK_END = "=== END OF HINT ==="
+
+
+def flavour_kind(flavour: str) -> str:
+    """``"tool_use"`` for the tool-use flavour, ``"game"`` for the three game flavours."""
+    if flavour not in DESIGN_FLAVOURS:
+        raise ValueError(f"unknown flavour {flavour!r}; expected one of {DESIGN_FLAVOURS}")
+    return "tool_use" if flavour == "tool_use" else "game"
+
+
+def _messages(system: str, user: str) -> list[dict]:
+    return [{"role": "system", "content": system.strip()}, {"role": "user", "content": user.strip()}]
+
+
+# ---------------------------------------------------------------------------------------------------
+# designer: environment
+# ---------------------------------------------------------------------------------------------------
+DESIGNER_SYSTEM = """\
+You are an environment designer. You write training environments for a reasoning agent as Python code.
+The agent never sees your code: it only reads the text observations and sends text actions.
+Reply with exactly ONE ```python fenced block holding the complete module, and nothing after it."""
+
+def _unwrap(text: str) -> str:
+    """Join lines continued with a trailing backslash (the templates below are raw strings)."""
+    return text.replace("\\\n", "").strip()
+
+
+_COMMON_RULES = _unwrap(r"""
+General rules:
+- One self-contained module. Standard library only (for example math, random, re, json, itertools, \
+collections, string). No third-party packages.
+- No print(), no input(), no file, network or process access, no global mutable state.
+""")
+_GAME_RULES = _unwrap(r"""
+- Determinism: draw everything random from a private generator, self.rng = random.Random(seed), \
+created in reset(); never the module-level random functions, time or hash(). The same seed must give \
+the same task and the same observations.
+- Observations are plain text and fully describe what the agent may see: the rules, the goal, the \
+current state, feedback on the last action and the exact action format with an example. Never put \
+the answer or the hidden values in an observation or in info.
+""")
+_TOOL_RULES = _unwrap(r"""
+- The ToolUseBaseEnv import above is the only import from outside the standard library.
+- Determinism: draw everything random from the rng passed to _setup; never the module-level random \
+functions, time or hash(). The same seed must give the same task and the same outputs.
+- The instructions and tool outputs are all the agent sees: together they must fully describe what \
+it needs, without revealing the reference solution.
+""")
+
+_GAME_CONTRACT = _unwrap(r"""
+The module defines exactly one class with these methods and return types:
+- __init__(self, max_turns=20, **kwargs): store max_turns, set every attribute, then call self.reset().
+- reset(self, seed=None) -> tuple[str, dict]: start a new task drawn from random.Random(seed); reset the \
+turn counter; return (observation, info).
+- step(self, action: str) -> tuple[str, float, bool, bool, dict]: return (observation, reward, \
+terminated, truncated, info) on EVERY code path, including empty, malformed or repeated actions \
+(answer those with a helpful observation and reward 0.0, never an exception).
+- solution(self) -> str: the reference actions that win from the CURRENT state, one per line, each \
+a bare answer without \boxed{}. Used for checking only, never shown to the agent.
+- close(self): release nothing, just return.
+
+Actions: the agent writes its action inside \boxed{...}; step() reads the FIRST \boxed{...} span, for \
+example with re.search(r"\\boxed\{([^{}]*)\}", action). Every valid answer is a short brace-free \
+string (no { or }). Accept harmless variations (spaces, letter case) where sensible.
+
+Rewards and episode end:
+- reward is a float in [0, 1]; 1.0 means full success and only full success earns 1.0.
+- terminated = True when the goal is reached (or the episode is definitely lost).
+- truncated = True when the number of step() calls reaches max_turns.
+- the reward returned on the final step is the episode's score.
+""")
+
+_FLAVOUR_RULES = {
+    "puzzle": r"""
+Flavour: single-turn puzzle.
+- reset() states one self-contained task whose answer is checked exactly.
+- A correct answer gives reward 1.0 and terminated = True. A wrong answer gives reward 0.0, a short \
+feedback observation that does not reveal the answer, and the agent may try again until max_turns \
+(then truncated = True).
+- solution() returns one line: the correct answer.""",
+    "game": r"""
+Flavour: multi-turn game.
+- The state changes with every action, and the agent faces real choices: on most turns several moves \
+are legal and some of them lead to worse positions or dead ends.
+- A good player wins in about 10-15 turns; the episode allows at most 20 turns (max_turns=20).
+- Each observation shows the current state and the legal moves or the action format.
+- Win: reward 1.0, terminated = True. Loss or dead end: terminated = True with reward 0.0 or a partial \
+score below 1.0. Ordinary moves give 0.0.
+- solution() lists the winning moves from the current state, one per line, so that sending them in \
+order wins.""",
+    "interactive": r"""
+Flavour: interactive environment with hidden state, grounded in a concept.
+- Build it around one concrete concept, rule or procedure (a formula, a mechanism, a classification, \
+an algorithm) from the document when one is given, and name that concept in the module docstring.
+- The task has hidden state (hidden parameters, values or rules). The agent reveals it step by step \
+with probing actions (queries, measurements, experiments) whose results appear in the observation, \
+then commits a final answer with a distinct action (for example \boxed{answer: ...}). Limit the \
+number of probes so that reasoning, not brute force, is needed.
+- Do not print the governing formula or rule; the agent must infer it.
+- The final answer gives partial reward in [0, 1] for partly correct answers and 1.0 only when fully \
+correct; then terminated = True. Probes give 0.0.
+- solution() lists the actions, one per line, ending with the final answer, that earn 1.0 from the \
+current state.""",
+}
+
+_TOOL_CONTRACT = _unwrap(r"""
+The module defines exactly one class, a subclass of ToolUseBaseEnv. Start with:
+    from spade.envs.tool_base import ToolUseBaseEnv, DECLINE_TOOL
+The base class already implements reset(), step(), get_tools(), close(), argument checking, error \
+reporting, revealing instructions one at a time and the reward. Do NOT override reset, step, \
+get_tools or _advance_if_done. You write:
+- _tools (class attribute): {tool_name: {"description": str, "parameters": {arg: {"type": \
+"string"|"integer"|"number"|"boolean"|"array"|"object", "description": str, "enum": [...] (optional)}}, \
+"required": [arg, ...]}}.
+- one method tool_<tool_name>(self, **arguments) per tool. It returns a JSON-able value (dict, list or \
+str). For a bad request (unknown id, invalid value, not allowed) raise an exception with a clear \
+message; the base class turns it into an error text for the agent.
+- _setup(self, rng): build the whole task from rng (a random.Random that reset(seed) passes in). Set \
+self.state (a dict holding all records), self._user_messages (the instructions, revealed one at a \
+time) and self._message_criteria (one function state -> bool per instruction, True once that \
+instruction has been carried out in self.state).
+- solution(self) -> str: the reference actions from the CURRENT state, one per line: one JSON tool \
+call per line, {"name": ..., "arguments": {...}}, for the instructions not yet completed (from \
+self._current_msg on), then a last line <answer>done</answer>. Never shown to the agent.
+
+Requirements:
+- 3-8 task tools, deterministic (same state and arguments, same result), at least one with an enum or \
+a required parameter; plus 1-2 distractor tools that look plausible but are never needed.
+- 3-5 instructions. Each is one atomic request written as the user would say it and takes several \
+calls to complete (about 4-8, mixing reads and writes); keep the whole reference solution under 25 \
+calls.
+- Every criterion must be False on a freshly reset state (for every seed), must become True only \
+through the agent's tool calls, and must follow from the instruction text and tool outputs alone.
+- The agent sees only the instructions, the tool schemas and the tool outputs; every id or value it \
+needs must be stated in an instruction or obtainable through a tool.
+- The agent earns reward 1 only when it answers <answer>done</answer> after every instruction's \
+criterion has passed; you do not compute rewards yourself.
+""")
+
+_DECLINE_NOTE = _unwrap(r"""
+For the out-of-scope instruction, add "decline_request": DECLINE_TOOL to _tools (the base class \
+provides tool_decline_request, which appends the reason to state["declined"]); its criterion is \
+lambda s: len(s.get("declined", [])) > 0.
+""")
+
+
+def _seed_section(positive_seeds, negative_seed) -> str:
+    parts = []
+    for index, code in enumerate(positive_seeds or [], start=1):
+        parts.append(
+            f"Good example {index}: an earlier environment at the right difficulty (the agent won it "
+            f"sometimes, not always). Learn from its quality; do not copy its task.\n"
+            f"<good_example>\n{code.strip()}\n</good_example>"
+        )
+    if negative_seed:
+        parts.append(
+            "Example to avoid: the agent won this earlier environment almost always or almost never "
+            "(too easy or too hard). Do not make one like it.\n"
+            f"<bad_example>\n{negative_seed.strip()}\n</bad_example>"
+        )
+    return "\n\n".join(parts)
+
+
+def design_prompt(
+    flavour: str,
+    skill: str,
+    document: str | None,
+    positive_seeds: list[str] | None,
+    negative_seed: str | None,
+    domain: str | None = None,
+    variant: str | None = None,
+) -> list[dict]:
+    """Chat messages asking the designer for one environment.
+
+    ``flavour``: "puzzle", "game", "interactive" or "tool_use". ``skill``: a game skill for the game
+    flavours, a tool-use skill for "tool_use". ``document``: grounding text (already truncated) or
+    None. ``positive_seeds``: code of good earlier environments; ``negative_seed``: code of one to
+    avoid. ``domain``/``variant`` (tool use only): ids from ``spade.designer.skills``; a missing
+    variant means "execute", a missing domain leaves the choice to the designer.
+    """
+    kind = flavour_kind(flavour)
+    info = get_skill(skill)
+    if info.kind != kind:
+        raise ValueError(f"skill {skill!r} is a {info.kind} skill; it cannot be used with flavour {flavour!r}")
+    if kind == "game" and (domain is not None or variant is not None):
+        raise ValueError("domain and variant apply to the tool_use flavour only")
+
+    sections = [f"Target skill: {info.name}. {info.description}"]
+    if kind == "game":
+        sections += [_unwrap(_FLAVOUR_RULES[flavour]), _GAME_CONTRACT, _COMMON_RULES + "\n" + _GAME_RULES]
+    else:
+        chosen = get_variant(variant or "execute")
+        if domain is None:
+            sections.append("Application domain: choose a realistic one (for example retail, banking or travel).")
+        else:
+            dom = get_domain(domain)
+            sections.append(f"Application domain: {dom.name}. {dom.description}")
+        variant_text = f"Task variant: {chosen.id}. {chosen.description}"
+        if chosen.id == "with_irrelevant":
+            variant_text += "\n" + _DECLINE_NOTE
+        sections += ["Flavour: multi-turn tool use.", variant_text, _TOOL_CONTRACT, _COMMON_RULES + "\n" + _TOOL_RULES]
+
+    if document:
+        if kind == "game":
+            ground = "Build the environment around one concrete concept from this document."
+        else:
+            ground = ("Build the environment around one concept from this document (an operation, a data "
+                      "structure, a rule), adapted to the application domain.")
+        sections.append(f"{ground}\n<document>\n{document.strip()}\n</document>")
+    elif flavour == "interactive":
+        sections.append("No document is given: choose the concept yourself from mathematics or science.")
+    seeds = _seed_section(positive_seeds, negative_seed)
+    if seeds:
+        sections.append(seeds)
+    sections.append(
+        "Make the task challenging but fair: solvable by careful reasoning, not by guessing. "
+        "Output exactly ONE ```python fenced block with the whole module and nothing after it."
+    )
+    return _messages(DESIGNER_SYSTEM, "\n\n".join(sections))
+
+
+# ---------------------------------------------------------------------------------------------------
+# designer: hint
+# ---------------------------------------------------------------------------------------------------
+HINT_SYSTEM = """\
+You help a player who will play an environment without seeing its code. You read the code and write \
+one short hint that makes success more likely without giving the answer away."""
+
+
+def hint_prompt(code: str, flavour: str) -> list[dict]:
+    """Chat messages asking for one privileged hint, written from the environment's source code."""
+    kind = flavour_kind(flavour)
+    if kind == "tool_use":
+        task = (
+            "Write a value-free plan: 2-5 short numbered steps saying which tools to call in which order "
+            "for each kind of instruction, what to look up first, and how to finish "
+            "(<answer>done</answer>). Do not include ids, names, amounts or other concrete values; "
+            "they change with every episode."
+        )
+    else:
+        task = (
+            "Write 2-4 sentences: the key insight or strategy that solves the task, and the exact answer "
+            "format inside \\boxed{...}. Never state the answer or any hidden value; the task changes "
+            "with every seed."
+        )
+    user = (
+        f"Environment code:\n```python\n{code.strip()}\n```\n\n{task}\n"
+        f"Put the hint inside {HINT_OPEN}...{HINT_CLOSE}."
+    )
+    return _messages(HINT_SYSTEM, user)
+
+
+_THINK_BLOCK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.S | re.I)
+_THINK_OPEN = re.compile(r"<think(?:ing)?>", re.I)
+_THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.I)
+_HINT_BLOCK = re.compile(r"<hint>(.*?)</hint>", re.S | re.I)
+_HINT_OPEN = re.compile(r"<hint>", re.I)
+
+
+def _strip_think(text: str) -> str:
+    """Drop closed reasoning blocks, text before a stray closing tag, and an unclosed block (up to a
+    ``<hint>`` tag after it, else to the end)."""
+    text = _THINK_BLOCK.sub("", text)
+    strays = list(_THINK_CLOSE.finditer(text))
+    if strays:
+        text = text[strays[-1].end():]
+    opener = _THINK_OPEN.search(text)
+    if opener:
+        hint = _HINT_OPEN.search(text, opener.end())
+        text = text[: opener.start()] + (text[hint.start():] if hint else "")
+    return text
+
+
+def extract_hint(text: str, max_chars: int = DEFAULT_HINT_CHARS) -> str:
+    """The hint in a designer reply: reasoning removed, the first ``<hint>...</hint>`` body if present
+    (an unclosed ``<hint>`` runs to the end), else the whole reply; trimmed and cut to ``max_chars``
+    (at a word boundary when one exists in the last fifth)."""
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be positive, got {max_chars}")
+    text = _strip_think(text or "")
+    block = _HINT_BLOCK.search(text)
+    if block:
+        text = block.group(1)
+    else:
+        opener = _HINT_OPEN.search(text)
+        if opener:
+            text = text[opener.end():]
+    text = text.strip()
+    if len(text) > max_chars:
+        cut = text[:max_chars]
+        space = cut.rfind(" ")
+        text = (cut[:space] if space >= max_chars * 4 // 5 else cut).rstrip()
+    return text
+
+
+# ---------------------------------------------------------------------------------------------------
+# reasoning agent
+# ---------------------------------------------------------------------------------------------------
+_AGENT_GAME = r"""
+You are playing a text environment over several turns. Each message from the user is an observation.
+Every turn: think step by step, then give exactly one action inside \boxed{...}, for example \boxed{42}.
+Only the first \boxed{...} of your reply counts, so write it once, at the end. Follow the answer format
+the observation asks for."""
+
+_AGENT_TOOLS = """
+You are an assistant that serves a user's requests by calling tools, one call per turn.
+Every turn: think briefly, then write exactly one tool call as JSON:
+{"name": "<tool name>", "arguments": {<argument>: <value>, ...}}
+Tool results and new instructions arrive as the next message. Use read tools to find ids you are not
+given. If no tool can serve a request, call decline_request with a reason when that tool exists.
+When every request has been handled, reply <answer>done</answer> instead of a tool call."""
+
+
+def agent_system_prompt(kind: str, tools: list | None = None) -> str:
+    """System prompt of the reasoning agent. ``kind``: "game" (or a game flavour) or "tool_use".
+    ``tools``: optional OpenAI tool schemas (``get_tools()``) to list in the prompt."""
+    if kind in ("game", "games", "puzzle", "interactive"):
+        return _AGENT_GAME.strip()
+    if kind != "tool_use":
+        raise ValueError(f"unknown agent kind {kind!r}; expected 'game' or 'tool_use'")
+    text = _AGENT_TOOLS.strip()
+    if tools:
+        listed = "\n".join(json.dumps(tool, sort_keys=True) for tool in tools)
+        text += f"\n\nAvailable tools:\n{listed}"
+    return text
+
+
+def with_hint(observation: str, hint: str) -> str:
+    """The first observation with the hint appended in a clearly marked block (unchanged if the hint
+    is empty)."""
+    hint = (hint or "").strip()
+    if not hint:
+        return observation
+    return f"{observation}\n\n{HINT_MARK_START}\n{hint}\n{HINT_MARK_END}"
+

@@ -1,0 +1,190 @@
+"""HFBackend on the tiny random model: reproducibility, batching, eos handling, log-probs, train mode."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from spade.generation import Generation, SamplingParams
+from spade.generation_hf import HFBackend, batch_seed
+from spade.models import TINY_RANDOM, chat_prompt_ids, load_model, prepare_model
+
+QUESTIONS = [
+    "What is 2+3?",
+    "Guess a digit between 0 and 9 and answer as \\boxed{d}.",
+    "Hi",
+    'Call a tool: {"name": "list_files", "arguments": {"path": "/home/user"}} and tell me what you find.',
+    "Solve for x: 3x + 4 = 19.",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    folder = prepare_model(TINY_RANDOM, tmp_path_factory.mktemp("models") / "tiny")
+    return load_model(folder)
+
+
+@pytest.fixture(scope="module")
+def prompts(tiny):
+    _, tokenizer = tiny
+    return [chat_prompt_ids(tokenizer, [{"role": "user", "content": q}]) for q in QUESTIONS]
+
+
+GREEDY = SamplingParams(temperature=0.0, max_new_tokens=12)
+SAMPLED = SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=12)
+
+
+def forward_logprobs(model, prompt: list[int], completion: list[int], temperature: float) -> torch.Tensor:
+    """log_softmax(logits / T) of each completion token, from one forward pass over prompt + completion."""
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()
+    if temperature > 0:
+        logits = logits / temperature
+    return torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(completion)[:, None]).squeeze(1)
+
+
+def test_shapes_and_types(tiny, prompts):
+    model, tokenizer = tiny
+    out = HFBackend(model, tokenizer).generate(prompts, SAMPLED, seed=0)
+    assert len(out) == len(prompts) and all(isinstance(g, Generation) for g in out)
+    for g in out:
+        assert len(g.completion_ids) == len(g.logprobs) <= SAMPLED.max_new_tokens
+        assert all(isinstance(i, int) for i in g.completion_ids)
+        assert all(lp <= 0 for lp in g.logprobs)
+        assert g.finish_reason in ("stop", "length")
+        assert g.text == tokenizer.decode(g.completion_ids, skip_special_tokens=True)
+
+
+def test_same_seed_same_samples(tiny, prompts):
+    model, tokenizer = tiny
+    backend = HFBackend(model, tokenizer, batch_size=2)
+    first = backend.generate(prompts, SAMPLED, seed=7)
+    second = backend.generate(prompts, SAMPLED, seed=7)
+    other = backend.generate(prompts, SAMPLED, seed=8)
+    assert [g.completion_ids for g in first] == [g.completion_ids for g in second]
+    assert [g.logprobs for g in first] == [g.logprobs for g in second]
+    assert [g.completion_ids for g in first] != [g.completion_ids for g in other]
+
+
+def test_global_rng_left_alone(tiny, prompts):
+    model, tokenizer = tiny
+    state = torch.get_rng_state()
+    HFBackend(model, tokenizer).generate(prompts[:2], SAMPLED, seed=3)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_batch_seeds_differ():
+    assert len({batch_seed(s, b) for s in range(4) for b in range(4)}) == 16
+    assert all(0 <= batch_seed(s, 0) < 2**63 for s in (0, -1, 2**70))
+
+
+def test_greedy_batching_equals_one_by_one(tiny, prompts):
+    model, tokenizer = tiny
+    batched = HFBackend(model, tokenizer, batch_size=16).generate(prompts, GREEDY, seed=0)
+    single = [HFBackend(model, tokenizer, batch_size=1).generate([p], GREEDY, seed=123)[0] for p in prompts]
+    for a, b in zip(batched, single):
+        assert a.completion_ids == b.completion_ids
+        assert a.finish_reason == b.finish_reason
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_results_follow_input_order(tiny, prompts):
+    model, tokenizer = tiny
+    backend = HFBackend(model, tokenizer, batch_size=2)
+    forward = backend.generate(prompts, GREEDY, seed=0)
+    backward = backend.generate(prompts[::-1], GREEDY, seed=0)
+    assert [g.completion_ids for g in forward] == [g.completion_ids for g in backward[::-1]]
+    assert backend.last_stats["prompts"] == len(prompts)
+    assert backend.last_stats["new_tokens"] == sum(len(g.completion_ids) for g in backward)
+
+
+def test_length_finish(tiny, prompts):
+    model, tokenizer = tiny
+    # The random model practically never emits <|im_end|> (p ~ 1/512 per token) within 5 tokens.
+    out = HFBackend(model, tokenizer).generate(prompts, SamplingParams(temperature=0.0, max_new_tokens=5), seed=0)
+    assert all(g.finish_reason == "length" and len(g.completion_ids) == 5 for g in out)
+
+
+def test_eos_cut_keeps_the_eos_token(tiny, prompts):
+    model, tokenizer = tiny
+    reference = HFBackend(model, tokenizer).generate(prompts, GREEDY, seed=0)
+    # Declare a token the model emits greedily at position 3 of the first reply to be the stop token.
+    stop_token = reference[0].completion_ids[3]
+    backend = HFBackend(model, tokenizer, eos_token_id=[stop_token, tokenizer.eos_token_id])
+    cut = backend.generate(prompts, GREEDY, seed=0)
+    for full, short in zip(reference, cut):
+        if stop_token in full.completion_ids:
+            k = full.completion_ids.index(stop_token)
+            assert short.finish_reason == "stop"
+            assert short.completion_ids == full.completion_ids[:k + 1]
+            assert short.completion_ids[-1] == stop_token
+            assert short.logprobs == pytest.approx(full.logprobs[:k + 1], abs=1e-4)
+        else:
+            assert short.completion_ids == full.completion_ids and short.finish_reason == "length"
+    assert cut[0].finish_reason == "stop" and len(cut[0].completion_ids) <= 4
+
+
+@pytest.mark.parametrize("params", [SAMPLED, GREEDY, SamplingParams(temperature=1.3, top_p=1.0, max_new_tokens=10)],
+                         ids=["T0.8-top_p0.95", "greedy", "T1.3"])
+def test_logprobs_match_forward_pass(tiny, prompts, params):
+    model, tokenizer = tiny
+    out = HFBackend(model, tokenizer, batch_size=3).generate(prompts, params, seed=11)
+    for prompt, g in zip(prompts, out):
+        expected = forward_logprobs(model, prompt, g.completion_ids, params.temperature)
+        assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-4), (g.logprobs, expected.tolist())
+
+
+def test_greedy_picks_argmax(tiny, prompts):
+    model, tokenizer = tiny
+    g = HFBackend(model, tokenizer).generate(prompts[:1], GREEDY, seed=0)[0]
+    ids = torch.tensor([prompts[0] + g.completion_ids])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompts[0]) - 1:-1]
+    assert logits.argmax(-1).tolist() == g.completion_ids
+
+
+def test_tiny_top_p_is_greedy(tiny, prompts):
+    model, tokenizer = tiny
+    backend = HFBackend(model, tokenizer)
+    greedy = backend.generate(prompts, GREEDY, seed=0)
+    nucleus = backend.generate(prompts, SamplingParams(temperature=1.0, top_p=1e-6, max_new_tokens=12), seed=5)
+    assert [g.completion_ids for g in greedy] == [g.completion_ids for g in nucleus]
+
+
+def test_restores_train_mode(tiny, prompts):
+    model, tokenizer = tiny
+    seen = []
+    hook = model.register_forward_pre_hook(lambda module, args: seen.append(module.training))
+    try:
+        model.train()
+        model.model.layers[0].eval()  # a mixed state must come back exactly
+        HFBackend(model, tokenizer).generate(prompts[:2], SamplingParams(max_new_tokens=3), seed=0)
+        assert seen and not any(seen)  # eval mode while generating
+        assert model.training and model.model.training and not model.model.layers[0].training
+        assert model.model.layers[1].training
+        model.eval()
+        HFBackend(model, tokenizer).generate(prompts[:1], SamplingParams(max_new_tokens=2), seed=0)
+        assert not any(m.training for m in model.modules())
+    finally:
+        hook.remove()
+        model.eval()
+
+
+def test_generation_config_restored_and_no_grad(tiny, prompts):
+    model, tokenizer = tiny
+    config = model.generation_config
+    out = HFBackend(model, tokenizer).generate(prompts[:1], SamplingParams(max_new_tokens=2), seed=0)
+    assert model.generation_config is config
+    assert all(p.grad is None for p in model.parameters())
+    assert len(out[0].completion_ids) == 2
+
+
+def test_bad_inputs(tiny, prompts):
+    model, tokenizer = tiny
+    backend = HFBackend(model, tokenizer)
+    assert backend.generate([], GREEDY, seed=0) == []
+    with pytest.raises(ValueError, match="prompt 1 is empty"):
+        backend.generate([prompts[0], []], GREEDY, seed=0)
+    with pytest.raises(ValueError, match="batch_size"):
+        HFBackend(model, tokenizer, batch_size=0)
