@@ -1,0 +1,350 @@
+"""The SPADE self-play step (spec section 3, Algorithm 1), independent of the training backend.
+
+``SelfPlay.rollout(step)`` decides what is generated and how it is rewarded; it returns the training
+samples of that step and its metrics. A backend (the local trainer here, OpenRLHF on GPUs) only turns
+samples into a policy update. Per step ``s`` with regeneration interval ``k``:
+
+1. if ``s % k == 0``: close the previous environment set (window win rates, regret, designer rewards,
+   memory update; its designer samples mature now, k steps late), design a new set (round-robin
+   skills, corpus document and memory seeds per attempt, intake + sandboxed validation, up to
+   ``design_attempts`` tries per slot, optional backfill from the built-in library), write one hint
+   per environment, and play the hint arm (G episodes, used only to measure regret);
+2. play the no-hint arm (G episodes per environment, the agent's training data);
+3. agent advantages: z-score within each environment's G returns (spec 6).
+
+All randomness derives from ``(config.seed, step, ...)``, so a resumed run repeats exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import asdict, dataclass, field
+
+from spade.advantages import designer_advantages, designer_upweight, grpo_advantages
+from spade.agent import EpisodeJob, EpisodeRunner
+from spade.config import SpadeConfig
+from spade.designer.memory import EnvironmentMemory, MemoryRecord
+from spade.designer.prompts import agent_system_prompt, design_prompt, extract_hint, hint_prompt, flavour_kind
+from spade.designer.skills import active_skills, sample_domain, sample_variant
+from spade.envs.library import library
+from spade.envs.validate import Validator
+from spade.generation import SamplingParams
+from spade.rewards import (
+    EMAState, calibration_band_reward, designer_reward, ema_update, invalid_penalty, learning_potential, regret,
+)
+
+
+def derive_seed(*parts) -> int:
+    """A stable 31-bit seed from any parts (hash-based, independent of PYTHONHASHSEED)."""
+    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+@dataclass
+class Sample:
+    """One training sequence for the policy update."""
+
+    role: str  # "agent" or "designer"
+    token_ids: list  # [T]
+    loss_mask: list  # [T] 1 on sampled tokens
+    rollout_logprobs: list  # [T] sampling log-probs (0 off-mask)
+    advantage: float = 0.0
+    weight: float = 1.0  # designer up-weighting (spec 6)
+    delayed: bool = False  # generated k steps before its update: TIS applies
+
+
+@dataclass
+class EnvSlot:
+    """One environment of the current set, with everything the archive and the rewards need."""
+
+    env_id: str
+    skill: str
+    step: int  # regeneration step that produced it
+    source: str  # "designer" or "backfill:<library name>"
+    code: str = ""
+    class_name: str = ""
+    kind: str = "game"
+    valid: bool = False
+    attempts: int = 0
+    reports: list = field(default_factory=list)  # validation report of every attempt (no code)
+    hint: str = ""
+    hint_returns: list = field(default_factory=list)  # [G] returns with hint at the regeneration step
+    paired_returns: list = field(default_factory=list)  # [G] no-hint returns on the same seeds
+    wins: int = 0  # no-hint wins over the window
+    episodes: int = 0  # no-hint episodes over the window
+    distinct_rewards: list = field(default_factory=list)  # reward values observed (figure 16)
+    designer_sample: dict | None = None  # token ids / mask / log-probs of the generation that made it
+    regret: float | None = None
+    designer_reward: float | None = None
+
+    @property
+    def win_rate(self) -> float | None:
+        return self.wins / self.episodes if self.episodes else None
+
+
+@dataclass
+class SelfPlayState:
+    """Everything a resumed run needs besides weights and optimizer (JSON-serialisable)."""
+
+    envs: list = field(default_factory=list)  # [EnvSlot as dict] of the current set
+    invalid_samples: list = field(default_factory=list)  # designer samples of invalid candidates (penalty mode)
+    ema: dict = field(default_factory=lambda: {"fast": {}, "slow": {}})
+
+
+class SelfPlay:
+    def __init__(self, config: SpadeConfig, backend, validator: Validator, memory: EnvironmentMemory,
+                 corpus_sampler, state: SelfPlayState | None = None):
+        self.config, self.backend, self.validator = config, backend, validator
+        self.memory, self.corpus = memory, corpus_sampler
+        self.state = state or SelfPlayState()
+        prompts = {kind: agent_system_prompt(kind) for kind in ("game", "tool_use")}
+        self.runner = EpisodeRunner(backend, validator.pool, config.agent, prompts)
+        heldout = set(config.eval.heldout)
+        self.backfill_pool = [e for e in library() if e.name not in heldout and
+                              (e.flavour == "tool_use") == (config.selfplay.flavour == "tool_use")]
+
+    # ----- helpers -------------------------------------------------------------------------------
+    def _generate(self, chats: list, max_new_tokens: int, seed: int):
+        prompts = [self.runner.chat.first_prompt(chat) for chat in chats]
+        params = SamplingParams(self.config.designer.temperature, 1.0, max_new_tokens)
+        generations = self.backend.generate(prompts, params, seed)
+        return prompts, generations
+
+    @staticmethod
+    def _sample_dict(prompt: list, generation) -> dict:
+        return {
+            "token_ids": list(prompt) + list(generation.completion_ids),
+            "loss_mask": [0] * len(prompt) + [1] * len(generation.completion_ids),
+            "rollout_logprobs": [0.0] * len(prompt) + list(generation.logprobs),
+        }
+
+    def _envs(self) -> list:
+        return [EnvSlot(**data) for data in self.state.envs]
+
+    def _store(self, envs: list) -> None:
+        self.state.envs = [asdict(env) for env in envs]
+
+    # ----- design --------------------------------------------------------------------------------
+    def design(self, step: int) -> tuple[list, list]:
+        """Design a new environment set; returns (slots, designer samples of invalid candidates)."""
+        cfg = self.config
+        round_index = step // cfg.selfplay.regen_interval
+        skills = active_skills(round_index, tuple(cfg.selfplay.skills), cfg.selfplay.active_skills)
+        slots = [EnvSlot(f"s{step:05d}-{skill}-{i}", skill, step, "designer")
+                 for skill in skills for i in range(cfg.selfplay.envs_per_skill)]
+        invalid = []
+        for attempt in range(cfg.selfplay.design_attempts):
+            todo = [slot for slot in slots if not slot.valid]
+            if not todo:
+                break
+            chats = [self._design_chat(slot, step, attempt) for slot in todo]
+            prompts, generations = self._generate(chats, cfg.designer.max_new_tokens,
+                                                  derive_seed(cfg.seed, "design", step, attempt))
+            for slot, prompt, generation in zip(todo, prompts, generations):
+                slot.attempts += 1
+                report = self.validator.validate(generation.text)
+                slot.reports.append(report.to_dict())
+                sample = self._sample_dict(prompt, generation)
+                if report.valid:
+                    slot.valid, slot.code, slot.class_name, slot.kind = True, report.code, report.class_name, report.kind
+                    slot.designer_sample = sample
+                else:
+                    invalid.append({**sample, "skill": slot.skill})
+        if cfg.selfplay.backfill:
+            self._backfill(slots, step)
+        return slots, invalid
+
+    def _design_chat(self, slot: EnvSlot, step: int, attempt: int) -> list:
+        cfg = self.config
+        rng = random.Random(derive_seed(cfg.seed, "design-context", slot.env_id, attempt))
+        document = self.corpus.sample(step, slot.env_id, attempt).text if cfg.corpus.enabled and self.corpus else None
+        positives, negative = [], None
+        if cfg.memory.enabled:
+            positives = [r.code for r in self.memory.positive_seeds(slot.skill, rng=rng)]
+            worst = self.memory.negative_seed(slot.skill, rng=rng)
+            negative = worst.code if worst else None
+        domain = variant = None
+        if cfg.selfplay.flavour == "tool_use":
+            domain, variant = sample_domain(rng), sample_variant(rng)
+        return design_prompt(cfg.selfplay.flavour, slot.skill, document, positives, negative, domain, variant)
+
+    def _backfill(self, slots: list, step: int) -> None:
+        """Fill empty slots from the built-in library (toy runs with weak designers; logged)."""
+        rng = random.Random(derive_seed(self.config.seed, "backfill", step))
+        for slot in slots:
+            if slot.valid or not self.backfill_pool:
+                continue
+            same_skill = [e for e in self.backfill_pool if e.skill == slot.skill] or self.backfill_pool
+            entry = rng.choice(same_skill)
+            report = self.validator.validate(entry.source())
+            if report.valid:
+                slot.valid, slot.code, slot.class_name, slot.kind = True, report.code, report.class_name, report.kind
+                slot.source = f"backfill:{entry.name}"
+
+    def write_hints(self, slots: list, step: int) -> None:
+        live = [slot for slot in slots if slot.valid]
+        if not live:
+            return
+        chats = [hint_prompt(slot.code, self.config.selfplay.flavour) for slot in live]
+        _, generations = self._generate(chats, self.config.designer.hint_max_new_tokens,
+                                        derive_seed(self.config.seed, "hint", step))
+        for slot, generation in zip(live, generations):
+            slot.hint = extract_hint(generation.text)
+
+    # ----- play ----------------------------------------------------------------------------------
+    def episode_seeds(self, step: int, slot: EnvSlot, arm: str) -> list:
+        """G environment seeds; the hint arm reuses the no-hint seeds when arms are paired."""
+        key = "no_hint" if arm == "hint" and self.config.agent.paired_arms else arm
+        return [derive_seed(self.config.seed, "episode", step, slot.env_id, key, g)
+                for g in range(self.config.selfplay.group_size)]
+
+    def play(self, slots: list, step: int, arm: str) -> dict:
+        """Play G episodes per valid slot; returns {env_id: [EpisodeRecord]}."""
+        jobs = [EpisodeJob(slot.env_id, slot.code, slot.class_name, slot.kind, seed, arm, slot.hint)
+                for slot in slots if slot.valid for seed in self.episode_seeds(step, slot, arm)]
+        records = self.runner.run(jobs, derive_seed(self.config.seed, "play", step, arm))
+        grouped: dict = {}
+        for record in records:
+            grouped.setdefault(record.env_id, []).append(record)
+        return grouped
+
+    # ----- rewards -------------------------------------------------------------------------------
+    def close_set(self, slots: list) -> list:
+        """Designer rewards of a finished set (spec 4); returns the matured designer samples."""
+        cfg, rcfg = self.config, self.config.reward
+        designed = [s for s in slots if s.valid and s.source == "designer"]
+        if cfg.designer.reward == "ema_lp" and designed:
+            means = {}
+            for slot in designed:
+                means.setdefault(slot.skill, []).append(slot.win_rate or 0.0)
+            state = ema_update(EMAState(**self.state.ema), {k: sum(v) / len(v) for k, v in means.items()},
+                               rcfg.ema_g_fast, rcfg.ema_g_slow)
+            self.state.ema = {"fast": dict(state.fast), "slow": dict(state.slow)}
+            potentials = learning_potential([s.win_rate or 0.0 for s in designed], [s.skill for s in designed], state.slow)
+            for slot, value in zip(designed, potentials):
+                slot.designer_reward = value
+        for slot in designed:
+            if cfg.designer.reward == "regret":
+                slot.designer_reward = designer_reward(slot.regret or 0.0, slot.win_rate or 0.0, rcfg.regret_weight,
+                                                       rcfg.plateau_weight, rcfg.regret_scale, rcfg.band_low,
+                                                       rcfg.band_high, rcfg.ramp)
+            elif cfg.designer.reward == "calibration":
+                slot.designer_reward = calibration_band_reward(True, slot.win_rate or 0.0, rcfg.band_low, rcfg.band_high)
+        for slot in slots:
+            if slot.valid and slot.source == "designer":
+                self.memory.add(MemoryRecord(slot.env_id, slot.code, slot.skill, cfg.selfplay.flavour,
+                                             slot.win_rate, slot.regret, slot.step))
+        rewards = [(s.designer_sample, s.designer_reward, s.skill) for s in designed]
+        penalty = (-1.0 if cfg.designer.reward == "calibration"
+                   else invalid_penalty(cfg.designer.invalid, cfg.designer.invalid_penalty))
+        if penalty is not None:
+            rewards += [(sample, penalty, sample["skill"]) for sample in self.state.invalid_samples]
+        if not rewards or not cfg.selfplay.train_designer:
+            return []
+        advantages = designer_advantages([r for _, r, _ in rewards], [skill for _, _, skill in rewards])
+        n_agent = len(designed) * cfg.selfplay.group_size * cfg.selfplay.regen_interval
+        weight = designer_upweight(max(n_agent, 1), max(len(rewards), 1), cfg.selfplay.regen_interval,
+                                   cfg.train.designer_upweight_cap)
+        return [Sample("designer", s["token_ids"], s["loss_mask"], s["rollout_logprobs"], float(a), weight, True)
+                for (s, _, _), a in zip(rewards, advantages.tolist())]
+
+    # ----- one step ------------------------------------------------------------------------------
+    def rollout(self, step: int) -> tuple[list, dict, list]:
+        """Run step ``step``; returns (samples, metrics, archive rows of any closed set)."""
+        cfg = self.config
+        slots, samples, closed, metrics = self._envs(), [], [], {"step": step}
+        if step % cfg.selfplay.regen_interval == 0:
+            if slots:
+                samples += self.close_set(slots)
+                closed = [asdict(s) for s in slots]
+                metrics.update(self._closed_metrics(slots))
+            slots, invalid = self.design(step)
+            self.state.invalid_samples = invalid
+            self.write_hints(slots, step)
+            hinted = self.play(slots, step, "hint")
+            for slot in slots:
+                slot.hint_returns = [r.final_return for r in hinted.get(slot.env_id, [])]
+            metrics.update(self._design_metrics(slots))
+        played = self.play(slots, step, "no_hint")
+        agent = []
+        for slot in slots:
+            records = played.get(slot.env_id, [])
+            if not records:
+                continue
+            returns = [r.final_return for r in records]
+            if step == slot.step:  # the regeneration step: both arms played, regret measured (Eq. 3)
+                slot.paired_returns = returns
+                if slot.hint_returns:
+                    slot.regret = regret(slot.hint_returns, returns, paired=cfg.agent.paired_arms)
+            slot.wins += sum(r.won for r in records)
+            slot.episodes += len(records)
+            slot.distinct_rewards = sorted(set(slot.distinct_rewards) | {r.rewards[-1] for r in records if r.rewards})
+            advantages = grpo_advantages(returns, [0] * len(returns)).tolist()
+            agent += [Sample("agent", r.token_ids, r.loss_mask, r.rollout_logprobs, a)
+                      for r, a in zip(records, advantages) if sum(r.loss_mask)]
+        self._store(slots)
+        all_records = [r for records in played.values() for r in records]
+        metrics.update(self._play_metrics(slots, all_records, samples))
+        if slots and step == slots[0].step:
+            metrics["mean_regret"] = _mean([s.regret for s in slots if s.regret is not None])
+        return agent + samples, metrics, closed
+
+    # ----- metrics -------------------------------------------------------------------------------
+    def _design_metrics(self, slots: list) -> dict:
+        attempts = [report for slot in slots for report in slot.reports]
+        designed_valid = sum(s.valid and s.source == "designer" for s in slots)
+        return {
+            "regenerated": True,
+            "slots": len(slots),
+            "design_attempts": len(attempts),
+            "designer_valid": designed_valid,
+            "valid_env_rate": designed_valid / len(attempts) if attempts else 0.0,
+            "backfilled_share": sum(s.source.startswith("backfill") for s in slots) / len(slots) if slots else 0.0,
+            "empty_share": sum(not s.valid for s in slots) / len(slots) if slots else 0.0,
+            "reject_reasons": _count(r["reason"] for r in attempts if not r["valid"]),
+        }
+
+    def _closed_metrics(self, slots: list) -> dict:
+        """Metrics of the set closed at this step (its window is complete)."""
+        valid = [s for s in slots if s.valid]
+        rates = [s.win_rate for s in valid if s.win_rate is not None]
+        return {
+            "closed_set_step": slots[0].step,
+            "closed_mean_win_rate": _mean(rates),
+            "closed_mean_regret": _mean([s.regret for s in valid if s.regret is not None]),
+            "closed_mean_designer_reward": _mean([s.designer_reward for s in valid if s.designer_reward is not None]),
+            # learnable share (figure 6): slots whose window win rate is in [0.2, 0.8]; empty slots count 0
+            "closed_learnable_share": sum(0.2 <= r <= 0.8 for r in rates) / len(slots) if slots else 0.0,
+            "closed_distinct_rewards": _mean([len(s.distinct_rewards) for s in valid]),
+            "closed_partial_rewards": _mean([sum(0 < r < 1 for r in s.distinct_rewards) for s in valid]),
+        }
+
+    def _play_metrics(self, slots: list, records: list, delayed: list) -> dict:
+        by_skill: dict = {}
+        for slot in slots:
+            if slot.episodes:
+                by_skill.setdefault(slot.skill, []).append(slot.win_rate)
+        return {
+            "episodes": len(records),
+            "agent_win_rate": _mean([float(r.won) for r in records]),
+            "agent_mean_return": _mean([r.final_return for r in records]),
+            "mean_turns": _mean([r.turns for r in records]),
+            "mean_generated_tokens": _mean([r.generated_tokens for r in records]),
+            "env_failures": sum(r.outcome == "env_failure" for r in records),
+            "win_rate_by_skill": {k: _mean(v) for k, v in by_skill.items()},
+            "env_win_rates": {s.env_id: s.win_rate for s in slots if s.episodes},
+            "filled_slots": sum(s.valid for s in slots),
+            "designer_samples": len(delayed),
+        }
+
+
+def _mean(values: list):
+    return sum(values) / len(values) if values else None
+
+
+def _count(values) -> dict:
+    counts: dict = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return counts

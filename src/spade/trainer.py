@@ -1,0 +1,239 @@
+"""The local trainer: GRPO updates of one Hugging Face model on a CPU or one GPU, with exact resume.
+
+``train_run(config, model_dir, corpus_path, run_dir)`` drives the backend-agnostic ``SelfPlay`` core
+step by step: rollout, one policy update per step (in optimizer steps of ``train.global_batch``
+samples, each accumulated over micro-batches of ``train.micro_batch``), one metrics line per step,
+an archive of every closed environment set, and checkpoints. A run killed at any point restarts from
+its last checkpoint and produces the same metrics as an uninterrupted run: all sampling seeds derive
+from (seed, step), training has no other randomness, and the metrics file is cut back to the
+checkpoint before the run continues.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+from spade.config import SpadeConfig
+from spade.io import atomic_write_json
+from spade.losses import grpo_loss, tis_weights, token_logprobs
+from spade.provenance import stamp
+
+log = logging.getLogger("spade.trainer")
+
+
+def _pad(rows: list, value) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows])
+
+
+class LocalTrainer:
+    """GRPO on one model (spec 6): token-level asymmetric clipping, optional k3 KL, TIS for delayed samples."""
+
+    def __init__(self, config: SpadeConfig, model, pad_id: int):
+        self.config, self.model, self.pad_id = config, model, pad_id
+        tc = config.train
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=tc.learning_rate,
+                                           betas=(tc.adam_beta1, tc.adam_beta2), weight_decay=tc.weight_decay)
+        self.reference = None
+        if tc.kl_coef > 0:
+            import copy
+
+            self.reference = copy.deepcopy(model).eval().requires_grad_(False)
+        self.temperature = config.agent.temperature
+
+    def _logprobs(self, model, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
+        """[B, T] log-prob of token t given tokens < t (position 0 gets 0)."""
+        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
+        lp = token_logprobs(logits.float(), ids[:, 1:], max(self.temperature, 1e-6))
+        return torch.cat([torch.zeros_like(lp[:, :1]), lp], dim=1)
+
+    def _batch(self, samples: list) -> dict:
+        ids = _pad([s.token_ids for s in samples], self.pad_id)
+        return {
+            "ids": ids,
+            "attention": _pad([[1] * len(s.token_ids) for s in samples], 0),
+            "mask": _pad([s.loss_mask for s in samples], 0).float(),
+            "rollout": _pad([s.rollout_logprobs for s in samples], 0.0).float(),
+            "advantages": torch.tensor([s.advantage for s in samples], dtype=torch.float32),
+            "weights": torch.tensor([s.weight for s in samples], dtype=torch.float32),
+            "delayed": torch.tensor([s.delayed for s in samples]),
+        }
+
+    def update(self, samples: list) -> dict:
+        """One rollout's policy update; returns averaged statistics."""
+        tc = self.config.train
+        stats = {"loss": 0.0, "clip_frac": 0.0, "kl_mean": 0.0, "tokens": 0, "optimizer_steps": 0, "grad_norm": 0.0}
+        if not samples:
+            return stats
+        micro_batches = 0
+        for start in range(0, len(samples), tc.global_batch):
+            chunk = samples[start : start + tc.global_batch]
+            total_tokens = sum(sum(s.loss_mask) for s in chunk)
+            if total_tokens == 0:
+                continue
+            self.optimizer.zero_grad(set_to_none=True)
+            for m in range(0, len(chunk), tc.micro_batch):
+                batch = self._batch(chunk[m : m + tc.micro_batch])
+                with torch.no_grad():  # pi_old: the policy before this update (equal to pi_theta at first)
+                    self.model.eval()
+                    old = self._logprobs(self.model, batch["ids"], batch["attention"])
+                    ref = self._logprobs(self.reference, batch["ids"], batch["attention"]) if self.reference else None
+                tis = None
+                if tc.tis and bool(batch["delayed"].any()):
+                    weights = tis_weights(old, batch["rollout"], tc.tis_cap)
+                    tis = torch.where(batch["delayed"][:, None], weights, torch.ones_like(weights))
+                self.model.train()
+                logprobs = self._logprobs(self.model, batch["ids"], batch["attention"])
+                loss, info = grpo_loss(logprobs, old, batch["advantages"], batch["mask"], tc.eps_low, tc.eps_high,
+                                       tc.kl_coef, ref, tis, batch["weights"])
+                share = float(batch["mask"].sum()) / total_tokens  # token-mean over the whole optimizer step
+                (loss * share).backward()
+                stats["loss"] += float(loss.detach()) * share
+                stats["clip_frac"] += float(info["clip_frac"])
+                stats["kl_mean"] += float(info["kl_mean"])
+                micro_batches += 1
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.max_grad_norm or float("inf"))
+            self.optimizer.step()
+            stats["grad_norm"] = float(norm)
+            stats["optimizer_steps"] += 1
+            stats["tokens"] += total_tokens
+        self.model.eval()
+        if micro_batches:
+            stats["clip_frac"] /= micro_batches
+            stats["kl_mean"] /= micro_batches
+            stats["loss"] /= max(stats["optimizer_steps"], 1)
+        return stats
+
+    # ----- checkpoints ---------------------------------------------------------------------------
+    def save(self, folder: Path, tokenizer, extra: dict) -> None:
+        """Write a checkpoint atomically: model, tokenizer, optimizer and the self-play state."""
+        tmp = folder.with_name(folder.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        self.model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+        atomic_write_json(tmp / "trainer_state.json", extra)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+
+    def load_optimizer(self, folder: Path) -> None:
+        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
+
+
+def checkpoint_steps(config: SpadeConfig) -> list:
+    """Steps after which checkpoints exist (the final step always)."""
+    total, every = config.selfplay.total_steps, config.selfplay.checkpoint_every
+    return sorted({s for s in range(every, total + 1, every)} | {total})
+
+
+def _latest_checkpoint(run_dir: Path):
+    folders = sorted(p for p in (run_dir / "checkpoints").glob("step_*") if (p / "trainer_state.json").is_file())
+    return folders[-1] if folders else None
+
+
+def _cut_metrics(path: Path, before_step: int) -> None:
+    """Keep only metric lines of steps < ``before_step`` (a resumed run rewrites the rest)."""
+    if not path.exists():
+        return
+    lines = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] < before_step]
+    from spade.io import atomic_write_text
+
+    atomic_write_text(path, "".join(ln + "\n" for ln in lines))
+
+
+def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Path | None, run_dir: str | Path,
+              stop_after: int | None = None) -> dict:
+    """Run (or resume) the self-play training of ``config``; returns the run summary.
+
+    ``stop_after``: stop once that many steps have run in this call (used by the resume test).
+    """
+    from rich.progress import Progress
+
+    from spade.designer.corpus import CorpusSampler, load_corpus
+    from spade.designer.memory import EnvironmentMemory
+    from spade.envs.library import library
+    from spade.envs.validate import Validator
+    from spade.generation_hf import HFBackend
+    from spade.models import load_model
+    from spade.sandbox.pool import SandboxPool
+    from spade.selfplay import SelfPlay, SelfPlayState
+
+    run_dir = Path(run_dir)
+    (run_dir / "envs").mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(config.seed)
+    latest = _latest_checkpoint(run_dir)
+    model, tokenizer = load_model(latest or model_dir)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    trainer = LocalTrainer(config, model, pad_id)
+    state, start = SelfPlayState(), 0
+    memory = EnvironmentMemory(config.memory)
+    if latest is not None:
+        saved = json.loads((latest / "trainer_state.json").read_text())
+        trainer.load_optimizer(latest)
+        state, start = SelfPlayState(**saved["selfplay"]), saved["next_step"]
+        memory = EnvironmentMemory.load(latest / "memory.json", config.memory)
+        log.info("resuming %s from %s (step %d)", run_dir, latest.name, start)
+    elif config.memory.seed_library:
+        heldout = set(config.eval.heldout)
+        memory.seed_from_library([e for e in library() if e.name not in heldout])
+    metrics_path = run_dir / "metrics.jsonl"
+    _cut_metrics(metrics_path, start)
+    sampler = None
+    if config.corpus.enabled and corpus_path:
+        kind = "tool_use" if config.selfplay.flavour == "tool_use" else "games"
+        sampler = CorpusSampler(load_corpus(corpus_path), config.seed + config.corpus.seed_offset,
+                                config.corpus.max_words_for(kind))
+    with SandboxPool(config.sandbox) as pool:
+        core = SelfPlay(config, HFBackend(model, tokenizer), Validator(pool, config.validation), memory, sampler, state)
+        ran = 0
+        with Progress(transient=True) as progress:
+            task = progress.add_task("self-play", total=config.selfplay.total_steps, completed=start)
+            for step in range(start, config.selfplay.total_steps):
+                samples, metrics, closed = core.rollout(step)
+                metrics.update({f"train_{k}": v for k, v in trainer.update(samples).items()})
+                metrics["samples"] = len(samples)
+                with metrics_path.open("a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(metrics, sort_keys=True) + "\n")
+                if closed:
+                    atomic_write_json(run_dir / "envs" / f"set_{closed[0]['step']:05d}.json", _archive(closed))
+                progress.advance(task)
+                ran += 1
+                if step + 1 in checkpoint_steps(config):
+                    folder = run_dir / "checkpoints" / f"step_{step + 1:06d}"
+                    core.memory.save(run_dir / "memory.json")
+                    trainer.save(folder, tokenizer, {"next_step": step + 1, "selfplay": _state_dict(core.state)})
+                    shutil.copy(run_dir / "memory.json", folder / "memory.json")
+                if stop_after is not None and ran >= stop_after:
+                    return {"stopped_at": step + 1}
+        final_set = core._envs()
+        if final_set:
+            atomic_write_json(run_dir / "envs" / f"set_{final_set[0].step:05d}.json", _archive(
+                [dict(vars(s)) for s in final_set]))
+    summary = {"run": config.run_name, "steps": config.selfplay.total_steps,
+               "checkpoints": [f"step_{s:06d}" for s in checkpoint_steps(config)], "provenance": stamp(config)}
+    atomic_write_json(run_dir / "summary.json", summary)
+    return summary
+
+
+def _state_dict(state) -> dict:
+    from dataclasses import asdict
+
+    return asdict(state)
+
+
+def _archive(slots: list) -> dict:
+    """The archive of one environment set: everything but the token-level designer samples."""
+    rows = []
+    for slot in slots:
+        row = {k: v for k, v in slot.items() if k != "designer_sample"}
+        row["win_rate"] = slot["wins"] / slot["episodes"] if slot.get("episodes") else None
+        rows.append(row)
+    return {"environments": rows}
