@@ -12,9 +12,19 @@ configfile: "configs/default.yaml"
 
 include: "rules/common.smk"
 include: "rules/library.smk"
+include: "rules/models.smk"
+include: "rules/train.smk"
+include: "rules/report.smk"
 
 
 rule all:
     input:
         library_outputs(),
+        run_outputs(),
     default_target: True
+
+
+onsuccess:
+    print(f"\nResults of run '{SPADE.run_name}':")
+    for path in run_outputs():
+        print(f"  {path}")

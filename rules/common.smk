@@ -22,3 +22,35 @@ OUT = paths.ResultPaths(SPADE.results_dir)
 
 def library_outputs():
     return [OUT.library_check_json, OUT.library_report_md]
+
+
+def corpus_input(wildcards):
+    """The offline corpus the pipeline builds, unless the run points at its own (or disables grounding)."""
+    if SPADE.corpus.path or not SPADE.corpus.enabled:
+        return []
+    return OUT.corpus("tool_use" if SPADE.selfplay.flavour == "tool_use" else "games")
+
+
+def checkpoint_input(wildcards):
+    """Step 0 needs the base model; later steps need the finished run (its checkpoints then exist)."""
+    if int(wildcards.step) == 0:
+        return OUT.model_dir(SPADE.model.name)
+    return OUT.run_summary(wildcards.run)
+
+
+def checkpoint_folder(wildcards):
+    if int(wildcards.step) == 0:
+        return OUT.model_dir(SPADE.model.name)
+    return OUT.checkpoint(wildcards.run, wildcards.step)
+
+
+def eval_steps():
+    return [0] + SPADE.selfplay.checkpoint_steps()
+
+
+def eval_files(wildcards=None):
+    return [OUT.eval_file(SPADE.run_name, step) for step in eval_steps()]
+
+
+def run_outputs():
+    return [OUT.results_table, OUT.run_table(SPADE.run_name), OUT.training_figure(SPADE.run_name)]

@@ -168,6 +168,51 @@ def cmd_check_library(args) -> int:
     return 0 if payload["passed"] else 1
 
 
+def cmd_model_prepare(args) -> int:
+    from spade.models import prepare_model, verify_model
+
+    config = _config(args)
+    folder = prepare_model(config.model, args.out)
+    if not args.no_verify:
+        reply = verify_model(folder, require_stop=config.model.source != "tiny-random")
+        print(f"model {config.model.name} ready in {folder}; it answers: {reply!r}")
+    return 0
+
+
+def cmd_corpus_build(args) -> int:
+    from spade.designer.corpus import build_offline_corpus
+
+    config = _config(args)
+    kind = "tool_use" if config.selfplay.flavour == "tool_use" else "games"
+    if config.corpus.path:
+        raise ConfigError(f"config key 'corpus.path' is set ({config.corpus.path!r}): the run uses that corpus; "
+                          "the offline corpus is only built when it is empty")
+    count = build_offline_corpus(kind, args.out, config.corpus.offline_max_docs, config.seed)
+    print(f"wrote {count} {kind} documents to {args.out}")
+    return 0
+
+
+def cmd_train(args) -> int:
+    from spade.trainer import train_run
+
+    config = _config(args)
+    corpus = config.corpus.path or args.corpus
+    summary = train_run(config, args.model, corpus if config.corpus.enabled else None, args.run_dir)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from spade.evaluate import evaluate_checkpoint
+    from spade.io import atomic_write_json
+
+    config = _config(args)
+    record = evaluate_checkpoint(config, args.model, args.step)
+    atomic_write_json(args.out, record)
+    print(f"step {args.step}: held-out win rate {record['win_rate']:.3f} over {record['n']} episodes -> {args.out}")
+    return 0
+
+
 def cmd_schema(args) -> int:
     from spade.config import SpadeConfig
     from spade.configtools import describe
@@ -213,6 +258,29 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--out", help="also write the JSON report to this file (atomically)")
     check.add_argument("--markdown", help="also write a Markdown table to this file (atomically)")
     check.set_defaults(func=cmd_check_library)
+
+    model = groups.add_parser("model", help="models").add_subparsers(dest="command", required=True)
+    prepare = model.add_parser("prepare", parents=[common], help="prepare config.model as a local HF folder")
+    prepare.add_argument("--out", required=True)
+    prepare.add_argument("--no-verify", action="store_true", help="skip the chat check")
+    prepare.set_defaults(func=cmd_model_prepare)
+
+    corpus = groups.add_parser("corpus", help="grounding corpora").add_subparsers(dest="command", required=True)
+    build = corpus.add_parser("build", parents=[common], help="build the offline corpus from shipped docstrings")
+    build.add_argument("--out", required=True)
+    build.set_defaults(func=cmd_corpus_build)
+
+    train = groups.add_parser("train", parents=[common], help="run (or resume) self-play training locally")
+    train.add_argument("--model", required=True, help="prepared model folder")
+    train.add_argument("--corpus", default="", help="corpus JSONL (ignored when corpus.path is set)")
+    train.add_argument("--run-dir", required=True)
+    train.set_defaults(func=cmd_train)
+
+    evaluate = groups.add_parser("eval", parents=[common], help="evaluate one checkpoint on held-out environments")
+    evaluate.add_argument("--model", required=True, help="model or checkpoint folder")
+    evaluate.add_argument("--step", type=int, required=True)
+    evaluate.add_argument("--out", required=True)
+    evaluate.set_defaults(func=cmd_eval)
 
     config = groups.add_parser("config", help="configuration").add_subparsers(dest="command", required=True)
     schema = config.add_parser("schema", help="list every config key with its default and description")

@@ -50,6 +50,11 @@ class SelfPlayConfig:
     train_designer: bool = option(True, "Train on designer samples; false = the 'w/o ED training' ablation.")
     checkpoint_every: int = option(50, "Save a checkpoint every N steps (and at the end).", min=1)
 
+    def checkpoint_steps(self) -> list:
+        """Steps after which a checkpoint exists; the final step always has one."""
+        every = range(self.checkpoint_every, self.total_steps + 1, self.checkpoint_every)
+        return sorted(set(every) | {self.total_steps})
+
 
 @dataclass(frozen=True)
 class DesignerConfig:

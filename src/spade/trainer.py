@@ -128,12 +128,6 @@ class LocalTrainer:
         self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
 
 
-def checkpoint_steps(config: SpadeConfig) -> list:
-    """Steps after which checkpoints exist (the final step always)."""
-    total, every = config.selfplay.total_steps, config.selfplay.checkpoint_every
-    return sorted({s for s in range(every, total + 1, every)} | {total})
-
-
 def _latest_checkpoint(run_dir: Path):
     folders = sorted(p for p in (run_dir / "checkpoints").glob("step_*") if (p / "trainer_state.json").is_file())
     return folders[-1] if folders else None
@@ -206,7 +200,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
                     atomic_write_json(run_dir / "envs" / f"set_{closed[0]['step']:05d}.json", _archive(closed))
                 progress.advance(task)
                 ran += 1
-                if step + 1 in checkpoint_steps(config):
+                if step + 1 in config.selfplay.checkpoint_steps():
                     folder = run_dir / "checkpoints" / f"step_{step + 1:06d}"
                     core.memory.save(run_dir / "memory.json")
                     trainer.save(folder, tokenizer, {"next_step": step + 1, "selfplay": _state_dict(core.state)})
@@ -218,7 +212,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
             atomic_write_json(run_dir / "envs" / f"set_{final_set[0].step:05d}.json", _archive(
                 [dict(vars(s)) for s in final_set]))
     summary = {"run": config.run_name, "steps": config.selfplay.total_steps,
-               "checkpoints": [f"step_{s:06d}" for s in checkpoint_steps(config)], "provenance": stamp(config)}
+               "checkpoints": [f"step_{s:06d}" for s in config.selfplay.checkpoint_steps()], "provenance": stamp(config)}
     atomic_write_json(run_dir / "summary.json", summary)
     return summary
 

@@ -1,0 +1,35 @@
+# Self-play training with the local trainer, then the evaluation of every checkpoint.
+# Only summary.json is declared as output: metrics.jsonl and checkpoints/ survive a killed job, and the
+# rerun resumes from the last checkpoint (rerun-incomplete is on in the workflow profile).
+
+
+rule train:
+    input:
+        model=OUT.model_dir(SPADE.model.name),
+        corpus=corpus_input,
+    output:
+        OUT.run_summary("{run}"),
+    log:
+        OUT.log("train_{run}"),
+    benchmark:
+        OUT.benchmark("train_{run}")
+    threads: workflow.cores
+    shell:
+        "{PYTHON} -m spade.cli train --config-json {CONFIG_JSON} --model {input.model} "
+        "--corpus '{input.corpus}' --run-dir " + OUT.run_dir("{wildcards.run}") + " > {log} 2>&1"
+
+
+rule evaluate:
+    input:
+        checkpoint_input,
+    params:
+        model=checkpoint_folder,
+    output:
+        OUT.eval_file("{run}", "{step}"),
+    log:
+        OUT.log("evaluate_{run}_{step}"),
+    benchmark:
+        OUT.benchmark("evaluate_{run}_{step}")
+    shell:
+        "{PYTHON} -m spade.cli eval --config-json {CONFIG_JSON} --model {params.model} --step {wildcards.step} "
+        "--out {output} > {log} 2>&1"
