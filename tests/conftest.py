@@ -53,3 +53,18 @@ class {name}:
 
 GOOD_STEP = """        won = action.strip() == "\\\\boxed{" + str(self.target) + "}"
         return ("Correct." if won else "Wrong."), float(won), won, self.turn >= self.max_turns, {"turn": self.turn}"""
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A tiny random Llama with an offline tokenizer, prepared once per session."""
+    from spade.models import TINY_RANDOM, prepare_model
+
+    return prepare_model(TINY_RANDOM, tmp_path_factory.mktemp("models") / "tiny-random")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_model_dir):
+    from spade.models import load_model
+
+    return load_model(tiny_model_dir)

@@ -1,0 +1,477 @@
+"""Turn run folders into tidy result tables, and the shared helpers of the paper scripts.
+
+The paper scripts in ``paper/scripts/`` each make one artifact from explicit input paths; the logic they
+share lives here, so that it is tested once.
+
+The tidy table (:func:`tidy_results`) has one row per (run, step, benchmark, metric):
+
+* benchmark ``heldout_library``: the overall ``win_rate`` and ``mean_return`` of every file
+  ``eval/step_<NNNNNN>.json`` (step 0 is the base model before training);
+* benchmark ``heldout_library/<env>``: the ``win_rate`` of each held-out environment;
+* benchmark ``training``: per training step, from ``metrics.jsonl``, the metrics named in
+  :data:`TRAINING_METRICS` wherever the log holds a finite value.
+
+``n`` and ``stderr`` mean, per metric:
+
+* eval ``win_rate`` (overall and per environment): ``n`` episodes; ``stderr`` the binomial standard error
+  ``sqrt(p (1 - p) / n)``, which treats the episodes as independent.
+* eval ``mean_return``: ``n`` episodes; the eval file keeps only the per-environment mean returns, so
+  ``stderr`` is the between-environment standard error of the episode-weighted mean: with weights
+  ``w_i = n_i``, ``sqrt(k / (k - 1) * sum(w_i**2 * (x_i - xbar)**2)) / sum(w_i)`` over the ``k``
+  environments (NaN for fewer than two). It treats each environment as one cluster of episodes.
+* training ``agent_win_rate``: ``n`` = ``episodes`` of that step, binomial ``stderr`` as above.
+* training ``agent_mean_return``: ``n`` = ``episodes``; no ``stderr`` (per-episode returns are not logged).
+* ``valid_env_rate``: ``n`` = ``design_attempts``; ``backfilled_share`` and ``mean_regret``: ``n`` =
+  ``slots`` of the set designed at that step (the regret is the mean over the slots where it is defined;
+  that count is not logged). ``closed_learnable_share`` is logged at the step where a set closes; its ``n``
+  is ``slots`` of the regeneration record of ``closed_set_step`` (empty when that record is absent).
+  None of these has a ``stderr``.
+
+Provenance columns come from each eval file's ``provenance``; training rows take the run's
+``summary.json`` provenance, or, without one, the provenance all eval files of the run agree on (empty
+otherwise).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+
+TIDY_COLUMNS = ["run", "step", "benchmark", "metric", "value", "n", "stderr", "config_hash", "git_commit", "seed"]
+SORT_KEYS = ["run", "step", "benchmark", "metric"]
+EVAL_BENCHMARK = "heldout_library"
+TRAINING_BENCHMARK = "training"
+PROVENANCE_KEYS = ("config_hash", "git_commit", "seed")
+NOT_RUN = "not run"
+
+# training metric -> the record key that gives its n (None: looked up specially)
+TRAINING_METRICS = {
+    "agent_win_rate": "episodes",
+    "agent_mean_return": "episodes",
+    "valid_env_rate": "design_attempts",
+    "backfilled_share": "slots",
+    "mean_regret": "slots",
+    "closed_learnable_share": None,
+}
+
+_EVAL_NAME = re.compile(r"^step_(\d+)\.json$")
+
+
+class ReportInputError(ValueError):
+    """An input of a report (run folder, metrics log, eval file, table) is missing or malformed."""
+
+
+# ----- small statistics ----------------------------------------------------------------------------
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def binomial_stderr(p: float, n) -> float:
+    """``sqrt(p (1 - p) / n)``; NaN where ``n`` is missing or not positive."""
+    if not _finite(p) or not _finite(n) or n <= 0:
+        return math.nan
+    return math.sqrt(p * (1.0 - p) / n)
+
+
+def weighted_mean_stderr(values: list[float], weights: list[float]) -> float:
+    """Between-group standard error of a weighted mean (see the module docstring); NaN for < 2 groups."""
+    pairs = [(x, w) for x, w in zip(values, weights) if _finite(x) and _finite(w) and w > 0]
+    k = len(pairs)
+    if k < 2:
+        return math.nan
+    total = sum(w for _, w in pairs)
+    mean = sum(x * w for x, w in pairs) / total
+    return math.sqrt(k / (k - 1) * sum((w * (x - mean)) ** 2 for x, w in pairs)) / total
+
+
+# ----- reading run folders ---------------------------------------------------------------------------
+def read_json(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReportInputError(f"missing input file {path}") from None
+    except json.JSONDecodeError as exc:
+        raise ReportInputError(f"{path} is not valid JSON: {exc}") from None
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    """The records of a ``metrics.jsonl``, in file order (blank lines skipped)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ReportInputError(f"missing metrics log {path}")
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ReportInputError(f"{path}, line {number}: not valid JSON ({exc})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            raise ReportInputError(f"{path}, line {number}: expected an object with an integer 'step'")
+        records.append(record)
+    return records
+
+
+def eval_files(run_dir: str | Path) -> list[Path]:
+    """The ``eval/step_<NNNNNN>.json`` files of a run, by step."""
+    folder = Path(run_dir) / "eval"
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _EVAL_NAME.match(p.name)) and p.is_file()]
+    return [p for _, p in sorted(found)]
+
+
+def run_inputs(run_dir: str | Path) -> list[Path]:
+    """Every file of a run folder that :func:`tidy_results` reads."""
+    run_dir = Path(run_dir)
+    extra = [run_dir / name for name in ("metrics.jsonl", "summary.json") if (run_dir / name).is_file()]
+    return eval_files(run_dir) + extra
+
+
+def _provenance(record: dict) -> dict:
+    prov = record.get("provenance") or {}
+    return {key: prov.get(key) for key in PROVENANCE_KEYS}
+
+
+def _row(run, step, benchmark, metric, value, n=None, stderr=math.nan, prov=None) -> dict:
+    prov = prov or {}
+    return {"run": run, "step": step, "benchmark": benchmark, "metric": metric, "value": float(value),
+            "n": n, "stderr": stderr, **{key: prov.get(key) for key in PROVENANCE_KEYS}}
+
+
+def _eval_rows(run: str, path: Path) -> list[dict]:
+    record = read_json(path)
+    missing = [key for key in ("step", "win_rate", "mean_return", "n", "environments") if key not in record]
+    if missing:
+        raise ReportInputError(f"eval file {path} lacks the key(s) {', '.join(missing)}")
+    step, n, prov = int(record["step"]), record["n"], _provenance(record)
+    envs = record["environments"] or []
+    benchmark = record.get("benchmark") or EVAL_BENCHMARK
+    rows = []
+    if _finite(record["win_rate"]):
+        rows.append(_row(run, step, benchmark, "win_rate", record["win_rate"], n,
+                         binomial_stderr(record["win_rate"], n), prov))
+    if _finite(record["mean_return"]):
+        rows.append(_row(run, step, benchmark, "mean_return", record["mean_return"], n,
+                         weighted_mean_stderr([e.get("mean_return") for e in envs], [e.get("n") for e in envs]),
+                         prov))
+    for env in envs:
+        if _finite(env.get("win_rate")):
+            rows.append(_row(run, step, f"{benchmark}/{env['env']}", "win_rate", env["win_rate"], env.get("n"),
+                             binomial_stderr(env["win_rate"], env.get("n")), prov))
+    return rows
+
+
+def _training_rows(run: str, records: list[dict], prov: dict) -> list[dict]:
+    slots_at = {r["step"]: r.get("slots") for r in records if r.get("regenerated")}
+    rows = []
+    for record in records:
+        for metric, n_key in TRAINING_METRICS.items():
+            value = record.get(metric)
+            if not _finite(value):
+                continue
+            n = record.get(n_key) if n_key else slots_at.get(record.get("closed_set_step"))
+            stderr = binomial_stderr(value, n) if metric == "agent_win_rate" else math.nan
+            rows.append(_row(run, record["step"], TRAINING_BENCHMARK, metric, value, n, stderr, prov))
+    return rows
+
+
+def tidy_results(run_dirs: list[Path]) -> pd.DataFrame:
+    """The tidy table of the given run folders (columns :data:`TIDY_COLUMNS`, sorted by run/step/benchmark/metric).
+
+    Raises :class:`ReportInputError` naming the folder where a folder is missing or holds neither eval
+    files nor a non-empty ``metrics.jsonl``.
+    """
+    rows = []
+    for run_dir in map(Path, run_dirs):
+        if not run_dir.is_dir():
+            raise ReportInputError(f"run folder {run_dir} does not exist")
+        evals, metrics_path = eval_files(run_dir), run_dir / "metrics.jsonl"
+        records = read_metrics(metrics_path) if metrics_path.is_file() else []
+        if not evals and not records:
+            raise ReportInputError(f"run folder {run_dir} has no eval/step_*.json files and no metrics.jsonl records")
+        summary = read_json(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else {}
+        first_eval = read_json(evals[0]) if evals else {}
+        run = summary.get("run") or first_eval.get("run") or run_dir.name
+        eval_rows = [row for path in evals for row in _eval_rows(run, path)]
+        if summary.get("provenance"):
+            prov = _provenance(summary)
+        else:
+            seen = {tuple(row[key] for key in PROVENANCE_KEYS) for row in eval_rows}
+            prov = dict(zip(PROVENANCE_KEYS, seen.pop())) if len(seen) == 1 else {}
+        rows += eval_rows + _training_rows(run, records, prov)
+    df = pd.DataFrame(rows, columns=TIDY_COLUMNS)
+    duplicated = df.duplicated(SORT_KEYS, keep=False)
+    if duplicated.any():
+        first = df[duplicated].iloc[0]
+        raise ReportInputError(f"two inputs give run {first['run']!r} step {first['step']} {first['benchmark']} "
+                               f"{first['metric']}; is a run folder listed twice?")
+    return _typed(df).sort_values(SORT_KEYS, kind="mergesort").reset_index(drop=True)
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    for column in ("run", "benchmark", "metric", "config_hash", "git_commit"):
+        df[column] = df[column].astype("object").where(df[column].notna(), None)
+    df["step"] = df["step"].astype("int64")
+    for column in ("value", "stderr"):
+        df[column] = pd.to_numeric(df[column], errors="coerce").astype("float64")
+    for column in ("n", "seed"):
+        df[column] = pd.to_numeric(df[column], errors="coerce").astype("Int64")
+    return df[TIDY_COLUMNS]
+
+
+def read_tidy(path: str | Path) -> pd.DataFrame:
+    """Read a table written by :func:`write_csv_atomic` back, with the column types of :func:`tidy_results`."""
+    path = Path(path)
+    if not path.is_file():
+        raise ReportInputError(f"missing results table {path}")
+    text = {c: "str" for c in ("run", "benchmark", "metric", "config_hash", "git_commit")}
+    df = pd.read_csv(path, dtype=text, keep_default_na=False, na_values=[""])
+    missing = [c for c in TIDY_COLUMNS if c not in df.columns]
+    if missing:
+        raise ReportInputError(f"{path} is not a tidy results table (missing column(s) {', '.join(missing)})")
+    return _typed(df)
+
+
+# ----- writing ---------------------------------------------------------------------------------------
+@contextmanager
+def atomic_target(path: str | Path):
+    """Yield a temporary path in the folder of ``path``; on success it replaces ``path`` (folders created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the output the usual mode
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_csv_atomic(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write ``df`` as CSV (no index, ``\\n`` line ends) through a temporary file and ``os.replace``."""
+    with atomic_target(path) as tmp:
+        df.to_csv(tmp, index=False, lineterminator="\n")
+    return Path(path)
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    with atomic_target(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_json_atomic(path: str | Path, data) -> Path:
+    return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+# ----- provenance ------------------------------------------------------------------------------------
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sidecar_path(out: str | Path) -> Path:
+    """``<out>.provenance.json``: where the provenance of the artifact ``out`` goes."""
+    out = Path(out)
+    return out.with_name(out.name + ".provenance.json")
+
+
+def _file_entry(path: Path) -> dict:
+    return {"path": path.as_posix(), "sha256": sha256_file(path), "bytes": path.stat().st_size}
+
+
+def provenance_record(script: str, inputs: list[Path], outputs: list[Path], tidy: pd.DataFrame | None = None,
+                      **extra) -> dict:
+    """The sidecar of an artifact: the inputs and outputs with their SHA-256, and the run provenance found."""
+    from spade import __version__
+    from spade.provenance import git_commit
+
+    record = {"script": script, "spade_version": __version__, "generated_at_commit": git_commit(),
+              "inputs": [_file_entry(Path(p)) for p in sorted(set(map(Path, inputs)))],
+              "outputs": [_file_entry(Path(p)) for p in outputs], **extra}
+    if tidy is not None:
+        record["runs"] = {
+            run: {key: sorted({str(v) for v in group[key].dropna()}) for key in PROVENANCE_KEYS}
+            for run, group in tidy.groupby("run", sort=True)}
+    return record
+
+
+def require_files(*paths: str | Path) -> None:
+    missing = [str(p) for p in paths if not Path(p).is_file()]
+    if missing:
+        raise ReportInputError(f"missing input file(s): {', '.join(missing)}")
+
+
+# ----- Snakemake benchmarks --------------------------------------------------------------------------
+def stage_times(benchmark_dir: str | Path) -> dict[str, float]:
+    """rule -> wall seconds (column ``s``) of every Snakemake benchmark TSV under ``benchmark_dir``.
+
+    The rule is the file's path below the folder without ``.tsv``. A file with several rows (Snakemake's
+    ``repeat``) gives the mean of its rows.
+    """
+    folder = Path(benchmark_dir)
+    if not folder.is_dir():
+        raise ReportInputError(f"benchmark folder {folder} does not exist")
+    times = {}
+    for path in sorted(folder.rglob("*.tsv")):
+        try:
+            table = pd.read_csv(path, sep="\t")
+            seconds = pd.to_numeric(table["s"], errors="raise")
+        except (KeyError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            raise ReportInputError(f"{path} is not a Snakemake benchmark file (column 's'): {exc}") from None
+        if seconds.empty:
+            raise ReportInputError(f"{path} has no benchmark rows")
+        times[path.relative_to(folder).with_suffix("").as_posix()] = float(seconds.mean())
+    return times
+
+
+def stage_seconds(times: dict[str, float], stage: str, prefix: bool = False) -> float | None:
+    """Seconds of ``stage`` (with ``prefix``: summed over ``stage``, ``stage_*``, ``stage/*``); None if absent."""
+    hits = [s for rule, s in times.items()
+            if rule == stage or (prefix and (rule.startswith(stage + "_") or rule.startswith(stage + "/")))]
+    return sum(hits) if hits else None
+
+
+# ----- series for figures and tables -----------------------------------------------------------------
+def training_series(records: list[dict], key: str, regeneration_only: bool = False) -> tuple[list[int], list[float]]:
+    """(steps, values) of ``key`` over the metrics records where it is finite."""
+    pairs = [(r["step"], float(r[key])) for r in records
+             if _finite(r.get(key)) and (r.get("regenerated") or not regeneration_only)]
+    return [s for s, _ in pairs], [v for _, v in pairs]
+
+
+def heldout(df: pd.DataFrame, run: str, metric: str = "win_rate") -> pd.DataFrame:
+    """The overall held-out rows of ``run`` for ``metric`` (columns step, value, n, stderr), by step."""
+    mask = (df["run"] == run) & (df["benchmark"] == EVAL_BENCHMARK) & (df["metric"] == metric)
+    return df.loc[mask, ["step", "value", "n", "stderr"]].sort_values("step").reset_index(drop=True)
+
+
+# ----- figures -------------------------------------------------------------------------------------------
+COLUMN_WIDTH_IN = 3.35  # one column of a two-column paper
+PAPER_RC = {"font.size": 7.5, "axes.titlesize": 7.5, "axes.labelsize": 7.5, "legend.fontsize": 6.5,
+            "xtick.labelsize": 6.5, "ytick.labelsize": 6.5, "axes.linewidth": 0.6, "lines.linewidth": 1.1,
+            "lines.markersize": 3.5, "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True,
+            "grid.linewidth": 0.4, "grid.alpha": 0.35, "legend.frameon": False, "pdf.fonttype": 42,
+            "savefig.bbox": "tight", "savefig.pad_inches": 0.02}
+
+
+def save_figure(fig, out: str | Path, dpi: int = 300) -> list[Path]:
+    """Save ``fig`` as ``out`` (PDF) and the PNG of the same stem, each atomically; returns both paths."""
+    out = Path(out)
+    paths = [out, out.with_suffix(".png")] if out.suffix.lower() != ".png" else [out]
+    for path in paths:
+        fmt = path.suffix.lstrip(".").lower()
+        # no creation date in the PDF, so that an unchanged figure gives unchanged bytes
+        metadata = {"CreationDate": None} if fmt == "pdf" else None
+        with atomic_target(path) as tmp:
+            fig.savefig(tmp, format=fmt, dpi=dpi, metadata=metadata)
+    return paths
+
+
+# ----- the run table ---------------------------------------------------------------------------------
+STAGES = [("prepare_model", False), ("build_corpus", False), ("train", False), ("evaluate", True),
+          ("results_table", False)]
+
+
+def _fmt(value, decimals: int, signed: bool = False) -> str:
+    if value is None or not _finite(value):
+        return NOT_RUN
+    return f"{value:+.{decimals}f}" if signed else f"{value:.{decimals}f}"
+
+
+def run_table_rows(run: str, tidy: pd.DataFrame, records: list[dict], times: dict[str, float],
+                   decimals: int = 3, second_decimals: int = 1) -> list[tuple[str, str, str]]:
+    """The rows (quantity, value, detail) of the run table; every missing source reads ``not run``."""
+    rows = [(f"Wall time: {stage}{' (all evaluate_*)' if prefix else ''} [s]",
+             _fmt(stage_seconds(times, stage, prefix), second_decimals), "Snakemake benchmark")
+            for stage, prefix in STAGES]
+
+    regen = [r for r in records if r.get("regenerated")]
+    attempts = sum(r["design_attempts"] for r in regen if _finite(r.get("design_attempts")))
+    valid = sum(r["designer_valid"] for r in regen if _finite(r.get("designer_valid")))
+    rows.append(("Designer valid-environment rate", _fmt(valid / attempts if attempts else None, decimals),
+                 f"{valid} of {attempts} design attempts" if attempts else "no design attempts logged"))
+    _, shares = training_series(records, "backfilled_share", regeneration_only=True)
+    rows.append(("Backfilled share (mean over regenerations)",
+                 _fmt(sum(shares) / len(shares) if shares else None, decimals),
+                 f"{len(shares)} regeneration steps" if shares else "no regeneration logged"))
+
+    def _se(value):  # an undefined standard error is not a missing source
+        return _fmt(value, decimals) if value is not None and _finite(value) else "n/a"
+
+    evals = heldout(tidy, run)
+    base = evals[evals["step"] == 0]
+    after = evals[evals["step"] > 0].tail(1)
+    before_v = float(base["value"].iloc[0]) if len(base) else None
+    after_v = float(after["value"].iloc[0]) if len(after) else None
+
+    def detail(frame):
+        if not len(frame):
+            return "no eval file"
+        row = frame.iloc[0]
+        n = "?" if pd.isna(row["n"]) else int(row["n"])
+        return f"step {int(row['step'])}, n = {n}, s.e. {_se(row['stderr'])}"
+
+    diff = after_v - before_v if before_v is not None and after_v is not None else None
+    diff_se = (math.sqrt(base["stderr"].iloc[0] ** 2 + after["stderr"].iloc[0] ** 2) if diff is not None else None)
+    rows += [("Held-out win rate, base (step 0)", _fmt(before_v, decimals), detail(base)),
+             ("Held-out win rate, last checkpoint", _fmt(after_v, decimals), detail(after)),
+             ("Held-out win rate, change", _fmt(diff, decimals, signed=True),
+              f"s.e. {_se(diff_se)}" if diff is not None else "needs both evaluations")]
+
+    steps, wins = training_series(records, "agent_win_rate")
+    first, last = (wins[0], wins[-1]) if wins else (None, None)
+    rows += [("Training win rate, first step", _fmt(first, decimals), f"step {steps[0]}" if wins else "no log"),
+             ("Training win rate, last step", _fmt(last, decimals), f"step {steps[-1]}" if wins else "no log")]
+    return rows
+
+
+def render_markdown(rows: list[tuple[str, str, str]], caption: str) -> str:
+    lines = [f"**{caption}**", "", "| Quantity | Value | Detail |", "|---|---:|---|"]
+    lines += [f"| {q} | {v} | {d} |" for q, v, d in rows]
+    return "\n".join(lines) + "\n"
+
+
+def latex_escape(text: str) -> str:
+    specials = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+    return "".join(specials.get(ch, ch) for ch in text)
+
+
+def render_latex(rows: list[tuple[str, str, str]], caption: str, label: str) -> str:
+    body = "\n".join(f"{latex_escape(q)} & {latex_escape(v)} & {latex_escape(d)} \\\\" for q, v, d in rows)
+    return (f"% generated; needs \\usepackage{{booktabs}}\n\\begin{{table}}[t]\n\\centering\\small\n"
+            f"\\caption{{{latex_escape(caption)}}}\n\\label{{{label}}}\n\\begin{{tabular}}{{lrl}}\n\\toprule\n"
+            f"Quantity & Value & Detail \\\\\n\\midrule\n{body}\n\\bottomrule\n\\end{{tabular}}\n\\end{{table}}\n")
+
+
+def run_script(main, argv=None) -> int:
+    """Run a paper script's ``main(argv)``; an input error ends it with status 2 and a one-line message."""
+    import sys
+
+    try:
+        main(argv)
+    except ReportInputError as exc:
+        print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
+        return 2
+    return 0

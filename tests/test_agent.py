@@ -1,0 +1,110 @@
+"""The agent's episode runner: action extraction, token bookkeeping, hints, returns."""
+
+from __future__ import annotations
+
+import pytest
+
+from spade.agent import AgentConfig, ChatTokens, EpisodeJob, EpisodeRunner, extract_action, first_boxed
+from spade.envs.intake import intake
+from spade.envs.library import get_env
+from spade.generation import Generation
+
+SYSTEM = {"game": "You play games.", "tool_use": "You use tools."}
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The answer is \\boxed{42}.", "42"),
+        ("\\boxed{a {nested} b} then \\boxed{2}", "a {nested} b"),
+        ("no box", None),
+        ("\\boxed{unclosed", None),
+    ],
+)
+def test_first_boxed(text, expected):
+    assert first_boxed(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, kind, expected",
+    [
+        ("<think>maybe \\boxed{1}</think> so \\boxed{2} wins", "game", "\\boxed{2}"),
+        ("I do not know", "game", "I do not know"),
+        ('Calling <tool_call>{"name": "a", "arguments": {}}</tool_call>', "tool_use", '{"name": "a", "arguments": {}}'),
+        ('ok {"name": "b"} ', "tool_use", '{"name": "b"}'),
+        ("all set <answer>done</answer>", "tool_use", "<answer>done</answer>"),
+    ],
+)
+def test_extract_action(text, kind, expected):
+    assert extract_action(text, kind) == expected
+
+
+def test_continuation_matches_the_template(tiny_model):
+    _, tokenizer = tiny_model
+    chat = ChatTokens(tokenizer)
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "first"}]
+    ids = chat.first_prompt(messages)
+    reply_ids = chat.encode("my move") + [tokenizer.eos_token_id]
+    messages.append({"role": "assistant", "content": "my move"})
+    ids += reply_ids + chat.continuation(messages, "second", ended_with_eos=True)
+    full = chat.render(messages + [{"role": "user", "content": "second"}], add_generation_prompt=True)
+    assert tokenizer.decode(ids) == full
+
+
+class ScriptedBackend:
+    """Answers every prompt with the next scripted text (a stand-in for a model)."""
+
+    def __init__(self, tokenizer, texts):
+        self.tokenizer, self.texts, self.prompts = tokenizer, list(texts), []
+
+    def generate(self, prompts, params, seed):
+        out = []
+        for prompt in prompts:
+            self.prompts.append(list(prompt))
+            text = self.texts.pop(0)
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+            out.append(Generation(text, ids, [-0.5] * len(ids), "stop"))
+        return out
+
+
+def _job(name, seed, arm="no_hint", hint=""):
+    code = intake(get_env(name).source())
+    return EpisodeJob(name, code.code, code.class_name, "game", seed, arm, hint)
+
+
+def test_episode_records_tokens_masks_and_returns(pool, tiny_model):
+    _, tokenizer = tiny_model
+    backend = ScriptedBackend(tokenizer, ["\\boxed{1}", "hmm", "\\boxed{2}"])
+    runner = EpisodeRunner(backend, pool, AgentConfig(max_turns=3, max_new_tokens=16, max_context_tokens=4096), SYSTEM)
+    (record,) = runner.run([_job("crt_residue_puzzle", 5)], seed=0)
+    assert record.turns == 3 and record.outcome == "truncated" and record.final_return == 0.0 and not record.won
+    assert len(record.token_ids) == len(record.loss_mask) == len(record.rollout_logprobs)
+    sampled = [t for t, m in zip(record.token_ids, record.loss_mask) if m]
+    expected = []
+    for text in ("\\boxed{1}", "hmm", "\\boxed{2}"):
+        expected += tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    assert sampled == expected and record.generated_tokens == len(expected)
+    assert all(lp == -0.5 for lp, m in zip(record.rollout_logprobs, record.loss_mask) if m)
+    assert backend.prompts[1] == record.token_ids[: len(backend.prompts[1])]  # one growing sequence
+
+
+def test_winning_episode_and_hint_only_in_first_observation(pool, tiny_model):
+    _, tokenizer = tiny_model
+    code = intake(get_env("crt_residue_puzzle").source())
+    episode = pool.open(code.code, code.class_name, seed=7, env_kwargs={"max_turns": 3})
+    episode.reset(7)
+    answer = episode.solution().value.splitlines()[0]
+    episode.close()
+    backend = ScriptedBackend(tokenizer, [f"\\boxed{{{answer}}}"])
+    runner = EpisodeRunner(backend, pool, AgentConfig(max_turns=3, max_new_tokens=16, max_context_tokens=4096), SYSTEM)
+    (record,) = runner.run([_job("crt_residue_puzzle", 7, "hint", "THE-HINT")], seed=0)
+    assert record.won and record.final_return == 1.0 and record.outcome == "terminated" and record.turns == 1
+    assert "THE-HINT" in tokenizer.decode(backend.prompts[0])
+
+
+def test_broken_environment_is_an_env_failure(pool, tiny_model):
+    _, tokenizer = tiny_model
+    runner = EpisodeRunner(ScriptedBackend(tokenizer, []), pool, AgentConfig(max_turns=2), SYSTEM)
+    job = EpisodeJob("broken", "raise RuntimeError('no')", "Env", "game", 0)
+    (record,) = runner.run([job], seed=0)
+    assert record.outcome == "env_failure" and "RuntimeError" in record.failure and record.final_return == 0.0
