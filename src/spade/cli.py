@@ -290,7 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
+    pipeline_stage = args.group in ("model", "corpus", "train", "eval")  # their logs are the rule logs
+    logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) or pipeline_stage else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     from spade.envs.intake import IntakeError
     from spade.sandbox.isolation import IsolationError

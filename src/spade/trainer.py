@@ -196,6 +196,9 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
                 metrics["samples"] = len(samples)
                 with metrics_path.open("a", encoding="utf-8") as handle:
                     handle.write(json.dumps(metrics, sort_keys=True) + "\n")
+                log.info("step %d/%d: agent win rate %.3f, mean return %.3f, %d samples, loss %.4f",
+                         step + 1, config.selfplay.total_steps, metrics["agent_win_rate"] or 0.0,
+                         metrics["agent_mean_return"] or 0.0, len(samples), metrics["train_loss"])
                 if closed:
                     atomic_write_json(run_dir / "envs" / f"set_{closed[0]['step']:05d}.json", _archive(closed))
                 progress.advance(task)
