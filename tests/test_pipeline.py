@@ -27,6 +27,40 @@ def test_default_pipeline_writes_the_library_report(tmp_path):
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
+TINY = """
+run_name: tiny
+model_card: tiny-random
+selfplay: {active_skills: 1, envs_per_skill: 2, group_size: 2, regen_interval: 2, total_steps: 4,
+           checkpoint_every: 2, design_attempts: 1, backfill: true}
+designer: {max_new_tokens: 8, hint_max_new_tokens: 4}
+agent: {max_new_tokens: 6, max_turns: 2, max_context_tokens: 8192}
+corpus: {offline_max_docs: 20, games_max_words: 40}
+memory: {n_positive: 1}
+train: {learning_rate: 1.0e-3, global_batch: 8, micro_batch: 4}
+eval: {heldout: [crt_residue_puzzle], episodes: 2}
+"""
+
+
+@pytest.mark.slow
+def test_toy_pipeline_end_to_end_on_the_tiny_model(tmp_path):
+    """The whole DAG (model, corpus, training, evaluation, table, figure) with the tiny model."""
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text(TINY)
+    command = SNAKEMAKE + [str(tiny), "--directory", str(tmp_path)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    results = tmp_path / "results"
+    assert "results/tables/results.csv" in run.stdout + run.stderr  # the closing message names the outputs
+    table = (results / "tables/results.csv").read_text()
+    assert "heldout_library" in table and "training" in table
+    assert "not run" not in (results / "tables/tiny_run.md").read_text().split("Wall time")[0]
+    for name in ("figures/tiny_training.pdf", "figures/tiny_training.png", "runs/tiny/summary.json",
+                 "runs/tiny/eval/step_000000.json", "runs/tiny/eval/step_000004.json", "runs/tiny/envs/set_00000.json"):
+        assert (results / name).is_file(), name
+    lines = (results / "runs/tiny/metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [0, 1, 2, 3]
+
+
 def test_bad_config_fails_before_any_job(tmp_path):
     run = subprocess.run(SNAKEMAKE + ["--directory", str(tmp_path), "--config", "seed=abc"],
                          capture_output=True, text=True, timeout=120)

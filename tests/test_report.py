@@ -63,8 +63,8 @@ def make_benchmarks(root: Path) -> Path:
     folder = root / "benchmarks"
     folder.mkdir()
     header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
-    for rule, seconds in {"train": 12.34, "evaluate_step_000000": 1.2, "evaluate_step_000004": 2.3,
-                          "build_corpus": 0.5, "results_table": 0.25}.items():
+    for rule, seconds in {"train_toy": 12.34, "evaluate_toy_000000": 1.2, "evaluate_toy_000004": 2.3,
+                          "evaluate_other_000004": 9.0, "build_corpus_games": 0.5, "results_table": 0.25}.items():
         (folder / f"{rule}.tsv").write_text(header + f"{seconds}\t0:00:12\t3.2\t4.6\t0.1\t0.5\t0.0\t0.0\t0.0\t0.0\n")
     return folder
 
@@ -132,7 +132,7 @@ def test_csv_round_trip_keeps_types(tmp_path):
 
 def test_stage_times(tmp_path):
     times = stage_times(make_benchmarks(tmp_path))
-    assert times["train"] == 12.34 and times["evaluate_step_000004"] == 2.3
+    assert times["train_toy"] == 12.34 and times["evaluate_toy_000004"] == 2.3
     assert "prepare_model" not in times
     (tmp_path / "benchmarks" / "broken.tsv").write_text("x\ty\n1\t2\n")
     with pytest.raises(ReportInputError, match="broken.tsv"):
@@ -167,9 +167,9 @@ def test_scripts_end_to_end(tmp_path):
     assert done.returncode == 0, done.stderr
     text, tex = md.read_text(), md.with_suffix(".tex").read_text()
     cells = {line.split(" | ")[0].strip("| "): line.split(" | ")[1] for line in text.splitlines()[4:]}
-    assert cells["Wall time: prepare_model [s]"] == "not run"
-    assert cells["Wall time: train [s]"] == "12.3"
-    assert cells["Wall time: evaluate (all evaluate_*) [s]"] == "3.5"
+    assert cells["Wall time: prepare_model_* [s]"] == "not run"
+    assert cells["Wall time: train_toy [s]"] == "12.3"
+    assert cells["Wall time: evaluate_toy_* [s]"] == "3.5"  # the other run's evaluation is not counted
     assert cells["Designer valid-environment rate"] == "0.400"  # (3 + 1) / (6 + 4)
     assert cells["Backfilled share (mean over regenerations)"] == "0.500"
     assert cells["Held-out win rate, base (step 0)"] == "0.250"
@@ -178,7 +178,7 @@ def test_scripts_end_to_end(tmp_path):
     assert cells["Training win rate, first step"] == "0.250"
     assert cells["Training win rate, last step"] == "0.500"
     assert "\\toprule" in tex and "\\bottomrule" in tex and "not run" in tex and "prepare\\_model" in tex
-    assert "not run: Wall time: prepare_model" in done.stdout
+    assert "not run: Wall time: prepare_model_*" in done.stdout
     assert (tmp_path / "tables" / "toy_run.md.provenance.json").is_file()
 
 

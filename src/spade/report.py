@@ -389,8 +389,10 @@ def save_figure(fig, out: str | Path, dpi: int = 300) -> list[Path]:
 
 
 # ----- the run table ---------------------------------------------------------------------------------
-STAGES = [("prepare_model", False), ("build_corpus", False), ("train", False), ("evaluate", True),
-          ("results_table", False)]
+def stages(run: str) -> list:
+    """(benchmark name, summed over ``name_*``) of each pipeline stage, as the rules name their benchmarks."""
+    return [("prepare_model", True), ("build_corpus", True), (f"train_{run}", False), (f"evaluate_{run}", True),
+            ("results_table", False)]
 
 
 def _fmt(value, decimals: int, signed: bool = False) -> str:
@@ -402,9 +404,9 @@ def _fmt(value, decimals: int, signed: bool = False) -> str:
 def run_table_rows(run: str, tidy: pd.DataFrame, records: list[dict], times: dict[str, float],
                    decimals: int = 3, second_decimals: int = 1) -> list[tuple[str, str, str]]:
     """The rows (quantity, value, detail) of the run table; every missing source reads ``not run``."""
-    rows = [(f"Wall time: {stage}{' (all evaluate_*)' if prefix else ''} [s]",
+    rows = [(f"Wall time: {stage}{'_*' if prefix else ''} [s]",
              _fmt(stage_seconds(times, stage, prefix), second_decimals), "Snakemake benchmark")
-            for stage, prefix in STAGES]
+            for stage, prefix in stages(run)]
 
     regen = [r for r in records if r.get("regenerated")]
     attempts = sum(r["design_attempts"] for r in regen if _finite(r.get("design_attempts")))
