@@ -358,19 +358,13 @@ def _build_from_gguf(card: ModelCard, work: Path) -> dict:
         config_dict.pop("_model_name_or_path", None)
         config = type(quantised.config).from_dict(config_dict)
         state = quantised.state_dict()
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-        missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
-        if hasattr(model, "tie_weights"):
-            model.tie_weights()
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        missing, unexpected = model.load_state_dict(state, strict=False)
         missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
         if missing or unexpected:
             raise ModelPrepError(f"model {card.name!r}: dequantised weights do not fit the config "
                                  f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
         del quantised, state
-    leftovers = [name for name, p in model.named_parameters() if p.device.type == "meta"]
-    if leftovers:
-        raise ModelPrepError(f"model {card.name!r}: parameters without weights after conversion: {leftovers[:5]}")
     model = model.to(_torch_dtype(card.dtype)).eval()
     tokens = _configure_special_tokens(tokenizer, model, card)
     model.save_pretrained(work)
