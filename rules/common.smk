@@ -3,6 +3,7 @@
 import json
 import shlex
 import sys
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
@@ -16,6 +17,7 @@ except ConfigError as exc:
     raise WorkflowError(f"invalid configuration: {exc}")
 
 PYTHON = shlex.quote(sys.executable)  # the interpreter snakemake runs in (the project's venv)
+SCRIPTS = shlex.quote(str(Path(workflow.basedir) / "paper" / "scripts"))  # works with --directory elsewhere
 CONFIG_JSON = shlex.quote(json.dumps(config, sort_keys=True))  # the merged config, overrides included
 OUT = paths.ResultPaths(SPADE.results_dir)
 

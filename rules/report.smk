@@ -12,7 +12,7 @@ rule results_table:
     benchmark:
         OUT.benchmark("results_table")
     shell:
-        "{PYTHON} paper/scripts/results_table.py --runs " + OUT.run_dir(SPADE.run_name) + " --out {output} > {log} 2>&1"
+        "{PYTHON} {SCRIPTS}/results_table.py --runs " + OUT.run_dir(SPADE.run_name) + " --out {output} > {log} 2>&1"
 
 
 rule run_table:
@@ -24,7 +24,7 @@ rule run_table:
     log:
         OUT.log("run_table_{run}"),
     shell:
-        "{PYTHON} paper/scripts/table_toy_run.py --results {input.results} --metrics "
+        "{PYTHON} {SCRIPTS}/table_toy_run.py --results {input.results} --metrics "
         + OUT.run_metrics("{wildcards.run}")
         + " --benchmarks " + OUT.root + "/benchmarks --run {wildcards.run} --out {output} > {log} 2>&1"
 
@@ -38,5 +38,5 @@ rule training_figure:
     log:
         OUT.log("training_figure_{run}"),
     shell:
-        "{PYTHON} paper/scripts/fig_toy_training.py --metrics " + OUT.run_metrics("{wildcards.run}")
+        "{PYTHON} {SCRIPTS}/fig_toy_training.py --metrics " + OUT.run_metrics("{wildcards.run}")
         + " --results {input.results} --run {wildcards.run} --out {output} > {log} 2>&1"
