@@ -25,7 +25,7 @@ from spade.advantages import designer_advantages, designer_upweight, grpo_advant
 from spade.agent import EpisodeJob, EpisodeRunner
 from spade.config import SpadeConfig
 from spade.designer.memory import EnvironmentMemory, MemoryRecord
-from spade.designer.prompts import agent_system_prompt, design_prompt, extract_hint, hint_prompt, flavour_kind
+from spade.designer.prompts import agent_system_prompt, design_prompt, extract_hint, hint_prompt
 from spade.designer.skills import active_skills, sample_domain, sample_variant
 from spade.envs.library import library
 from spade.envs.validate import Validator
@@ -243,8 +243,9 @@ class SelfPlay:
         if not rewards or not cfg.selfplay.train_designer:
             return []
         advantages = designer_advantages([r for _, r, _ in rewards], [skill for _, _, skill in rewards])
-        n_agent = len(designed) * cfg.selfplay.group_size * cfg.selfplay.regen_interval
-        weight = designer_upweight(max(n_agent, 1), max(len(rewards), 1), cfg.selfplay.regen_interval,
+        # spec 6: min(N_RA_samples / N_envs * k, cap), with N_RA_samples the agent samples of one step
+        n_envs = max(sum(s.valid for s in slots), 1)
+        weight = designer_upweight(n_envs * cfg.selfplay.group_size, n_envs, cfg.selfplay.regen_interval,
                                    cfg.train.designer_upweight_cap)
         return [Sample("designer", s["token_ids"], s["loss_mask"], s["rollout_logprobs"], float(a), weight, True)
                 for (s, _, _), a in zip(rewards, advantages.tolist())]
