@@ -81,3 +81,30 @@ def test_resume_gives_the_same_metrics(tiny_model_dir, tmp_path):
     assert first["regenerated"] and first["backfilled_share"] == 1.0 and first["design_attempts"] == 2
     sets = sorted(p.name for p in (tmp_path / "straight/envs").glob("set_*.json"))
     assert sets == ["set_00000.json", "set_00002.json"]
+
+
+def test_closing_a_set_rewards_the_designer(pool, tiny_model):
+    """Hand-computed: designer reward = 0.4 * floored regret + 0.6 * plateau(window win rate)."""
+    from spade.designer.memory import EnvironmentMemory
+    from spade.envs.validate import Validator
+    from spade.selfplay import EnvSlot, SelfPlay
+
+    model, tokenizer = tiny_model
+    config = load_config(overrides={"model_card": "tiny-random", "selfplay": {"group_size": 4, "regen_interval": 2}})
+    memory = EnvironmentMemory(config.memory)
+    core = SelfPlay(config, HFBackend(model, tokenizer), Validator(pool), memory, None)
+    sample = {"token_ids": [5, 6, 7], "loss_mask": [0, 1, 1], "rollout_logprobs": [0.0, -1.0, -2.0]}
+    # A: win rate 4/8 = 0.5 (inside the band -> plateau 1), regret 0.15 (-> 1): reward 0.4 + 0.6 = 1.0
+    # B: win rate 8/8 = 1.0 (0.4 above the band, beyond the 0.25 ramp -> 0), regret 0: reward 0.0
+    a = EnvSlot("a", "logical_deduction", 0, "designer", code="x", valid=True, wins=4, episodes=8, regret=0.15,
+                designer_sample=sample)
+    b = EnvSlot("b", "logical_deduction", 0, "designer", code="y", valid=True, wins=8, episodes=8, regret=0.0,
+                designer_sample=sample)
+    backfilled = EnvSlot("c", "logical_deduction", 0, "backfill:knapsack_selection", code="z", valid=True,
+                         wins=0, episodes=8)
+    samples = core.close_set([a, b, backfilled])
+    assert (a.designer_reward, b.designer_reward) == (pytest.approx(1.0), pytest.approx(0.0))
+    assert [s.advantage for s in samples] == [pytest.approx(0.5), pytest.approx(-0.5)]  # mean-centred per skill
+    # up-weighting: min(N_RA / N_envs * k, 50) with N_RA = 3 envs * G 4 = 12, N_envs 3, k 2 -> 8
+    assert all(s.weight == pytest.approx(8.0) and s.delayed and s.role == "designer" for s in samples)
+    assert {r.env_id for r in memory.records} == {"a", "b"}  # backfilled environments are not the designer's
