@@ -16,6 +16,7 @@ import json
 import re
 
 from spade.designer.skills import get_domain, get_skill, get_variant
+from spade.envs.intake import strip_think
 
 __all__ = [
     "DEFAULT_HINT_CHARS",
@@ -286,25 +287,13 @@ def hint_prompt(code: str, flavour: str) -> list[dict]:
     return _messages(HINT_SYSTEM, user)
 
 
-_THINK_BLOCK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.S | re.I)
-_THINK_OPEN = re.compile(r"<think(?:ing)?>", re.I)
-_THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.I)
 _HINT_BLOCK = re.compile(r"<hint>(.*?)</hint>", re.S | re.I)
 _HINT_OPEN = re.compile(r"<hint>", re.I)
 
 
 def _strip_think(text: str) -> str:
-    """Drop closed reasoning blocks, text before a stray closing tag, and an unclosed block (up to a
-    ``<hint>`` tag after it, else to the end)."""
-    text = _THINK_BLOCK.sub("", text)
-    strays = list(_THINK_CLOSE.finditer(text))
-    if strays:
-        text = text[strays[-1].end():]
-    opener = _THINK_OPEN.search(text)
-    if opener:
-        hint = _HINT_OPEN.search(text, opener.end())
-        text = text[: opener.start()] + (text[hint.start():] if hint else "")
-    return text
+    """Reasoning removed as intake does it, except that an unclosed block ends at a ``<hint>`` tag."""
+    return strip_think(text, resume=_HINT_OPEN)[0]
 
 
 def extract_hint(text: str, max_chars: int = DEFAULT_HINT_CHARS) -> str:

@@ -77,17 +77,18 @@ def _syntax_message(err: SyntaxError) -> str:
 
 
 # ------------------------------------------------------------------------------ reasoning
-def strip_think(text: str) -> tuple[str, bool]:
+def strip_think(text: str, resume: re.Pattern = _PY_FENCE_LINE) -> tuple[str, bool]:
     """Remove closed ``<think>...</think>`` blocks, everything before a stray ``</think>``,
-    and an unclosed ``<think>`` up to the next python fence (to the end if there is none)."""
+    and an unclosed ``<think>`` up to the next match of ``resume`` (by default a python fence;
+    to the end if there is none)."""
     out = _THINK_BLOCK.sub("", text)
     strays = list(_THINK_CLOSE.finditer(out))
     if strays:
         out = out[strays[-1].end():]
     opener = _THINK_OPEN.search(out)
     if opener:
-        fence = _PY_FENCE_LINE.search(out, opener.end())
-        out = out[:opener.start()] + (out[fence.start():] if fence else "")
+        found = resume.search(out, opener.end())
+        out = out[:opener.start()] + (out[found.start():] if found else "")
     return out, out != text
 
 
