@@ -108,3 +108,53 @@ def test_closing_a_set_rewards_the_designer(pool, tiny_model):
     # up-weighting: min(N_RA / N_envs * k, 50) with N_RA = 3 envs * G 4 = 12, N_envs 3, k 2 -> 8
     assert all(s.weight == pytest.approx(8.0) and s.delayed and s.role == "designer" for s in samples)
     assert {r.env_id for r in memory.records} == {"a", "b"}  # backfilled environments are not the designer's
+
+
+class RoleBackend:
+    """A stand-in model that answers by role: a valid environment, a hint, or a fixed agent answer."""
+
+    def __init__(self, tokenizer, design_text: str):
+        self.tokenizer, self.design_text, self.calls = tokenizer, design_text, []
+
+    def generate(self, prompts, params, seed):
+        from spade.generation import Generation
+
+        out = []
+        for prompt in prompts:
+            text = self.tokenizer.decode(prompt)
+            role = ("design" if "You are an environment designer" in text else
+                    "hint" if "write one short hint" in text else "agent")
+            self.calls.append(role)
+            reply = {"design": self.design_text, "hint": "<hint>Count carefully.</hint>", "agent": "\\boxed{0}"}[role]
+            ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+            out.append(Generation(reply, ids, [-0.1] * len(ids), "stop"))
+        return out
+
+
+def test_designer_path_valid_environments_hints_and_regret(pool, tiny_model):
+    """The paper-scale path: the designer's own valid environments fill the set (no backfill)."""
+    from spade.designer.memory import EnvironmentMemory
+    from spade.envs.library import get_env
+    from spade.envs.validate import Validator
+    from spade.selfplay import SelfPlay
+
+    _, tokenizer = tiny_model
+    design = "Here it is:\n```python\n" + get_env("knapsack_selection").source() + "```\n"
+    config = load_config(overrides={"model_card": "tiny-random", "selfplay": {
+        "active_skills": 1, "envs_per_skill": 2, "group_size": 2, "regen_interval": 2, "backfill": False},
+        "agent": {"max_turns": 2}, "corpus": {"enabled": False}})
+    backend = RoleBackend(tokenizer, design)
+    core = SelfPlay(config, backend, Validator(pool), EnvironmentMemory(config.memory), None)
+    samples, metrics, closed = core.rollout(0)
+    assert metrics["valid_env_rate"] == 1.0 and metrics["backfilled_share"] == 0.0 and metrics["slots"] == 2
+    assert backend.calls[:2] == ["design", "design"] and backend.calls[2:4] == ["hint", "hint"]
+    envs = core._envs()
+    assert all(e.source == "designer" and e.hint == "Count carefully." for e in envs)
+    assert all(e.regret == 0.0 and len(e.hint_returns) == 2 for e in envs)  # same answers with and without hint
+    assert metrics["mean_regret"] == 0.0 and closed == []
+    assert {s.role for s in samples} == {"agent"} and len(samples) == 4  # 2 envs x G=2, no hint-arm samples
+    core.rollout(1)
+    samples, metrics, closed = core.rollout(2)  # the first set closes: designer samples mature now
+    designer = [s for s in samples if s.role == "designer"]
+    assert len(designer) == 2 and all(s.delayed for s in designer) and [e["step"] for e in closed] == [0, 0]
+    assert metrics["closed_set_step"] == 0 and metrics["closed_mean_designer_reward"] is not None
