@@ -17,7 +17,12 @@ except ConfigError as exc:
     raise WorkflowError(f"invalid configuration: {exc}")
 
 PYTHON = shlex.quote(sys.executable)  # the interpreter snakemake runs in (the project's venv)
-SCRIPTS = shlex.quote(str(Path(workflow.basedir) / "paper" / "scripts"))  # works with --directory elsewhere
+SCRIPT_DIR = Path(workflow.basedir) / "paper" / "scripts"  # works with --directory elsewhere
+
+
+def script(name):
+    """A paper script, declared as an input so that editing it reruns its rule (and only its rule)."""
+    return str(SCRIPT_DIR / name)
 CONFIG_JSON = shlex.quote(json.dumps(config, sort_keys=True))  # the merged config, overrides included
 OUT = paths.ResultPaths(SPADE.results_dir)
 

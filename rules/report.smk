@@ -3,6 +3,7 @@
 
 rule results_table:
     input:
+        script=script("results_table.py"),
         evals=eval_files,
         summary=OUT.run_summary(SPADE.run_name),
     output:
@@ -12,11 +13,12 @@ rule results_table:
     benchmark:
         OUT.benchmark("results_table")
     shell:
-        "{PYTHON} {SCRIPTS}/results_table.py --runs " + OUT.run_dir(SPADE.run_name) + " --out {output} > {log} 2>&1"
+        "{PYTHON} {input.script} --runs " + OUT.run_dir(SPADE.run_name) + " --out {output} > {log} 2>&1"
 
 
 rule run_table:
     input:
+        script=script("table_toy_run.py"),
         results=OUT.results_table,
         summary=OUT.run_summary("{run}"),
     output:
@@ -24,13 +26,14 @@ rule run_table:
     log:
         OUT.log("run_table_{run}"),
     shell:
-        "{PYTHON} {SCRIPTS}/table_toy_run.py --results {input.results} --metrics "
+        "{PYTHON} {input.script} --results {input.results} --metrics "
         + OUT.run_metrics("{wildcards.run}")
         + " --benchmarks " + OUT.root + "/benchmarks --run {wildcards.run} --out {output} > {log} 2>&1"
 
 
 rule training_figure:
     input:
+        script=script("fig_toy_training.py"),
         results=OUT.results_table,
         summary=OUT.run_summary("{run}"),
     output:
@@ -38,5 +41,5 @@ rule training_figure:
     log:
         OUT.log("training_figure_{run}"),
     shell:
-        "{PYTHON} {SCRIPTS}/fig_toy_training.py --metrics " + OUT.run_metrics("{wildcards.run}")
+        "{PYTHON} {input.script} --metrics " + OUT.run_metrics("{wildcards.run}")
         + " --results {input.results} --run {wildcards.run} --out {output} > {log} 2>&1"
