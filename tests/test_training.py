@@ -79,6 +79,8 @@ def test_resume_gives_the_same_metrics(tiny_model_dir, tmp_path):
     assert len(straight) == 4 and straight == resumed
     first = json.loads(straight[0])
     assert first["regenerated"] and first["backfilled_share"] == 1.0 and first["design_attempts"] == 2
+    rejected = list((tmp_path / "straight/rejected").glob("*/report.json"))  # the tiny designer writes no code
+    assert rejected and all(json.loads(p.read_text())["valid"] is False for p in rejected)
     sets = sorted(p.name for p in (tmp_path / "straight/envs").glob("set_*.json"))
     assert sets == ["set_00000.json", "set_00002.json"]
 

@@ -59,6 +59,3 @@ class ResultPaths:
 
     def benchmark(self, rule: str) -> str:
         return f"{self.root}/benchmarks/{rule}.tsv"
-
-    def rejected(self, run: str) -> str:
-        return f"{self.root}/{run}/rejected"

@@ -28,7 +28,7 @@ from spade.designer.memory import EnvironmentMemory, MemoryRecord
 from spade.designer.prompts import agent_system_prompt, design_prompt, extract_hint, hint_prompt
 from spade.designer.skills import active_skills, sample_domain, sample_variant
 from spade.envs.library import library
-from spade.envs.validate import Validator
+from spade.envs.validate import Validator, store_rejection
 from spade.generation import SamplingParams
 from spade.rewards import (
     EMAState, calibration_band_reward, designer_reward, ema_update, invalid_penalty, learning_potential, regret,
@@ -94,8 +94,9 @@ class SelfPlayState:
 
 class SelfPlay:
     def __init__(self, config: SpadeConfig, backend, validator: Validator, memory: EnvironmentMemory,
-                 corpus_sampler, state: SelfPlayState | None = None):
+                 corpus_sampler, state: SelfPlayState | None = None, rejected_dir=None):
         self.config, self.backend, self.validator = config, backend, validator
+        self.rejected_dir = rejected_dir  # rejected candidates are kept here with their report (spec 5)
         self.memory, self.corpus = memory, corpus_sampler
         self.state = state or SelfPlayState()
         prompts = {kind: agent_system_prompt(kind) for kind in ("game", "tool_use")}
@@ -151,6 +152,8 @@ class SelfPlay:
                     slot.designer_sample = sample
                 else:
                     invalid.append({**sample, "skill": slot.skill})
+                    if self.rejected_dir is not None:
+                        store_rejection(self.rejected_dir, generation.text, report)
         if cfg.selfplay.backfill:
             self._backfill(slots, step)
         return slots, invalid

@@ -186,7 +186,8 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
         sampler = CorpusSampler(load_corpus(corpus_path), config.seed + config.corpus.seed_offset,
                                 config.corpus.max_words_for(kind))
     with SandboxPool(config.sandbox) as pool:
-        core = SelfPlay(config, HFBackend(model, tokenizer), Validator(pool, config.validation), memory, sampler, state)
+        core = SelfPlay(config, HFBackend(model, tokenizer), Validator(pool, config.validation), memory, sampler, state,
+                        rejected_dir=run_dir / "rejected")
         ran = 0
         with Progress(transient=True) as progress:
             task = progress.add_task("self-play", total=config.selfplay.total_steps, completed=start)
