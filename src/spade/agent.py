@@ -21,9 +21,8 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from spade.configtools import option
-from spade.envs.drivers import WIN_THRESHOLD
 from spade.generation import GenerationBackend, SamplingParams
-from spade.rewards import episode_return
+from spade.rewards import episode_return, is_win
 from spade.sandbox.pool import SandboxPool
 
 THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
@@ -231,7 +230,7 @@ class EpisodeRunner:
             if terminated or truncated:
                 record.outcome = "terminated" if terminated else "truncated"
                 record.final_return = episode_return(reward, terminated)
-                record.won = terminated and reward >= WIN_THRESHOLD
+                record.won = is_win(reward, terminated)
                 continue
             entry.messages.append({"role": "assistant", "content": generation.text})
             ended = bool(ids) and ids[-1] == self.chat.eos_id

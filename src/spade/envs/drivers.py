@@ -17,7 +17,8 @@ import random
 import re
 from dataclasses import dataclass, field
 
-WIN_THRESHOLD = 1.0 - 1e-6  # spec section 4: a win is a terminated episode with final reward >= this
+from spade.rewards import episode_return, is_win
+
 WORD_RE = re.compile(r"[A-Za-z0-9_\-]+")
 
 
@@ -30,14 +31,12 @@ class EpisodeResult:
 
     @property
     def final_return(self) -> float:
-        """Episode return (spec section 3.4): final reward if terminated, else 0, clipped to [-1, 1]."""
-        if not self.terminated or not self.rewards:
-            return 0.0
-        return max(-1.0, min(1.0, float(self.rewards[-1])))
+        """Episode return (spec section 3.4)."""
+        return episode_return(self.rewards[-1], self.terminated) if self.rewards else 0.0
 
     @property
     def won(self) -> bool:
-        return self.terminated and bool(self.rewards) and self.rewards[-1] >= WIN_THRESHOLD
+        return bool(self.rewards) and is_win(self.rewards[-1], self.terminated)
 
 
 def as_action(line: str, kind: str) -> str:
