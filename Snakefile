@@ -14,6 +14,7 @@ include: "rules/common.smk"
 include: "rules/library.smk"
 include: "rules/models.smk"
 include: "rules/train.smk"
+include: "rules/eval.smk"
 include: "rules/report.smk"
 
 

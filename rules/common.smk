@@ -10,6 +10,7 @@ from snakemake.exceptions import WorkflowError
 from spade import paths
 from spade.config import ConfigError, SpadeConfig, resolve_layers
 from spade.configtools import from_dict
+from spade.evals import registry
 
 try:  # recipe < model card < run file and --config overrides; fail before any job runs, naming the key
     SPADE = from_dict(SpadeConfig, resolve_layers(config))
@@ -23,6 +24,7 @@ SCRIPT_DIR = Path(workflow.basedir) / "paper" / "scripts"  # works with --direct
 def script(name):
     """A paper script, declared as an input so that editing it reruns its rule (and only its rule)."""
     return str(SCRIPT_DIR / name)
+BENCHMARKS = sorted(registry())  # every registered benchmark name (the `benchmark` wildcard)
 CONFIG_JSON = shlex.quote(json.dumps(config, sort_keys=True))  # the merged config, overrides included
 OUT = paths.ResultPaths(SPADE.results_dir)
 
@@ -56,7 +58,21 @@ def eval_steps():
 
 
 def eval_files(wildcards=None):
-    return [OUT.eval_file(SPADE.run_name, step) for step in eval_steps()]
+    """Every checkpoint (step 0 = base) on every `eval.during_training` benchmark: the curves."""
+    return [OUT.eval_file(SPADE.run_name, step, name) for name in SPADE.eval.during_training for step in eval_steps()]
+
+
+def selection_files(wildcards):
+    """The results `eval.select_by` reads: its benchmarks at every checkpoint of the run (not the base model)."""
+    names = sorted({selector.partition(":")[0] for selector in SPADE.eval.select_by})
+    return [OUT.eval_file(wildcards.run, step, name) for name in names for step in SPADE.selfplay.checkpoint_steps()]
+
+
+def suite_files(wildcards=None):
+    """`eval.final` benchmarks on the base model and the final checkpoint, plus the training-time curves."""
+    final = [0, SPADE.selfplay.checkpoint_steps()[-1]]
+    extra = [OUT.eval_file(SPADE.run_name, step, name) for name in SPADE.eval.final for step in final]
+    return list(dict.fromkeys(eval_files() + extra))
 
 
 def run_outputs():

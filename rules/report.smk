@@ -13,7 +13,8 @@ rule results_table:
     benchmark:
         OUT.benchmark("results_table")
     shell:
-        "{PYTHON} {input.script} --runs " + OUT.run_dir(SPADE.run_name) + " --out {output} > {log} 2>&1"
+        "{PYTHON} {input.script} --runs " + OUT.run_dir(SPADE.run_name) + " --evals {input.evals} --out {output} "
+        "> {log} 2>&1"
 
 
 rule run_table:

@@ -1,4 +1,4 @@
-# Self-play training with the local trainer, then the evaluation of every checkpoint.
+# Self-play training with the local trainer (the evaluation of its checkpoints is in eval.smk).
 # Only summary.json is declared as output: metrics.jsonl and checkpoints/ survive a killed job, and the
 # rerun resumes from the last checkpoint (rerun-incomplete is on in the workflow profile).
 
@@ -17,19 +17,3 @@ rule train:
     shell:
         "{PYTHON} -m spade.cli train --config-json {CONFIG_JSON} --model {input.model} "
         "--corpus '{input.corpus}' --run-dir " + OUT.run_dir("{wildcards.run}") + " > {log} 2>&1"
-
-
-rule evaluate:
-    input:
-        checkpoint_input,
-    params:
-        model=checkpoint_folder,
-    output:
-        OUT.eval_file("{run}", "{step}"),
-    log:
-        OUT.log("evaluate_{run}_{step}"),
-    benchmark:
-        OUT.benchmark("evaluate_{run}_{step}")
-    shell:
-        "{PYTHON} -m spade.cli eval --config-json {CONFIG_JSON} --model {params.model} --step {wildcards.step} "
-        "--out {output} > {log} 2>&1"

@@ -188,3 +188,38 @@ def test_bad_inputs(tiny, prompts):
         backend.generate([prompts[0], []], GREEDY, seed=0)
     with pytest.raises(ValueError, match="batch_size"):
         HFBackend(model, tokenizer, batch_size=0)
+
+
+def test_per_prompt_seeds_make_samples_independent_of_batch_and_order(tiny, prompts):
+    model, tokenizer = tiny
+    backend = HFBackend(model, tokenizer, batch_size=4)
+    seeds = [101 + i for i in range(len(prompts))]
+    together = backend.generate(prompts, SAMPLED, seed=seeds)
+    reversed_ = backend.generate(prompts[::-1], SAMPLED, seed=seeds[::-1])[::-1]
+    alone = [HFBackend(model, tokenizer, batch_size=1).generate([p], SAMPLED, seed=[s])[0]
+             for p, s in zip(prompts, seeds)]
+    assert [g.completion_ids for g in together] == [g.completion_ids for g in reversed_]
+    assert [g.completion_ids for g in together] == [g.completion_ids for g in alone]
+    other = backend.generate(prompts, SAMPLED, seed=[s + 1000 for s in seeds])
+    assert [g.completion_ids for g in other] != [g.completion_ids for g in together]
+
+
+def test_per_prompt_seed_count_must_match(tiny, prompts):
+    model, tokenizer = tiny
+    with pytest.raises(ValueError, match="seeds for"):
+        HFBackend(model, tokenizer).generate(prompts, SAMPLED, seed=[1])
+
+
+def test_row_seeded_gumbel_samples_the_tempered_softmax():
+    import torch
+    from spade.generation_hf import RowSeededGumbel
+
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+    counts = torch.zeros(4)
+    processor = RowSeededGumbel([5], temperature=0.5, top_p=1.0)
+    for _ in range(4000):
+        counts[int(processor(None, logits).argmax())] += 1
+    expected = torch.softmax(logits[0] / 0.5, dim=-1)
+    assert torch.allclose(counts / 4000, expected, atol=0.03)
+    nucleus = RowSeededGumbel([5], temperature=1.0, top_p=0.5)  # softmax(logits) top token has mass 0.64
+    assert all(int(nucleus(None, logits).argmax()) == 0 for _ in range(200))

@@ -40,7 +40,7 @@ agent: {max_new_tokens: 6, max_turns: 2, max_context_tokens: 8192}
 corpus: {offline_max_docs: 20, games_max_words: 40}
 memory: {n_positive: 1}
 train: {learning_rate: 1.0e-3, global_batch: 8, micro_batch: 4}
-eval: {heldout: [crt_residue_puzzle], episodes: 2}
+eval: {max_new_tokens: 8, heldout_library: {environments: [crt_residue_puzzle], episodes: 2, max_turns: 2}}
 """
 
 
@@ -58,7 +58,8 @@ def test_toy_pipeline_end_to_end_on_the_tiny_model(tmp_path):
     assert "heldout_library" in table and "training" in table
     assert "not run" not in (results / "tables/tiny_run.md").read_text().split("Wall time")[0]
     for name in ("figures/tiny_training.pdf", "figures/tiny_training.png", "runs/tiny/summary.json",
-                 "runs/tiny/eval/step_000000.json", "runs/tiny/eval/step_000004.json", "runs/tiny/envs/set_00000.json"):
+                 "runs/tiny/eval/heldout_library/step_000000.json",
+                 "runs/tiny/eval/heldout_library/step_000004.json", "runs/tiny/envs/set_00000.json"):
         assert (results / name).is_file(), name
     lines = (results / "runs/tiny/metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [0, 1, 2, 3]

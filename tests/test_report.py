@@ -11,8 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from spade.report import (TIDY_COLUMNS, ReportInputError, read_tidy, stage_times, tidy_results,
-                          weighted_mean_stderr, write_csv_atomic)
+from spade.report import TIDY_COLUMNS, ReportInputError, read_tidy, stage_times, tidy_results, write_csv_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "paper" / "scripts"
@@ -40,10 +39,12 @@ TRAINING_ROWS, EVAL_ROWS_PER_FILE = 13, 4
 
 
 def eval_record(step: int, rates: tuple[float, float], returns: tuple[float, float]) -> dict:
-    envs = [{"env": name, "win_rate": w, "mean_return": r, "n": 8} for name, w, r in zip(("alpha", "beta"), rates,
-                                                                                          returns)]
-    return {"run": "toy", "step": step, "benchmark": "heldout_library", "environments": envs,
-            "win_rate": sum(rates) / 2, "mean_return": sum(returns) / 2, "n": 16, "provenance": PROV}
+    """An evaluation result as spade.evals writes it (stderr values as the benchmark computed them)."""
+    rows = [("win_rate", sum(rates) / 2, 16, 0.1), ("mean_return", sum(returns) / 2, 16, 0.05)]
+    rows += [(f"win_rate/{name}", rate, 8, None) for name, rate in zip(("alpha", "beta"), rates)]
+    return {"run": "toy", "step": step, "benchmark": "heldout_library", "provenance": PROV,
+            "rows": [{"run": "toy", "step": step, "benchmark": "heldout_library", "metric": metric, "value": value,
+                      "n": n, "stderr": stderr} for metric, value, n, stderr in rows]}
 
 
 def make_run(root: Path, with_eval: bool = True, name: str = "toy") -> Path:
@@ -51,9 +52,11 @@ def make_run(root: Path, with_eval: bool = True, name: str = "toy") -> Path:
     run.mkdir(parents=True)
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in METRICS))
     if with_eval:
-        (run / "eval").mkdir()
-        (run / "eval" / "step_000000.json").write_text(json.dumps(eval_record(0, (0.25, 0.25), (0.2, 0.4))))
-        (run / "eval" / "step_000004.json").write_text(json.dumps(eval_record(4, (0.5, 0.625), (0.5, 0.7))))
+        (run / "eval" / "heldout_library").mkdir(parents=True)
+        (run / "eval" / "heldout_library" / "step_000000.json").write_text(
+            json.dumps(eval_record(0, (0.25, 0.25), (0.2, 0.4))))
+        (run / "eval" / "heldout_library" / "step_000004.json").write_text(
+            json.dumps(eval_record(4, (0.5, 0.625), (0.5, 0.7))))
     (run / "summary.json").write_text(json.dumps({"run": name, "steps": 4, "checkpoints": ["step_000004"],
                                                   "provenance": PROV}))
     return run
@@ -88,13 +91,11 @@ def test_tidy_columns_rows_and_values(tmp_path):
         return hit.iloc[0]
 
     base = row(0, "heldout_library", "win_rate")
-    assert base.value == 0.25 and base.n == 16
-    assert base.stderr == pytest.approx(math.sqrt(0.25 * 0.75 / 16))
+    assert base.value == 0.25 and base.n == 16 and base.stderr == 0.1
     assert (base.config_hash, base.git_commit, base.seed, base.run) == ("0123456789abcdef", "abc123", 7, "toy")
-    env = row(4, "heldout_library/beta", "win_rate")
-    assert env.value == 0.625 and env.n == 8 and env.stderr == pytest.approx(math.sqrt(0.625 * 0.375 / 8))
-    # mean return over two environments of 8 episodes each: 0.2 and 0.4 -> between-env s.e. 0.1
-    assert row(0, "heldout_library", "mean_return").stderr == pytest.approx(0.1)
+    env = row(4, "heldout_library", "win_rate/beta")
+    assert env.value == 0.625 and env.n == 8 and math.isnan(env.stderr)  # null stderr stays undefined
+    assert row(0, "heldout_library", "mean_return").stderr == pytest.approx(0.05)
     assert row(0, "training", "valid_env_rate").n == 6
     assert row(2, "training", "closed_learnable_share").n == 4  # slots of the set closed (designed at step 0)
     assert math.isnan(row(2, "training", "backfilled_share").stderr)
@@ -103,11 +104,6 @@ def test_tidy_columns_rows_and_values(tmp_path):
     assert set(training[training.metric == "agent_mean_return"].step) == {0, 2, 3}  # the null is left out
     assert set(training[training.metric == "mean_regret"].step) == {0}
     assert (training.config_hash == "0123456789abcdef").all()
-
-
-def test_weighted_mean_stderr_single_group_is_nan():
-    assert math.isnan(weighted_mean_stderr([0.5], [8]))
-    assert weighted_mean_stderr([0.0, 1.0], [1, 1]) == pytest.approx(0.5)
 
 
 def test_tidy_errors_name_the_folder(tmp_path):

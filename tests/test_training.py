@@ -64,7 +64,7 @@ TINY_RUN = {
     "corpus": {"enabled": False},
     "memory": {"enabled": False},
     "train": {"learning_rate": 1e-3, "global_batch": 8, "micro_batch": 4},
-    "eval": {"heldout": ["crt_residue_puzzle"], "episodes": 2},
+    "eval": {"heldout_library": {"environments": ["crt_residue_puzzle"], "episodes": 2}},
 }
 
 

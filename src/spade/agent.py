@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from spade.configtools import option
 from spade.generation import GenerationBackend, SamplingParams
 from spade.rewards import episode_return, is_win
+from spade.seeding import derive_seed
 from spade.sandbox.pool import SandboxPool
 
 THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
@@ -180,8 +181,12 @@ class EpisodeRunner:
         record.rollout_logprobs = [0.0] * len(record.token_ids)
         return _Live(job, record, messages, episode)
 
-    def run(self, jobs: list, seed: int, with_hint=None) -> list:
-        """Play every job; returns one ``EpisodeRecord`` per job, in order."""
+    def run(self, jobs: list, seed: int, with_hint=None, per_episode_seeds: bool = False) -> list:
+        """Play every job; returns one ``EpisodeRecord`` per job, in order.
+
+        ``per_episode_seeds``: turn ``t`` of a job samples with ``derive_seed(job.seed, "turn", t)``
+        (per-prompt seeds), so an episode does not depend on the other jobs; evaluation uses this.
+        """
         if with_hint is None:
             from spade.designer.prompts import with_hint
         started = [self._start(job, with_hint) for job in jobs]
@@ -190,7 +195,7 @@ class EpisodeRunner:
             live = [e for e in live if not self._finished(e)]
             if not live:
                 break
-            self._turn(live, seed * 1_000 + turn)
+            self._turn(live, seed * 1_000 + turn, turn if per_episode_seeds else None)
         for entry in live:
             if not self._finished(entry):
                 entry.record.outcome = "turn_limit"
@@ -202,7 +207,7 @@ class EpisodeRunner:
     def _finished(self, entry: _Live) -> bool:
         return entry.record.outcome in ("terminated", "truncated", "context_limit", "env_failure")
 
-    def _turn(self, live: list, seed: int) -> None:
+    def _turn(self, live: list, seed: int, turn: int | None = None) -> None:
         budget = {id(e): self.config.max_context_tokens - len(e.record.token_ids) for e in live}
         for entry in live:
             if budget[id(entry)] < 1:
@@ -212,6 +217,8 @@ class EpisodeRunner:
             return
         longest = min(self.config.max_new_tokens, max(budget[id(e)] for e in live))
         params = SamplingParams(self.config.temperature, self.config.top_p, longest)
+        if turn is not None:
+                seed = [derive_seed(e.job.seed, "turn", turn) for e in live]
         generations = self.backend.generate([e.record.token_ids for e in live], params, seed)
         for entry, generation in zip(live, generations):
             ids = generation.completion_ids[: budget[id(entry)]]

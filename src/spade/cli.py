@@ -4,6 +4,8 @@
     spade env play FILE [--seed N]
     spade env bench [--json]
     spade env check-library [--json] [--out FILE]
+    spade eval run --model DIR --step N --benchmark NAME --out FILE
+    spade eval list | spade eval select --results FILE... --out FILE | spade eval throughput --model DIR --out FILE
     spade config schema
 
 Every command accepts ``--config FILE`` (repeatable, merged in order; default ``configs/default.yaml``
@@ -204,12 +206,56 @@ def cmd_train(args) -> int:
 
 def cmd_eval(args) -> int:
     from spade.evaluate import evaluate_checkpoint
+
+    config = _config(args)
+    result = evaluate_checkpoint(config, args.model, args.step, args.benchmark, args.out)
+    for row in result["rows"]:
+        print(f"{row['benchmark']} step {row['step']} {row['metric']}: {row['value']} (n = {row['n']})")
+    speed = result["throughput"]
+    print(f"{speed['items_played']} items played in {speed['seconds']:.1f} s -> {args.out}")
+    return 0
+
+
+def cmd_eval_throughput(args) -> int:
+    from spade.evals.throughput import measure
+    from spade.evaluate import hf_context, make_benchmark
     from spade.io import atomic_write_json
 
     config = _config(args)
-    record = evaluate_checkpoint(config, args.model, args.step)
-    atomic_write_json(args.out, record)
-    print(f"step {args.step}: held-out win rate {record['win_rate']:.3f} over {record['n']} episodes -> {args.out}")
+    settings = config.eval.throughput
+    benchmark = make_benchmark(config, settings.benchmark)
+    benchmark.check_data()
+    report = measure(benchmark, hf_context(config, args.model, settings.benchmark, settings.batch_size), settings)
+    report.update(model=str(args.model), provenance=stamp(config))
+    atomic_write_json(args.out, report)
+    for arm in ("batched", "naive"):
+        r = report[arm]
+        print(f"{arm:8s} {r['items']} items in {r['seconds']:.1f} s: {r['items_per_s']:.3f} items/s, "
+              f"{r['tokens_per_s']:.1f} generated tokens/s")
+    print(f"batched / naive: {report['speedup_items_per_s']:.2f}x items/s, {report['speedup_tokens_per_s']:.2f}x "
+          f"tokens/s; identical responses {report['identical_responses']:.2f} -> {args.out}")
+    return 0
+
+
+def cmd_eval_list(args) -> int:
+    from spade.evals import registry
+
+    for name, cls in sorted(registry().items()):
+        summary = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines() or [""]
+        print(f"{name:22s} {'offline' if cls.offline else 'user data':9s}  {summary[0]}")
+    return 0
+
+
+def cmd_eval_select(args) -> int:
+    from spade.evaluate import read_values, select_checkpoint
+    from spade.io import atomic_write_json
+
+    config = _config(args)
+    step, average = select_checkpoint(read_values(args.results), list(config.eval.select_by))
+    atomic_write_json(args.out, {"run": config.run_name, "step": step, "suite_average": average,
+                                 "select_by": list(config.eval.select_by), "inputs": sorted(map(str, args.results)),
+                                 "provenance": stamp(config)})
+    print(f"best checkpoint of {config.run_name}: step {step} (suite average {average:.4f}) -> {args.out}")
     return 0
 
 
@@ -276,11 +322,24 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", required=True)
     train.set_defaults(func=cmd_train)
 
-    evaluate = groups.add_parser("eval", parents=[common], help="evaluate one checkpoint on held-out environments")
-    evaluate.add_argument("--model", required=True, help="model or checkpoint folder")
-    evaluate.add_argument("--step", type=int, required=True)
-    evaluate.add_argument("--out", required=True)
-    evaluate.set_defaults(func=cmd_eval)
+    evals = groups.add_parser("eval", help="benchmarks: run one, list them, select a checkpoint").add_subparsers(
+        dest="command", required=True)
+    run_eval = evals.add_parser("run", parents=[common], help="evaluate one checkpoint on one benchmark")
+    run_eval.add_argument("--model", required=True, help="model or checkpoint folder")
+    run_eval.add_argument("--step", type=int, required=True, help="training step of the checkpoint (0 = base model)")
+    run_eval.add_argument("--benchmark", required=True, help="a registered benchmark (see `spade eval list`)")
+    run_eval.add_argument("--out", required=True, help="result JSON; item records go beside it")
+    run_eval.set_defaults(func=cmd_eval)
+    speed = evals.add_parser("throughput", parents=[common], help="batched vs one-item-at-a-time evaluation speed")
+    speed.add_argument("--model", required=True, help="model or checkpoint folder")
+    speed.add_argument("--out", required=True, help="JSON report to write")
+    speed.set_defaults(func=cmd_eval_throughput)
+    listing = evals.add_parser("list", help="the registered benchmarks")
+    listing.set_defaults(func=cmd_eval_list)
+    select = evals.add_parser("select", parents=[common], help="the best checkpoint by eval.select_by")
+    select.add_argument("--results", nargs="+", required=True, help="evaluation result JSON files of the run")
+    select.add_argument("--out", required=True)
+    select.set_defaults(func=cmd_eval_select)
 
     config = groups.add_parser("config", help="configuration").add_subparsers(dest="command", required=True)
     schema = config.add_parser("schema", help="list every config key with its default and description")

@@ -19,6 +19,7 @@ from spade.designer.memory import MemoryConfig
 from spade.envs.library import FLAVOURS
 from spade.envs.library_check import LibraryCheckConfig
 from spade.envs.validate import ValidationConfig
+from spade.evals.config import EvalConfig
 from spade.models import ModelCard
 from spade.rewards import INVALID_MODES
 from spade.sandbox.config import SandboxConfig
@@ -99,13 +100,6 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
-class EvalConfig:
-    heldout: list = option([], "Built-in environments held out of backfill and memory, used to evaluate checkpoints.")
-    episodes: int = option(8, "Episodes per held-out environment per evaluation.", min=1)
-    temperature: float = option(0.6, "Sampling temperature of the evaluation.", min=0.0)
-
-
-@dataclass(frozen=True)
 class SpadeConfig:
     run_name: str = option("run", "Name of the run; outputs go to <results_dir>/runs/<run_name>.")
     recipe: str = option("games", "Recipe file under configs/recipes/ that the run starts from.")
@@ -120,7 +114,7 @@ class SpadeConfig:
     train: TrainConfig = option(TrainConfig(), "The GRPO update (spec 6, Table 5).")
     corpus: CorpusConfig = option(CorpusConfig(), "Grounding documents for the designer.")
     memory: MemoryConfig = option(MemoryConfig(), "The environment memory.")
-    eval: EvalConfig = option(EvalConfig(), "Evaluation of checkpoints on held-out built-in environments.")
+    eval: EvalConfig = option(EvalConfig(), "Evaluation of checkpoints: the benchmark suite (spec 9).")
     sandbox: SandboxConfig = option(SandboxConfig(), "The sandbox that runs generated code.")
     validation: ValidationConfig = option(ValidationConfig(), "Checks a candidate environment must pass.")
     library_check: LibraryCheckConfig = option(LibraryCheckConfig(), "The built-in library's oracle/random check.")

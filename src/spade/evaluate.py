@@ -1,61 +1,91 @@
-"""Minimal checkpoint evaluation: the agent on held-out built-in environments (no hints).
+"""Evaluate one checkpoint on one benchmark (the ``evaluate`` rule), and select a run's best checkpoint.
 
-The held-out environments (``eval.heldout``) are never used for backfill or memory seeding, so they
-measure transfer within the built-in library. Seeds are fixed per (environment, episode), so every
-checkpoint of a run sees the same tasks. The full benchmark suite of the paper is a later stage.
+``evaluate_checkpoint`` checks the benchmark's data first (a user-data benchmark without its files fails
+before any model is loaded), then loads the checkpoint into the Hugging Face backend (a GPU when torch
+sees one, else the CPU) and runs ``spade.evals.evaluate``. Its result lands in
+``<run>/eval/<benchmark>/step_<NNNNNN>.json`` (path from ``spade.paths``), records beside it.
+
+``select_checkpoint`` implements the paper's checkpoint selection: the step with the best unweighted mean of
+the ``benchmark:metric`` values listed in ``eval.select_by`` (the paper: the suite average).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
 from pathlib import Path
 
-from spade.agent import EpisodeJob, EpisodeRunner
 from spade.config import SpadeConfig
 from spade.configtools import ConfigError
-from spade.designer.prompts import agent_system_prompt
-from spade.envs.intake import intake
-from spade.envs.library import get_env
+from spade.evals.base import EvalContext, EvalRun, evaluate, get_benchmark_class
 from spade.provenance import stamp
-from spade.selfplay import derive_seed
-
-BENCHMARK = "heldout_library"
 
 
-def evaluate_checkpoint(config: SpadeConfig, model_dir: str | Path, step: int) -> dict:
-    """Play ``eval.episodes`` episodes on every held-out environment; returns the eval record."""
+def make_benchmark(config: SpadeConfig, name: str):
+    """The benchmark ``name`` with its config section ``eval.<name>``."""
+    cls = get_benchmark_class(name)
+    section = getattr(config.eval, name, None)
+    if section is None:
+        raise ConfigError(f"benchmark {name!r} has no config section 'eval.{name}'")
+    return cls(section)
+
+
+def hf_context(config: SpadeConfig, model_dir: str | Path, benchmark_name: str, batch_size: int) -> EvalContext:
+    """An evaluation context over the Hugging Face backend (a GPU when torch sees one, else the CPU)."""
+    import torch
+
     from spade.generation_hf import HFBackend
     from spade.models import load_model
     from spade.sandbox.pool import SandboxPool
 
-    if not config.eval.heldout:
-        raise ConfigError("config key 'eval.heldout' is empty; name at least one built-in environment to evaluate on")
-    entries = [get_env(name) for name in config.eval.heldout]
-    model, tokenizer = load_model(model_dir)
-    agent = replace(config.agent, temperature=config.eval.temperature)
-    jobs = []
-    for entry in entries:
-        code = intake(entry.source())
-        kind = "tool_use" if entry.flavour == "tool_use" else "game"
-        jobs += [EpisodeJob(entry.name, code.code, code.class_name, kind,
-                            derive_seed(config.seed, "eval", entry.name, i)) for i in range(config.eval.episodes)]
-    with SandboxPool(config.sandbox) as pool:
-        prompts = {kind: agent_system_prompt(kind) for kind in ("game", "tool_use")}
-        records = EpisodeRunner(HFBackend(model, tokenizer), pool, agent, prompts).run(
-            jobs, derive_seed(config.seed, "eval-sampling"))
-    rows = []
-    for entry in entries:
-        mine = [r for r in records if r.env_id == entry.name]
-        rows.append({"env": entry.name, "n": len(mine), "win_rate": sum(r.won for r in mine) / len(mine),
-                     "mean_return": sum(r.final_return for r in mine) / len(mine)})
-    return {
-        "run": config.run_name,
-        "step": step,
-        "benchmark": BENCHMARK,
-        "environments": rows,
-        "win_rate": sum(r.won for r in records) / len(records),
-        "mean_return": sum(r.final_return for r in records) / len(records),
-        "n": len(records),
-        "env_failures": sum(r.outcome == "env_failure" for r in records),
-        "provenance": stamp(config),
-    }
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model, tokenizer = load_model(model_dir, device=device)
+    ev = config.eval
+    return EvalContext(HFBackend(model, tokenizer, device=device, batch_size=batch_size), seed=ev.seed,
+                       benchmark=benchmark_name, temperature=ev.temperature, top_p=ev.top_p,
+                       max_new_tokens=ev.max_new_tokens, max_context_tokens=ev.max_context_tokens,
+                       pool_factory=lambda: SandboxPool(config.sandbox))
+
+
+def evaluate_checkpoint(config: SpadeConfig, model_dir: str | Path, step: int, benchmark_name: str,
+                        out: str | Path, progress: bool = True) -> dict:
+    benchmark = make_benchmark(config, benchmark_name)
+    benchmark.check_data()
+    ev = config.eval
+    ctx = hf_context(config, model_dir, benchmark_name, ev.batch_size)
+    spec = EvalRun(run=config.run_name, step=int(step), out=Path(out), batch_size=ev.batch_size,
+                   max_items=ev.max_items, provenance={**stamp(config), "model": str(model_dir)})
+    return evaluate(benchmark, ctx, spec, progress=progress)
+
+
+def parse_selector(text: str) -> tuple[str, str]:
+    """``"benchmark:metric"`` -> (benchmark, metric); the format of ``eval.select_by`` entries."""
+    benchmark, sep, metric = text.partition(":")
+    if not sep or not benchmark or not metric:
+        raise ConfigError(f"config key 'eval.select_by' entry {text!r} is not 'benchmark:metric' "
+                          "(for example 'reasoning_gym_hard:math')")
+    return benchmark, metric
+
+
+def select_checkpoint(values: dict[int, dict[tuple[str, str], float]], selectors: list[str]) -> tuple[int, float]:
+    """(step, suite average) of the best checkpoint: the unweighted mean of the selected metrics.
+
+    ``values[step][(benchmark, metric)]`` holds the evaluated values; steps lacking any selected metric are
+    skipped; ties go to the earlier step.
+    """
+    wanted = [parse_selector(s) for s in selectors]
+    scored = {step: sum(have[key] for key in wanted) / len(wanted)
+              for step, have in values.items() if all(have.get(key) is not None for key in wanted)}
+    if not scored:
+        raise ConfigError(f"no checkpoint has a value for every metric of 'eval.select_by' ({', '.join(selectors)})")
+    best = min(scored, key=lambda step: (-scored[step], step))
+    return best, scored[best]
+
+
+def read_values(paths) -> dict[int, dict[tuple[str, str], float]]:
+    """step -> {(benchmark, metric): value} from evaluation result files."""
+    values: dict[int, dict] = {}
+    for path in paths:
+        result = json.loads(Path(path).read_text(encoding="utf-8"))
+        for row in result["rows"]:
+            values.setdefault(int(row["step"]), {})[(row["benchmark"], row["metric"])] = row["value"]
+    return values

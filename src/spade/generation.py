@@ -42,6 +42,11 @@ class GenerationBackend(Protocol):
 
     tokenizer: object  # a transformers tokenizer with a chat template
 
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams, seed: int) -> list[Generation]:
-        """Sample one completion per prompt (token ids), reproducibly for a given ``seed``."""
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
+                 seed: int | Sequence[int]) -> list[Generation]:
+        """Sample one completion per prompt (token ids), reproducibly for a given ``seed``.
+
+        ``seed`` is one int for the whole call, or a list with one seed per prompt; with a list, each
+        prompt's sample depends only on its own seed (evaluation relies on this).
+        """
         ...

@@ -15,6 +15,12 @@ Reproducibility. Prompts are sorted by length into batches (less padding); batch
 ``seed`` draws from ``torch.manual_seed(derive(seed, b))`` inside ``torch.random.fork_rng``, so the same
 prompts, parameters and seed give the same samples, and the caller's global RNG stream is left as it
 was. Greedy results do not depend on how prompts are batched (up to float rounding).
+
+Per-prompt seeds. ``seed`` may also be a list with one seed per prompt (evaluation uses this so that an
+item's sample depends only on its own seed, not on which items share its batch or in which order they
+come). Each row then samples by the Gumbel-max trick: ``argmax(logits / T + g)`` with ``g`` standard
+Gumbel noise drawn from the row's own ``torch.Generator``, which draws exactly from
+``softmax(logits / T)`` (restricted to the top-p nucleus when ``top_p < 1``).
 """
 
 from __future__ import annotations
@@ -69,6 +75,29 @@ def _plain_generation_config(model, bos_token_id, eos_token_ids, pad_token_id):
         model.generation_config = saved
 
 
+class RowSeededGumbel:
+    """Logits processor: ``logits / T`` (top-p masked) plus Gumbel noise from one generator per row.
+
+    The argmax of the result is a draw from the tempered, nucleus-restricted softmax; row ``r``'s noise
+    comes only from ``seeds[r]``, so its samples do not depend on the other rows of the batch.
+    """
+
+    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float):
+        self.generators = [torch.Generator().manual_seed(int(s) & 0x7FFF_FFFF_FFFF_FFFF) for s in seeds]
+        self.temperature, self.top_p = temperature, top_p
+
+    def __call__(self, input_ids, scores):
+        scores = scores.float() / self.temperature
+        if self.top_p < 1.0:
+            ordered, index = torch.sort(scores, dim=-1, descending=True)
+            mass_before = torch.softmax(ordered, dim=-1).cumsum(-1) - torch.softmax(ordered, dim=-1)
+            drop = mass_before >= self.top_p  # keep the smallest prefix whose mass reaches top_p
+            scores = scores.scatter(-1, index, ordered.masked_fill(drop, float("-inf")))
+        uniform = torch.stack([torch.rand(scores.shape[-1], generator=g) for g in self.generators])
+        gumbel = -torch.log(-torch.log(uniform.clamp(1e-12, 1.0 - 1e-7)))
+        return scores + gumbel.to(scores.device)
+
+
 class HFBackend:
     """``GenerationBackend`` over ``model.generate``; see the module docstring for the guarantees.
 
@@ -94,8 +123,12 @@ class HFBackend:
         self.last_stats: dict = {}
 
     # ------------------------------------------------------------------------------------------------
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams, seed: int) -> list[Generation]:
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
+                 seed: int | Sequence[int]) -> list[Generation]:
         prompts = [list(map(int, p)) for p in prompts]
+        row_seeds = None if isinstance(seed, int) else [int(s) for s in seed]
+        if row_seeds is not None and len(row_seeds) != len(prompts):
+            raise ValueError(f"got {len(row_seeds)} seeds for {len(prompts)} prompts; pass one seed per prompt or one int")
         for index, prompt in enumerate(prompts):
             if not prompt:
                 raise ValueError(f"prompt {index} is empty; every prompt needs at least one token")
@@ -111,8 +144,12 @@ class HFBackend:
                 _plain_generation_config(self.model, bos, self.eos_token_ids, self.pad_token_id):
             for batch_index, start in enumerate(range(0, len(order), self.batch_size)):
                 chunk = order[start:start + self.batch_size]
-                torch.manual_seed(batch_seed(seed, batch_index))
-                for i, generation in zip(chunk, self._generate_batch([prompts[i] for i in chunk], params)):
+                seeds = None
+                if row_seeds is None:
+                    torch.manual_seed(batch_seed(seed, batch_index))
+                else:
+                    seeds = [row_seeds[i] for i in chunk]
+                for i, generation in zip(chunk, self._generate_batch([prompts[i] for i in chunk], params, seeds)):
                     results[i] = generation
         elapsed = time.perf_counter() - started
         new_tokens = sum(len(g.completion_ids) for g in results)
@@ -122,8 +159,8 @@ class HFBackend:
         return results
 
     # ------------------------------------------------------------------------------------------------
-    def _generate_batch(self, batch: list[list[int]], params: SamplingParams) -> list[Generation]:
-        from transformers import GenerationConfig
+    def _generate_batch(self, batch: list[list[int]], params: SamplingParams, seeds=None) -> list[Generation]:
+        from transformers import GenerationConfig, LogitsProcessorList
 
         width = max(len(p) for p in batch)
         input_ids = torch.full((len(batch), width), self.pad_token_id, dtype=torch.long)
@@ -135,10 +172,14 @@ class HFBackend:
         options = dict(max_new_tokens=params.max_new_tokens, do_sample=sample, num_beams=1,
                        eos_token_id=self.eos_token_ids, pad_token_id=self.pad_token_id,
                        output_logits=True, return_dict_in_generate=True)
-        if sample:
+        processors = LogitsProcessorList()
+        if sample and seeds is not None:  # per-row Gumbel-max sampling, decoded greedily
+            options["do_sample"] = False
+            processors.append(RowSeededGumbel(seeds, params.temperature, params.top_p))
+        elif sample:
             options.update(temperature=params.temperature, top_p=params.top_p, top_k=0)
         out = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
-                                  generation_config=GenerationConfig(**options))
+                                  generation_config=GenerationConfig(**options), logits_processor=processors)
         new_ids = out.sequences[:, width:].cpu()
         steps = new_ids.shape[1]
         logprobs = torch.empty((len(batch), steps), dtype=torch.float32)

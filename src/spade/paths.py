@@ -39,14 +39,29 @@ class ResultPaths:
     def checkpoint(self, run: str, step: int) -> str:
         return f"{self.root}/runs/{run}/checkpoints/step_{int(step):06d}"
 
-    def eval_file(self, run: str, step: int | str) -> str:
-        """``step`` may be the wildcard pattern ``"{step}"``; numbers are zero-padded to 6 digits."""
+    def eval_file(self, run: str, step: int | str, benchmark: str) -> str:
+        """One evaluation result; ``step`` may be the wildcard ``"{step}"``, numbers are zero-padded to 6 digits.
+
+        The item records go beside it (``step_NNNNNN.items.jsonl``, see ``spade.evals.base.items_path``).
+        """
         label = f"{int(step):06d}" if str(step).isdigit() else step
-        return f"{self.root}/runs/{run}/eval/step_{label}.json"
+        return f"{self.root}/runs/{run}/eval/{benchmark}/step_{label}.json"
+
+    def selected_checkpoint(self, run: str) -> str:
+        return f"{self.root}/runs/{run}/selected_checkpoint.json"
+
+    @property
+    def eval_throughput_json(self) -> str:
+        return f"{self.root}/bench/eval_throughput.json"
 
     @property
     def results_table(self) -> str:
         return f"{self.root}/tables/results.csv"
+
+    @property
+    def suite_table(self) -> str:
+        """The tidy table of the training-time and the final-checkpoint evaluations (``eval_toy``)."""
+        return f"{self.root}/tables/suite.csv"
 
     def run_table(self, run: str) -> str:
         return f"{self.root}/tables/{run}_run.md"

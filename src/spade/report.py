@@ -5,20 +5,16 @@ share lives here, so that it is tested once.
 
 The tidy table (:func:`tidy_results`) has one row per (run, step, benchmark, metric):
 
-* benchmark ``heldout_library``: the overall ``win_rate`` and ``mean_return`` of every file
-  ``eval/step_<NNNNNN>.json`` (step 0 is the base model before training);
-* benchmark ``heldout_library/<env>``: the ``win_rate`` of each held-out environment;
+* every evaluation result ``eval/<benchmark>/step_<NNNNNN>.json`` (``spade.evals``; step 0 is the base model
+  before training) contributes its ``rows`` as they are: for example benchmark ``heldout_library`` with metrics
+  ``win_rate``, ``mean_return`` and ``win_rate/<env>``, or ``reasoning_gym_hard`` with ``math``, ...;
 * benchmark ``training``: per training step, from ``metrics.jsonl``, the metrics named in
   :data:`TRAINING_METRICS` wherever the log holds a finite value.
 
 ``n`` and ``stderr`` mean, per metric:
 
-* eval ``win_rate`` (overall and per environment): ``n`` episodes; ``stderr`` the binomial standard error
-  ``sqrt(p (1 - p) / n)``, which treats the episodes as independent.
-* eval ``mean_return``: ``n`` episodes; the eval file keeps only the per-environment mean returns, so
-  ``stderr`` is the between-environment standard error of the episode-weighted mean: with weights
-  ``w_i = n_i``, ``sqrt(k / (k - 1) * sum(w_i**2 * (x_i - xbar)**2)) / sum(w_i)`` over the ``k``
-  environments (NaN for fewer than two). It treats each environment as one cluster of episodes.
+* evaluation rows: ``n`` items and ``stderr`` the standard error of the mean over items (sample standard
+  deviation / sqrt(n); NaN for one item), as the benchmark computed them (``spade.evals.base``).
 * training ``agent_win_rate``: ``n`` = ``episodes`` of that step, binomial ``stderr`` as above.
 * training ``agent_mean_return``: ``n`` = ``episodes``; no ``stderr`` (per-episode returns are not logged).
 * ``valid_env_rate``: ``n`` = ``design_attempts``; ``backfilled_share`` and ``mean_regret``: ``n`` =
@@ -63,6 +59,7 @@ TRAINING_METRICS = {
 }
 
 _EVAL_NAME = re.compile(r"^step_(\d+)\.json$")
+ROW_KEYS = ("run", "step", "benchmark", "metric", "value", "n", "stderr")
 
 
 class ReportInputError(ValueError):
@@ -79,17 +76,6 @@ def binomial_stderr(p: float, n) -> float:
     if not _finite(p) or not _finite(n) or n <= 0:
         return math.nan
     return math.sqrt(p * (1.0 - p) / n)
-
-
-def weighted_mean_stderr(values: list[float], weights: list[float]) -> float:
-    """Between-group standard error of a weighted mean (see the module docstring); NaN for < 2 groups."""
-    pairs = [(x, w) for x, w in zip(values, weights) if _finite(x) and _finite(w) and w > 0]
-    k = len(pairs)
-    if k < 2:
-        return math.nan
-    total = sum(w for _, w in pairs)
-    mean = sum(x * w for x, w in pairs) / total
-    return math.sqrt(k / (k - 1) * sum((w * (x - mean)) ** 2 for x, w in pairs)) / total
 
 
 # ----- reading run folders ---------------------------------------------------------------------------
@@ -123,19 +109,19 @@ def read_metrics(path: str | Path) -> list[dict]:
 
 
 def eval_files(run_dir: str | Path) -> list[Path]:
-    """The ``eval/step_<NNNNNN>.json`` files of a run, by step."""
+    """The ``eval/<benchmark>/step_<NNNNNN>.json`` files of a run, by benchmark and step."""
     folder = Path(run_dir) / "eval"
     if not folder.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _EVAL_NAME.match(p.name)) and p.is_file()]
-    return [p for _, p in sorted(found)]
+    found = [(bench.name, int(m.group(1)), p) for bench in folder.iterdir() if bench.is_dir()
+             for p in bench.iterdir() if (m := _EVAL_NAME.match(p.name)) and p.is_file()]
+    return [p for *_, p in sorted(found)]
 
 
 def run_inputs(run_dir: str | Path) -> list[Path]:
-    """Every file of a run folder that :func:`tidy_results` reads."""
+    """The files of a run folder besides its evaluation results that :func:`tidy_results` reads."""
     run_dir = Path(run_dir)
-    extra = [run_dir / name for name in ("metrics.jsonl", "summary.json") if (run_dir / name).is_file()]
-    return eval_files(run_dir) + extra
+    return [run_dir / name for name in ("metrics.jsonl", "summary.json") if (run_dir / name).is_file()]
 
 
 def _provenance(record: dict) -> dict:
@@ -151,24 +137,17 @@ def _row(run, step, benchmark, metric, value, n=None, stderr=math.nan, prov=None
 
 def _eval_rows(run: str, path: Path) -> list[dict]:
     record = read_json(path)
-    missing = [key for key in ("step", "win_rate", "mean_return", "n", "environments") if key not in record]
-    if missing:
-        raise ReportInputError(f"eval file {path} lacks the key(s) {', '.join(missing)}")
-    step, n, prov = int(record["step"]), record["n"], _provenance(record)
-    envs = record["environments"] or []
-    benchmark = record.get("benchmark") or EVAL_BENCHMARK
-    rows = []
-    if _finite(record["win_rate"]):
-        rows.append(_row(run, step, benchmark, "win_rate", record["win_rate"], n,
-                         binomial_stderr(record["win_rate"], n), prov))
-    if _finite(record["mean_return"]):
-        rows.append(_row(run, step, benchmark, "mean_return", record["mean_return"], n,
-                         weighted_mean_stderr([e.get("mean_return") for e in envs], [e.get("n") for e in envs]),
-                         prov))
-    for env in envs:
-        if _finite(env.get("win_rate")):
-            rows.append(_row(run, step, f"{benchmark}/{env['env']}", "win_rate", env["win_rate"], env.get("n"),
-                             binomial_stderr(env["win_rate"], env.get("n")), prov))
+    if not isinstance(record.get("rows"), list):
+        raise ReportInputError(f"eval file {path} has no 'rows' list (is it an evaluation result of spade.evals?)")
+    prov, rows = _provenance(record), []
+    for row in record["rows"]:
+        missing = [key for key in ROW_KEYS if key not in row]
+        if missing:
+            raise ReportInputError(f"eval file {path}: a row lacks the key(s) {', '.join(missing)}")
+        if _finite(row["value"]):
+            stderr = row["stderr"] if _finite(row["stderr"]) else math.nan
+            rows.append(_row(run, int(row["step"]), row["benchmark"], row["metric"], row["value"], row["n"], stderr,
+                             prov))
     return rows
 
 
@@ -186,8 +165,11 @@ def _training_rows(run: str, records: list[dict], prov: dict) -> list[dict]:
     return rows
 
 
-def tidy_results(run_dirs: list[Path]) -> pd.DataFrame:
+def tidy_results(run_dirs: list[Path], evals: list[Path] | None = None) -> pd.DataFrame:
     """The tidy table of the given run folders (columns :data:`TIDY_COLUMNS`, sorted by run/step/benchmark/metric).
+
+    ``evals``: the evaluation results to include (each under one of the run folders); None = every result
+    found in the folders. Rules pass their declared inputs, so a table never depends on what else exists.
 
     Raises :class:`ReportInputError` naming the folder where a folder is missing or holds neither eval
     files nor a non-empty ``metrics.jsonl``.
@@ -196,14 +178,16 @@ def tidy_results(run_dirs: list[Path]) -> pd.DataFrame:
     for run_dir in map(Path, run_dirs):
         if not run_dir.is_dir():
             raise ReportInputError(f"run folder {run_dir} does not exist")
-        evals, metrics_path = eval_files(run_dir), run_dir / "metrics.jsonl"
+        mine = eval_files(run_dir) if evals is None else [
+            Path(p) for p in evals if run_dir.resolve() in Path(p).resolve().parents]
+        metrics_path = run_dir / "metrics.jsonl"
         records = read_metrics(metrics_path) if metrics_path.is_file() else []
-        if not evals and not records:
-            raise ReportInputError(f"run folder {run_dir} has no eval/step_*.json files and no metrics.jsonl records")
+        if not mine and not records:
+            raise ReportInputError(f"run folder {run_dir} has no evaluation results and no metrics.jsonl records")
         summary = read_json(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else {}
-        first_eval = read_json(evals[0]) if evals else {}
+        first_eval = read_json(mine[0]) if mine else {}
         run = summary.get("run") or first_eval.get("run") or run_dir.name
-        eval_rows = [row for path in evals for row in _eval_rows(run, path)]
+        eval_rows = [row for path in mine for row in _eval_rows(run, path)]
         if summary.get("provenance"):
             prov = _provenance(summary)
         else:
@@ -360,9 +344,9 @@ def training_series(records: list[dict], key: str, regeneration_only: bool = Fal
     return [s for s, _ in pairs], [v for _, v in pairs]
 
 
-def heldout(df: pd.DataFrame, run: str, metric: str = "win_rate") -> pd.DataFrame:
-    """The overall held-out rows of ``run`` for ``metric`` (columns step, value, n, stderr), by step."""
-    mask = (df["run"] == run) & (df["benchmark"] == EVAL_BENCHMARK) & (df["metric"] == metric)
+def heldout(df: pd.DataFrame, run: str, metric: str = "win_rate", benchmark: str = EVAL_BENCHMARK) -> pd.DataFrame:
+    """The rows of ``run`` for ``benchmark``/``metric`` (columns step, value, n, stderr), by step."""
+    mask = (df["run"] == run) & (df["benchmark"] == benchmark) & (df["metric"] == metric)
     return df.loc[mask, ["step", "value", "n", "stderr"]].sort_values("step").reset_index(drop=True)
 
 

@@ -17,7 +17,6 @@ All randomness derives from ``(config.seed, step, ...)``, so a resumed run repea
 
 from __future__ import annotations
 
-import hashlib
 import random
 from dataclasses import asdict, dataclass, field
 
@@ -30,15 +29,10 @@ from spade.designer.skills import active_skills, sample_domain, sample_variant
 from spade.envs.library import library
 from spade.envs.validate import Validator, store_rejection
 from spade.generation import SamplingParams
+from spade.seeding import derive_seed
 from spade.rewards import (
     EMAState, calibration_band_reward, designer_reward, ema_update, invalid_penalty, learning_potential, regret,
 )
-
-
-def derive_seed(*parts) -> int:
-    """A stable 31-bit seed from any parts (hash-based, independent of PYTHONHASHSEED)."""
-    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 @dataclass
@@ -101,7 +95,7 @@ class SelfPlay:
         self.state = state or SelfPlayState()
         prompts = {kind: agent_system_prompt(kind) for kind in ("game", "tool_use")}
         self.runner = EpisodeRunner(backend, validator.pool, config.agent, prompts)
-        heldout = set(config.eval.heldout)
+        heldout = set(config.eval.heldout_library.environments)
         self.backfill_pool = [e for e in library() if e.name not in heldout and
                               (e.flavour == "tool_use") == (config.selfplay.flavour == "tool_use")]
 

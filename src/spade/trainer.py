@@ -176,7 +176,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
         memory = EnvironmentMemory.load(latest / "memory.json", config.memory)
         log.info("resuming %s from %s (step %d)", run_dir, latest.name, start)
     elif config.memory.seed_library:
-        heldout = set(config.eval.heldout)
+        heldout = set(config.eval.heldout_library.environments)
         memory.seed_from_library([e for e in library() if e.name not in heldout])
     metrics_path = run_dir / "metrics.jsonl"
     _cut_metrics(metrics_path, start)

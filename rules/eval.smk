@@ -1,0 +1,74 @@
+# Evaluation: one job per (run, checkpoint step, benchmark); step 0 is the base model. Any result can be built
+# on its own, e.g. `snakemake results/runs/toy/eval/gem_games/step_000004.json`. Item records go beside each
+# result (step_NNNNNN.items.jsonl), so a killed evaluation resumes where it stopped.
+
+
+wildcard_constraints:
+    step=r"\d{6}",
+    benchmark="|".join(BENCHMARKS),
+
+
+rule evaluate:
+    input:
+        checkpoint_input,
+    params:
+        model=checkpoint_folder,
+    output:
+        OUT.eval_file("{run}", "{step}", "{benchmark}"),
+    log:
+        OUT.log("evaluate_{run}_{benchmark}_{step}"),
+    benchmark:
+        OUT.benchmark("evaluate_{run}_{benchmark}_{step}")
+    threads: workflow.cores
+    shell:
+        "{PYTHON} -m spade.cli eval run --config-json {CONFIG_JSON} --model {params.model} --step {wildcards.step} "
+        "--benchmark {wildcards.benchmark} --out {output} > {log} 2>&1"
+
+
+rule select_checkpoint:
+    input:
+        selection_files,
+    output:
+        OUT.selected_checkpoint("{run}"),
+    log:
+        OUT.log("select_checkpoint_{run}"),
+    shell:
+        "{PYTHON} -m spade.cli eval select --config-json {CONFIG_JSON} --results {input} --out {output} > {log} 2>&1"
+
+
+rule eval_throughput:
+    input:
+        OUT.model_dir(SPADE.model.name),
+    output:
+        OUT.eval_throughput_json,
+    log:
+        OUT.log("eval_throughput"),
+    benchmark:
+        OUT.benchmark("eval_throughput")
+    threads: workflow.cores
+    shell:
+        "{PYTHON} -m spade.cli eval throughput --config-json {CONFIG_JSON} --model {input} --out {output} > {log} 2>&1"
+
+
+rule suite_table:
+    input:
+        script=script("results_table.py"),
+        evals=suite_files,
+        summary=OUT.run_summary(SPADE.run_name),
+    output:
+        OUT.suite_table,
+    log:
+        OUT.log("suite_table"),
+    shell:
+        "{PYTHON} {input.script} --runs " + OUT.run_dir(SPADE.run_name) + " --evals {input.evals} --out {output} "
+        "> {log} 2>&1"
+
+
+rule eval_toy:
+    """The configured run (the toy run by default): every `eval.final` benchmark on the base model and the
+    final checkpoint, the selected checkpoint, the evaluation throughput and the tidy suite table."""
+    input:
+        suite_files,
+        OUT.suite_table,
+        OUT.selected_checkpoint(SPADE.run_name),
+        OUT.eval_throughput_json,

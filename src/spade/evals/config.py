@@ -1,0 +1,49 @@
+"""The ``eval`` section of the run config: shared sampling settings and one sub-section per benchmark."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spade.configtools import ConfigError, option
+from spade.evals.heldout import HeldoutLibraryConfig
+from spade.evals.throughput import ThroughputConfig
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    during_training: list = option(
+        ["heldout_library"], "Benchmarks evaluated at every checkpoint (step 0 = base model): the curves of figures "
+        "5, 10, 11, 13, 14 and the checkpoint selection. Each costs one evaluation per checkpoint.")
+    final: list = option(
+        ["heldout_library"], "Benchmarks evaluated on the final checkpoint only (`snakemake eval_final`).")
+    select_by: list = option(
+        ["heldout_library:win_rate"], "'benchmark:metric' entries whose unweighted mean selects the best checkpoint "
+        "(paper: the suite average of the 8 games columns); each benchmark must also be in 'during_training'.")
+    seed: int = option(1234, "Evaluation seed; items and their sampling seeds derive from it, so every checkpoint "
+                       "sees the same items and the same per-item seeds.")
+    temperature: float = option(0.6, "Sampling temperature (paper: 0.6).", min=0.0)
+    top_p: float = option(1.0, "Nucleus sampling mass (paper: not stated; 1.0 = off).", min=0.0)
+    max_new_tokens: int = option(8192, "Most tokens generated per model turn (paper: 8,192 for the agent).", min=1)
+    max_context_tokens: int = option(32768, "Longest prompt plus reply (paper: 32,768).", min=16)
+    batch_size: int = option(16, "Items per generation batch; larger = faster until memory runs out. Results do "
+                             "not depend on it (per-item seeds).", min=1)
+    max_items: int = option(0, "0 = every item; else the first N items by id of every benchmark (a deterministic "
+                            "subsample for smoke tests; the result records it).", min=0)
+    throughput: ThroughputConfig = option(ThroughputConfig(), "The batched-vs-naive throughput measurement.")
+    heldout_library: HeldoutLibraryConfig = option(HeldoutLibraryConfig(), "Built-in environments as a held-out suite.")
+
+    def __post_init__(self):
+        from spade.evals.base import registry
+
+        known = registry()
+        named = [("eval.during_training", n) for n in self.during_training] + [("eval.final", n) for n in self.final]
+        named += [("eval.select_by", s.partition(":")[0]) for s in self.select_by]
+        named.append(("eval.throughput.benchmark", self.throughput.benchmark))
+        for key, name in named:
+            if name not in known:
+                raise ConfigError(f"config key '{key}' names unknown benchmark {name!r}; known: {', '.join(sorted(known))}")
+        training = set(self.during_training)
+        for selector in self.select_by:
+            if selector.partition(":")[0] not in training:
+                raise ConfigError(f"config key 'eval.select_by' entry {selector!r} needs its benchmark in "
+                                  f"'eval.during_training' ({', '.join(sorted(training))}) to compare checkpoints")

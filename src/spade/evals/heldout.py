@@ -1,0 +1,87 @@
+"""Built-in environment library as a held-out agentic suite: win rate and mean return (spec 9).
+
+The environments named in ``eval.heldout_library.environments`` are never used for backfill or memory
+seeding, so they measure transfer within the library. They run in the sandbox, exactly as in training
+(same system prompt, token-exact multi-turn episodes through ``EpisodeRunner``), without hints.
+One item = one (environment, episode index); the environment's reset seed derives from the run's
+master seed, so every checkpoint of a run plays the same tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spade.configtools import ConfigError, option
+from spade.evals.base import Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash, register_benchmark
+
+
+@dataclass(frozen=True)
+class HeldoutLibraryConfig:
+    environments: list = option([], "Built-in environments held out of backfill and memory; each is evaluated.")
+    episodes: int = option(8, "Episodes per environment.", min=1)
+    max_turns: int = option(25, "Most agent turns per episode (paper: 25, the agent's training limit).", min=1)
+
+
+@register_benchmark
+class HeldoutLibrary(Benchmark):
+    name = "heldout_library"
+    config_cls = HeldoutLibraryConfig
+    needs_sandbox = True
+
+    def items(self) -> list[Item]:
+        from spade.envs.library import get_env
+
+        if not self.config.environments:
+            raise ConfigError("config key 'eval.heldout_library.environments' is empty; "
+                              "name at least one built-in environment (see `spade env check-library`)")
+        items = []
+        for name in self.config.environments:
+            entry = get_env(name)
+            kind = "tool_use" if entry.flavour == "tool_use" else "game"
+            items += [Item(f"{name}/{i:03d}", {"env": name, "kind": kind, "episode": i}, group=name)
+                      for i in range(self.config.episodes)]
+        return items
+
+    def play(self, items, ctx: EvalContext) -> list[ItemRecord]:
+        from spade.agent import AgentConfig, EpisodeJob, EpisodeRunner
+        from spade.designer.prompts import agent_system_prompt
+        from spade.envs.intake import intake
+        from spade.envs.library import get_env
+
+        jobs, prompts = [], {kind: agent_system_prompt(kind) for kind in ("game", "tool_use")}
+        for item in items:
+            code = intake(get_env(item.payload["env"]).source())
+            jobs.append(EpisodeJob(item.payload["env"], code.code, code.class_name, item.payload["kind"],
+                                   ctx.item_seed(item.id)))
+        agent = AgentConfig(max_turns=self.config.max_turns, max_new_tokens=ctx.max_new_tokens,
+                            max_context_tokens=ctx.max_context_tokens, temperature=ctx.temperature, top_p=ctx.top_p)
+        runner = EpisodeRunner(ctx.backend, ctx.pool, agent, prompts)
+        episodes = runner.run(jobs, ctx.seed, per_episode_seeds=True)
+        tokenizer = ctx.backend.tokenizer
+        records = []
+        for item, episode in zip(items, episodes):
+            mask = episode.loss_mask
+            first_reply = mask.index(1) if 1 in mask else len(mask)
+            sampled = [t for t, m in zip(episode.token_ids, mask) if m]  # every turn's reply, concatenated
+            records.append(ItemRecord(
+                id=item.id,
+                prompt_hash=prompt_hash(tokenizer.decode(episode.token_ids[:first_reply])),
+                response=tokenizer.decode(sampled, skip_special_tokens=True),
+                score=1.0 if episode.won else 0.0,
+                turns=episode.turns,
+                tokens=episode.generated_tokens,
+                group=item.group,
+                extra={"return": episode.final_return, "outcome": episode.outcome, "failure": episode.failure,
+                       "rewards": episode.rewards},
+            ))
+        return records
+
+    def aggregate(self, records) -> list[Metric]:
+        metrics = [mean_metric("win_rate", [r.score for r in records]),
+                   mean_metric("mean_return", [r.extra["return"] for r in records]),
+                   mean_metric("env_failure_rate", [r.extra["outcome"] == "env_failure" for r in records])]
+        for env in sorted({r.group for r in records}):
+            mine = [r for r in records if r.group == env]
+            metrics += [mean_metric(f"win_rate/{env}", [r.score for r in mine]),
+                        mean_metric(f"mean_return/{env}", [r.extra["return"] for r in mine])]
+        return metrics

@@ -1,0 +1,125 @@
+"""The evaluation interface: per-item seeds, resume without redoing items, tidy rows, the chat driver."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from scripted_backend import ScriptedBackend
+from spade.evals.base import (Benchmark, Conversation, EvalContext, EvalRun, Item, ItemRecord, evaluate, items_path,
+                              mean_stderr, play_conversations, prompt_hash, register_benchmark)
+
+
+@dataclass(frozen=True)
+class EchoConfig:
+    n: int = 6
+
+
+class Echo(Conversation):
+    """Asks for the item's number; correct on the first try scores 1, on the second 0.5."""
+
+    def __init__(self, number: int):
+        super().__init__([{"role": "user", "content": f"Say {number}."}])
+        self.number, self.score = number, 0.0
+
+    def respond(self, text):
+        if text.strip() == str(self.number):
+            self.score = 1.0 if len(self.replies) == 1 else 0.5
+            return None
+        return "Wrong, try again." if len(self.replies) < 2 else None
+
+
+class EchoBench(Benchmark):
+    name = "echo_test"
+    config_cls = EchoConfig
+
+    def __init__(self, config, fail_after=None):
+        super().__init__(config)
+        self.played, self.fail_after = [], fail_after
+
+    def items(self):
+        return [Item(f"q{i}", {"number": i}, group="even" if i % 2 == 0 else "odd") for i in range(self.config.n)]
+
+    def play(self, items, ctx):
+        if self.fail_after is not None and len(self.played) >= self.fail_after:
+            raise KeyboardInterrupt("simulated kill")
+        self.played += [item.id for item in items]
+        conversations = [Echo(item.payload["number"]) for item in items]
+        play_conversations(ctx, conversations, [ctx.item_seed(item.id) for item in items], max_turns=2)
+        return [ItemRecord(item.id, prompt_hash(item.id), c.replies[-1], c.score, len(c.replies), c.tokens, item.group)
+                for item, c in zip(items, conversations)]
+
+
+def reply(prompt, seed):
+    """Right at once for even numbers; odd numbers are right on the second try."""
+    number = int(prompt.split("Say ")[1].split(".")[0])
+    return str(number) if number % 2 == 0 or "Wrong" in prompt else "nope"
+
+
+def context(tiny_model, seed=3):
+    return EvalContext(ScriptedBackend(tiny_model[1], reply), seed=seed, benchmark="echo_test", max_new_tokens=8)
+
+
+def test_scores_rows_and_groups(tiny_model, tmp_path):
+    result = evaluate(EchoBench(EchoConfig()), context(tiny_model), EvalRun("toy", 4, tmp_path / "r.json", 4),
+                      progress=False)
+    rows = {row["metric"]: row for row in result["rows"]}
+    assert rows["score"]["value"] == pytest.approx(0.75) and rows["score"]["n"] == 6
+    assert rows["score/even"]["value"] == 1.0 and rows["score/odd"]["value"] == 0.5
+    assert rows["score/even"]["stderr"] == 0.0
+    assert {row["run"] for row in result["rows"]} == {"toy"} and {row["step"] for row in result["rows"]} == {4}
+    assert json.loads((tmp_path / "r.json").read_text())["n_items"] == 6
+    records = [json.loads(line) for line in items_path(tmp_path / "r.json").read_text().splitlines()]
+    assert [r["turns"] for r in records] == [1, 2, 1, 2, 1, 2]
+
+
+def test_resume_plays_only_missing_items(tiny_model, tmp_path):
+    out = tmp_path / "r.json"
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(EchoBench(EchoConfig(), fail_after=2), context(tiny_model), EvalRun("toy", 0, out, 2), progress=False)
+    assert not out.exists() and len(items_path(out).read_text().splitlines()) == 2
+    with open(items_path(out), "a") as sink:
+        sink.write('{"id": "q4", "prompt_')  # a torn line from the kill
+    bench = EchoBench(EchoConfig())
+    resumed = evaluate(bench, context(tiny_model), EvalRun("toy", 0, out, 2), progress=False)
+    assert bench.played == ["q2", "q3", "q4", "q5"]
+    fresh = evaluate(EchoBench(EchoConfig()), context(tiny_model), EvalRun("toy", 0, tmp_path / "f.json", 2),
+                     progress=False)
+    assert resumed["rows"] == fresh["rows"]
+    assert resumed["throughput"]["items_played"] == 4
+
+
+def test_item_seeds_do_not_depend_on_batching(tiny_model, tmp_path):
+    seen = {}
+
+    def record_seed(prompt, seed):
+        seen.setdefault(prompt, set()).add(seed)
+        return reply(prompt, seed)
+
+    for batch in (1, 4):
+        ctx = EvalContext(ScriptedBackend(tiny_model[1], record_seed), seed=3, benchmark="echo_test")
+        evaluate(EchoBench(EchoConfig()), ctx, EvalRun("toy", 0, tmp_path / f"b{batch}.json", batch), progress=False)
+    assert all(len(seeds) == 1 for seeds in seen.values())
+
+
+def test_max_items_takes_first_ids(tiny_model, tmp_path):
+    result = evaluate(EchoBench(EchoConfig()), context(tiny_model), EvalRun("toy", 0, tmp_path / "r.json", 4, 3),
+                      progress=False)
+    assert result["n_items"] == 3
+
+
+def test_duplicate_registration_raises():
+    class Twice(Benchmark):
+        name = "twice_test"
+
+    register_benchmark(Twice)
+    with pytest.raises(ValueError, match="already registered"):
+        register_benchmark(Twice)
+
+
+def test_mean_stderr_by_hand():
+    mean, stderr = mean_stderr([0.0, 1.0, 1.0, 0.0])
+    assert mean == 0.5 and stderr == pytest.approx((1 / 3) ** 0.5 / 2)
+    assert mean_stderr([1.0])[1] != mean_stderr([1.0])[1]  # nan for one value

@@ -1,0 +1,64 @@
+"""Checkpoint selection, the eval config checks, and one real evaluation through the CLI on the tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spade.config import load_config
+from spade.configtools import ConfigError
+from spade.evaluate import parse_selector, read_values, select_checkpoint
+
+
+def test_select_checkpoint_by_hand():
+    values = {2: {("a", "x"): 0.2, ("b", "y"): 0.6}, 4: {("a", "x"): 0.5, ("b", "y"): 0.5},
+              6: {("a", "x"): 0.9}, 8: {("a", "x"): 0.4, ("b", "y"): 0.6}}
+    # means: step 2 -> 0.4, step 4 -> 0.5, step 6 lacks b:y, step 8 -> 0.5 (tie: the earlier step wins)
+    assert select_checkpoint(values, ["a:x", "b:y"]) == (4, 0.5)
+    assert select_checkpoint(values, ["a:x"]) == (6, 0.9)
+    with pytest.raises(ConfigError, match="no checkpoint"):
+        select_checkpoint(values, ["c:z"])
+
+
+def test_selector_format():
+    assert parse_selector("reasoning_gym_hard:math") == ("reasoning_gym_hard", "math")
+    assert parse_selector("heldout_library:win_rate/foo") == ("heldout_library", "win_rate/foo")
+    with pytest.raises(ConfigError, match="eval.select_by"):
+        parse_selector("reasoning_gym_hard")
+
+
+def test_read_values(tmp_path):
+    for step, value in ((2, 0.25), (4, 0.75)):
+        (tmp_path / f"{step}.json").write_text(json.dumps({"step": step, "rows": [
+            {"run": "r", "step": step, "benchmark": "b", "metric": "m", "value": value, "n": 4, "stderr": None}]}))
+    assert read_values(sorted(tmp_path.glob("*.json"))) == {2: {("b", "m"): 0.25}, 4: {("b", "m"): 0.75}}
+
+
+def test_eval_config_rejects_unknown_benchmarks():
+    with pytest.raises(ConfigError, match="eval.final.*nonexistent"):
+        load_config(overrides={"eval": {"final": ["nonexistent"]}})
+    with pytest.raises(ConfigError, match="eval.select_by"):
+        load_config(overrides={"eval": {"during_training": ["heldout_library"], "select_by": ["other:x"]}})
+
+
+@pytest.mark.slow
+def test_cli_evaluates_a_checkpoint_and_resumes(tiny_model_dir, tmp_path):
+    from spade.cli import main
+
+    config = json.dumps({"eval": {"max_new_tokens": 4, "seed": 5,
+                                  "heldout_library": {"environments": ["crt_residue_puzzle"], "episodes": 2,
+                                                      "max_turns": 1}}})
+    out = tmp_path / "eval" / "heldout_library" / "step_000000.json"
+    args = ["eval", "run", "--config-json", config, "--model", str(tiny_model_dir), "--step", "0",
+            "--benchmark", "heldout_library", "--out", str(out)]
+    assert main(args) == 0
+    result = json.loads(out.read_text())
+    rows = {row["metric"]: row for row in result["rows"]}
+    assert rows["win_rate"]["n"] == 2 and 0.0 <= rows["win_rate"]["value"] <= 1.0
+    assert result["provenance"]["config_hash"] and result["provenance"]["eval_seed"] == 5
+    records = (out.parent / "step_000000.items.jsonl").read_text().splitlines()
+    assert len(records) == 2
+    assert main(args) == 0  # a rerun finds every item done and plays none
+    again = json.loads(out.read_text())
+    assert again["throughput"]["items_played"] == 0 and again["rows"] == result["rows"]
