@@ -1,8 +1,10 @@
 # Shared helpers: config validation at parse time, the interpreter and the output paths.
 
+import hashlib
 import json
 import shlex
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -24,6 +26,30 @@ SCRIPT_DIR = Path(workflow.basedir) / "paper" / "scripts"  # works with --direct
 def script(name):
     """A paper script, declared as an input so that editing it reruns its rule (and only its rule)."""
     return str(SCRIPT_DIR / name)
+def config_hash(*keys):
+    """Hash of the named (dotted) config sections: a rule's `params`, so that changing a key it reads reruns it.
+
+    Every rule gets the whole config as JSON, but Snakemake does not see what the JSON holds; this
+    parameter is what its `params` rerun trigger compares.
+    """
+    settings = asdict(SPADE)
+    picked = {}
+    for key in keys:
+        value = settings
+        for part in key.split("."):
+            value = value[part]
+        picked[key] = value
+    return hashlib.sha256(json.dumps(picked, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+EVAL_SHARED = ["eval.seed", "eval.temperature", "eval.top_p", "eval.max_new_tokens", "eval.max_context_tokens",
+               "eval.max_items", "model", "sandbox"]  # what every evaluation's results depend on
+
+
+def eval_config_hash(wildcards):
+    return config_hash(*EVAL_SHARED, f"eval.{wildcards.benchmark}")
+
+
 BENCHMARKS = sorted(registry())  # every registered benchmark name (the `benchmark` wildcard)
 CONFIG_JSON = shlex.quote(json.dumps(config, sort_keys=True))  # the merged config, overrides included
 OUT = paths.ResultPaths(SPADE.results_dir)

@@ -13,6 +13,7 @@ rule evaluate:
         checkpoint_input,
     params:
         model=checkpoint_folder,
+        config=eval_config_hash,
     output:
         OUT.eval_file("{run}", "{step}", "{benchmark}"),
     log:
@@ -28,6 +29,8 @@ rule evaluate:
 rule select_checkpoint:
     input:
         selection_files,
+    params:
+        config=config_hash("eval.select_by"),
     output:
         OUT.selected_checkpoint("{run}"),
     log:
@@ -39,6 +42,8 @@ rule select_checkpoint:
 rule eval_throughput:
     input:
         OUT.model_dir(SPADE.model.name),
+    params:
+        config=config_hash(*EVAL_SHARED, "eval.throughput", f"eval.{SPADE.eval.throughput.benchmark}"),
     output:
         OUT.eval_throughput_json,
     log:

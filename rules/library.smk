@@ -3,6 +3,8 @@
 
 
 rule library_check:
+    params:
+        config=config_hash("sandbox", "validation", "library_check"),
     output:
         json=OUT.library_check_json,
         markdown=OUT.library_report_md,
@@ -16,6 +18,8 @@ rule library_check:
 
 
 rule sandbox_bench:
+    params:
+        config=config_hash("sandbox"),
     output:
         OUT.sandbox_bench_json,
     log:

@@ -2,6 +2,8 @@
 
 
 rule prepare_model:
+    params:
+        config=config_hash("model"),
     output:
         directory(OUT.model_dir("{card}")),
     log:
@@ -13,6 +15,8 @@ rule prepare_model:
 
 
 rule build_corpus:
+    params:
+        config=config_hash("corpus", "selfplay.flavour", "seed"),
     output:
         OUT.corpus("{kind}"),
     log:

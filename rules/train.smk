@@ -7,6 +7,9 @@ rule train:
     input:
         model=OUT.model_dir(SPADE.model.name),
         corpus=corpus_input,
+    params:
+        config=config_hash("run_name", "seed", "model", "selfplay", "designer", "agent", "reward", "train", "corpus",
+                           "memory", "sandbox", "validation", "eval.heldout_library.environments"),
     output:
         OUT.run_summary("{run}"),
     log:

@@ -16,6 +16,7 @@ from spade.report import TIDY_COLUMNS, ReportInputError, read_tidy, stage_times,
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "paper" / "scripts"
 PROV = {"git_commit": "abc123", "config_hash": "0123456789abcdef", "seed": 7, "spade_version": "0.1.0"}
+EVAL_PROV = {**PROV, "eval_seed": 99}
 
 BASE = {"episodes": 16, "mean_turns": 2.0, "mean_generated_tokens": 30.0, "env_failures": 0, "filled_slots": 4,
         "samples": 16, "designer_samples": 0, "win_rate_by_skill": {"logic": 0.5}, "env_win_rates": {"e1": 0.5},
@@ -42,7 +43,7 @@ def eval_record(step: int, rates: tuple[float, float], returns: tuple[float, flo
     """An evaluation result as spade.evals writes it (stderr values as the benchmark computed them)."""
     rows = [("win_rate", sum(rates) / 2, 16, 0.1), ("mean_return", sum(returns) / 2, 16, 0.05)]
     rows += [(f"win_rate/{name}", rate, 8, None) for name, rate in zip(("alpha", "beta"), rates)]
-    return {"run": "toy", "step": step, "benchmark": "heldout_library", "provenance": PROV,
+    return {"run": "toy", "step": step, "benchmark": "heldout_library", "provenance": EVAL_PROV,
             "rows": [{"run": "toy", "step": step, "benchmark": "heldout_library", "metric": metric, "value": value,
                       "n": n, "stderr": stderr} for metric, value, n, stderr in rows]}
 
@@ -93,6 +94,7 @@ def test_tidy_columns_rows_and_values(tmp_path):
     base = row(0, "heldout_library", "win_rate")
     assert base.value == 0.25 and base.n == 16 and base.stderr == 0.1
     assert (base.config_hash, base.git_commit, base.seed, base.run) == ("0123456789abcdef", "abc123", 7, "toy")
+    assert base.eval_seed == 99 and pd.isna(row(0, "training", "valid_env_rate").eval_seed)
     env = row(4, "heldout_library", "win_rate/beta")
     assert env.value == 0.625 and env.n == 8 and math.isnan(env.stderr)  # null stderr stays undefined
     assert row(0, "heldout_library", "mean_return").stderr == pytest.approx(0.05)
@@ -147,7 +149,8 @@ def test_scripts_end_to_end(tmp_path):
     assert {Path(i["path"]).name for i in sidecar["inputs"]} == {"metrics.jsonl", "summary.json",
                                                                 "step_000000.json", "step_000004.json"}
     assert all(len(i["sha256"]) == 64 for i in sidecar["inputs"])
-    assert sidecar["runs"]["toy"] == {"config_hash": ["0123456789abcdef"], "git_commit": ["abc123"], "seed": ["7"]}
+    assert sidecar["runs"]["toy"] == {"config_hash": ["0123456789abcdef"], "git_commit": ["abc123"], "seed": ["7"],
+                                      "eval_seed": ["99"]}
 
     fig = tmp_path / "figures" / "toy_training.pdf"
     done = run_script("fig_toy_training.py", "--metrics", run / "metrics.jsonl", "--results", csv, "--run", "toy",

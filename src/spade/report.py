@@ -23,9 +23,9 @@ The tidy table (:func:`tidy_results`) has one row per (run, step, benchmark, met
   is ``slots`` of the regeneration record of ``closed_set_step`` (empty when that record is absent).
   None of these has a ``stderr``.
 
-Provenance columns come from each eval file's ``provenance``; training rows take the run's
-``summary.json`` provenance, or, without one, the provenance all eval files of the run agree on (empty
-otherwise).
+Provenance columns (config hash, git commit, master seed, evaluation seed) come from each eval file's
+``provenance``; training rows take the run's ``summary.json`` provenance, or, without one, the provenance
+all eval files of the run agree on (empty otherwise); they have no evaluation seed.
 """
 
 from __future__ import annotations
@@ -41,11 +41,12 @@ from pathlib import Path
 
 import pandas as pd
 
-TIDY_COLUMNS = ["run", "step", "benchmark", "metric", "value", "n", "stderr", "config_hash", "git_commit", "seed"]
+TIDY_COLUMNS = ["run", "step", "benchmark", "metric", "value", "n", "stderr", "config_hash", "git_commit", "seed",
+                "eval_seed"]
 SORT_KEYS = ["run", "step", "benchmark", "metric"]
 EVAL_BENCHMARK = "heldout_library"
 TRAINING_BENCHMARK = "training"
-PROVENANCE_KEYS = ("config_hash", "git_commit", "seed")
+PROVENANCE_KEYS = ("config_hash", "git_commit", "seed", "eval_seed")  # eval_seed: evaluation rows only
 NOT_RUN = "not run"
 
 # training metric -> the record key that gives its n (None: looked up specially)
@@ -191,8 +192,9 @@ def tidy_results(run_dirs: list[Path], evals: list[Path] | None = None) -> pd.Da
         if summary.get("provenance"):
             prov = _provenance(summary)
         else:
-            seen = {tuple(row[key] for key in PROVENANCE_KEYS) for row in eval_rows}
-            prov = dict(zip(PROVENANCE_KEYS, seen.pop())) if len(seen) == 1 else {}
+            run_keys = PROVENANCE_KEYS[:3]  # training rows have no evaluation seed
+            seen = {tuple(row[key] for key in run_keys) for row in eval_rows}
+            prov = dict(zip(run_keys, seen.pop())) if len(seen) == 1 else {}
         rows += eval_rows + _training_rows(run, records, prov)
     df = pd.DataFrame(rows, columns=TIDY_COLUMNS)
     duplicated = df.duplicated(SORT_KEYS, keep=False)
@@ -210,7 +212,7 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
     df["step"] = df["step"].astype("int64")
     for column in ("value", "stderr"):
         df[column] = pd.to_numeric(df[column], errors="coerce").astype("float64")
-    for column in ("n", "seed"):
+    for column in ("n", "seed", "eval_seed"):
         df[column] = pd.to_numeric(df[column], errors="coerce").astype("Int64")
     return df[TIDY_COLUMNS]
 
