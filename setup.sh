@@ -19,8 +19,13 @@ fi
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-# torch is not needed by this stage; when a later stage needs it, it is pinned to 2.13.0 (the CPU build).
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+# torch is pinned to 2.13.0 in pyproject.toml (the CPU build); an unpinned torch would pull a CUDA build.
+PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+"${PIP[@]}" -e '.[dev]'
+# Benchmark packages whose declared dependencies would replace our pins (numpy, torch via
+# sentence-transformers, an older reasoning-gym): installed without them; what they need at run time is in
+# pyproject.toml. See docs/EVALUATION.md.
+"${PIP[@]}" --no-deps bfcl-eval==2026.3.23
 .venv/bin/python - <<'PY'
 import logging, sys
 from spade.sandbox import SandboxConfig

@@ -40,7 +40,11 @@ agent: {max_new_tokens: 6, max_turns: 2, max_context_tokens: 8192}
 corpus: {offline_max_docs: 20, games_max_words: 40}
 memory: {n_positive: 1}
 train: {learning_rate: 1.0e-3, global_batch: 8, micro_batch: 4}
-eval: {max_new_tokens: 8, heldout_library: {environments: [crt_residue_puzzle], episodes: 2, max_turns: 2}}
+eval:
+  max_new_tokens: 8
+  final: [heldout_library]
+  throughput: {benchmark: heldout_library, items: 2, batch_size: 2}
+  heldout_library: {environments: [crt_residue_puzzle], episodes: 2, max_turns: 2}
 """
 
 
@@ -63,6 +67,29 @@ def test_toy_pipeline_end_to_end_on_the_tiny_model(tmp_path):
         assert (results / name).is_file(), name
     lines = (results / "runs/tiny/metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [0, 1, 2, 3]
+
+    # the evaluation suite of the final checkpoint, the checkpoint selection and the throughput report
+    run = subprocess.run(command + ["eval_toy"], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    suite = (results / "tables/suite.csv").read_text()
+    assert "heldout_library" in suite and "eval_seed" in suite.splitlines()[0]
+    selected = json.loads((results / "runs/tiny/selected_checkpoint.json").read_text())
+    assert selected["step"] in (2, 4) and selected["select_by"] == ["heldout_library:win_rate"]
+    speed = json.loads((results / "bench/eval_throughput.json").read_text())
+    assert speed["naive"]["items"] == speed["batched"]["items"] == 2 and speed["speedup_items_per_s"] > 0
+
+    # one evaluation result on its own, and a changed evaluation key reruns evaluations but not training
+    target = "results/runs/tiny/eval/heldout_library/step_000002.json"
+    (results / target.removeprefix("results/")).unlink()
+    run = subprocess.run(command + [target], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and (results / target.removeprefix("results/")).is_file()
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(TINY.replace("episodes: 2", "episodes: 3"))
+    plan = subprocess.run(SNAKEMAKE + [str(changed), "--directory", str(tmp_path), "-n"], capture_output=True,
+                          text=True, timeout=120)
+    stats = plan.stdout.split("Job stats:")[1].split("total")[0].splitlines()[3:]
+    jobs = {line.split()[0] for line in stats if line.strip()}
+    assert "evaluate" in jobs and not jobs & {"train", "prepare_model", "build_corpus", "library_check"}, jobs
 
 
 def test_bad_config_fails_before_any_job(tmp_path):

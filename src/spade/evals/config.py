@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spade.configtools import ConfigError, option
+from spade.evals.bfcl import BfclMultiTurnConfig
 from spade.evals.heldout import HeldoutLibraryConfig
 from spade.evals.throughput import ThroughputConfig
 
@@ -31,6 +32,7 @@ class EvalConfig:
                             "subsample for smoke tests; the result records it).", min=0)
     throughput: ThroughputConfig = option(ThroughputConfig(), "The batched-vs-naive throughput measurement.")
     heldout_library: HeldoutLibraryConfig = option(HeldoutLibraryConfig(), "Built-in environments as a held-out suite.")
+    bfcl_multi_turn: BfclMultiTurnConfig = option(BfclMultiTurnConfig(), "BFCL v4 multi-turn (bfcl-eval wheel data).")
 
     def __post_init__(self):
         from spade.evals.base import registry
