@@ -62,3 +62,17 @@ def test_cli_evaluates_a_checkpoint_and_resumes(tiny_model_dir, tmp_path):
     assert main(args) == 0  # a rerun finds every item done and plays none
     again = json.loads(out.read_text())
     assert again["throughput"]["items_played"] == 0 and again["rows"] == result["rows"]
+
+
+@pytest.mark.parametrize("benchmark, key", [("aime", "eval.aime.paths.2025"), ("gpqa_diamond", "eval.gpqa_diamond.path"),
+                                            ("livecodebench", "eval.livecodebench.path")])
+def test_user_data_benchmark_fails_before_loading_a_model(benchmark, key, tmp_path, capsys):
+    from spade.cli import main
+
+    config = json.dumps({"eval": {benchmark: {"paths": {}} if benchmark == "aime" else
+                                  {"path": str(tmp_path / "absent")}}})
+    rc = main(["eval", "run", "--config-json", config, "--model", str(tmp_path / "no-model"), "--step", "0",
+               "--benchmark", benchmark, "--out", str(tmp_path / "r.json")])
+    message = capsys.readouterr().err
+    assert rc != 0 and key in message and "no-model" not in message
+    assert not (tmp_path / "r.json").exists()

@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spade.configtools import ConfigError, option
+from spade.evals.aime import AIMEConfig
 from spade.evals.bfcl import BfclMultiTurnConfig
+from spade.evals.gpqa import GPQADiamondConfig
 from spade.evals.heldout import HeldoutLibraryConfig
+from spade.evals.livecodebench import LiveCodeBenchConfig
 from spade.evals.throughput import ThroughputConfig
 
 
@@ -33,6 +36,9 @@ class EvalConfig:
     throughput: ThroughputConfig = option(ThroughputConfig(), "The batched-vs-naive throughput measurement.")
     heldout_library: HeldoutLibraryConfig = option(HeldoutLibraryConfig(), "Built-in environments as a held-out suite.")
     bfcl_multi_turn: BfclMultiTurnConfig = option(BfclMultiTurnConfig(), "BFCL v4 multi-turn (bfcl-eval wheel data).")
+    aime: AIMEConfig = option(AIMEConfig(), "AIME 2025/2026, Avg@k (user data).")
+    gpqa_diamond: GPQADiamondConfig = option(GPQADiamondConfig(), "GPQA-Diamond accuracy (user data).")
+    livecodebench: LiveCodeBenchConfig = option(LiveCodeBenchConfig(), "LiveCodeBench v6 Pass@1 (user data).")
 
     def __post_init__(self):
         from spade.evals.base import registry

@@ -1,0 +1,606 @@
+"""LiveCodeBench v6 code generation: Pass@1 of generated Python programs (spec section 9).
+
+What is measured: each problem of the date window is sampled ``samples`` times with LiveCodeBench's
+own chat prompt; the last fenced Python block of a reply is run on every public and private test case
+of the problem, in order, until one fails; a sample passes when all pass. Metric ``pass@1`` (paper
+column ``lcb_v6``) = mean over problems of the fraction of passing samples (with one sample, the share
+of problems solved); ``pass@1/<difficulty>`` per LCB difficulty.
+
+v6 window: problems with ``start_date <= contest_date < end_date``, default 2025-02-01 .. 2025-05-01,
+the window the Qwen3 model cards call "LiveCodeBench v6 (25.02-25.05)" (the paper's base scores, e.g.
+35.1 for Qwen3-4B-Instruct-2507, are those cards' numbers).
+
+Data: user-provided, ``eval.livecodebench.path`` (default the folder ``data/livecodebench``): the
+``test*.jsonl`` files of the Hugging Face dataset ``livecodebench/code_generation_lite`` (the window
+lies in ``test5.jsonl``/``test6.jsonl``; extra files are filtered out by date), or a parquet/json
+export with the same columns: question_id, question_title, question_content, platform, contest_date,
+starter_code, difficulty, public_test_cases (JSON string), private_test_cases (JSON string, or base64
+of zlib of a pickle of that JSON string), metadata (JSON string with ``func_name`` for LeetCode).
+The pickle is read with ``PlainUnpickler``, which refuses every global (no class, no function), so a
+tampered file cannot run code; the result must be a string, bytes, or a list of test dicts.
+
+Execution: never on the host. For every test case a fresh episode of our sandbox (``ctx.pool``:
+forked, seccomp-restricted, no child processes, resource limits; see ``spade.sandbox``) loads
+``HARNESS_SOURCE``, a trusted class with ``reset``/``step`` that runs the candidate in-process:
+- stdin problems: the program runs as ``__main__`` after LCB's import prelude, with ``sys.stdin`` (and
+  ``open(0)``) reading the test input and ``sys.stdout`` captured; ``SystemExit`` ends it normally;
+- functional (LeetCode) problems: ``Solution().<func_name>(*args)`` with one JSON value per input line
+  (LCB's format), a top-level tuple read as a list.
+Each call is limited by the sandbox's ``call_timeout_s`` (LCB: 6 s per test); a timeout, crash or
+exception fails the test. Expected outputs never enter the sandbox: the harness returns the program's
+output and the host compares, so a program cannot fake a verdict.
+
+Comparison (as LCB's ``testing_util``): stdin outputs line by line after stripping the whole text and
+each line; a line that differs is compared as whitespace-separated ``Decimal`` numbers. Functional
+outputs: the returned value == ``json.loads(expected)`` with Python's ``==`` (the harness encodes
+tuples, non-string dict keys and other types so the host sees the same value, not a JSON-blurred one).
+
+Deviations from LCB's harness: the sandbox allows neither threads nor child processes (programs that
+start a thread for a bigger stack fail), only the standard library is importable (no numpy), each
+test runs in a fresh process (LCB reuses one process and one ``Solution`` instance per problem), the
+program is run as a module (LCB wraps it in a function), code is taken from the last ```python block
+(LCB: the last pair of ``` lines, any language), and an output longer than twice the expected output
+plus 64 KiB counts as wrong without being transferred.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import pickle
+import re
+import zlib
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal, InvalidOperation
+
+from spade.configtools import ConfigError, option
+from spade.evals.base import (Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash,
+                              register_benchmark)
+from spade.evals.userdata import DataSpec, iter_rows, render, reply_text, require_path, sample_replies, subsample
+from spade.seeding import derive_seed
+
+# LiveCodeBench's prompt for chat models (lcb_runner/prompts/code_generation.py, generic template)
+SYSTEM_MESSAGE = ("You are an expert Python programmer. You will be given a question (problem specification) and "
+                  "will generate a correct Python program that matches the specification and passes all tests.")
+WITH_STARTER = ("You will use the following starter code to write the solution to the problem and enclose your "
+                "code within delimiters.")
+WITHOUT_STARTER = ("Read the inputs from stdin solve the problem and write the answer to stdout (do not directly test "
+                   "on the sample inputs). Enclose your code within delimiters as follows. Ensure that when the python "
+                   "program runs, it reads the inputs, runs the algorithm and writes output to STDOUT.")
+MAX_DECOMPRESSED = 1 << 30  # bytes; a private-test blob larger than this is refused (zlib bomb guard)
+
+DATA = DataSpec(
+    key="eval.livecodebench.path",
+    title="LiveCodeBench (code generation, lite)",
+    download="the Hugging Face dataset 'livecodebench/code_generation_lite' "
+             "(https://huggingface.co/datasets/livecodebench/code_generation_lite): files test5.jsonl and test6.jsonl "
+             "(or all test*.jsonl; problems outside the date window are skipped)",
+    expected="the folder data/livecodebench/ holding test6.jsonl (and test5.jsonl), or one .jsonl/.json/.parquet file: "
+             "one problem per record with columns question_id, question_content, starter_code, contest_date, "
+             "difficulty, platform, public_test_cases (JSON string), private_test_cases (JSON string or "
+             "base64(zlib(pickle(JSON string)))), metadata (JSON string, func_name for LeetCode)",
+    example="huggingface-cli download livecodebench/code_generation_lite test5.jsonl test6.jsonl --repo-type dataset "
+            "--local-dir data/livecodebench",
+)
+
+
+def _iso_date(key: str, value: str) -> date:
+    try:
+        return date.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"config key '{key}' has value {value!r}; allowed: an ISO date YYYY-MM-DD") from None
+
+
+@dataclass(frozen=True)
+class LiveCodeBenchConfig:
+    path: str = option("data/livecodebench", "Folder of code_generation_lite test*.jsonl files, or one "
+                       "jsonl/json/parquet file; see docs/evals/user_data.md.")
+    start_date: str = option("2025-02-01", "First contest date included (ISO). Default = LCB v6 as in the Qwen3 "
+                             "cards (25.02-25.05).")
+    end_date: str = option("2025-05-01", "First contest date excluded (ISO).")
+    samples: int = option(1, "Programs sampled per problem (n); pass@1 = mean fraction passing. Paper: Pass@1.", min=1)
+    max_problems: int = option(0, "0 = every problem of the window; else a fixed subsample of N (hash order of the "
+                               "question ids) for toy runs.", min=0)
+
+    def __post_init__(self):
+        start = _iso_date("eval.livecodebench.start_date", self.start_date)
+        end = _iso_date("eval.livecodebench.end_date", self.end_date)
+        if end <= start:
+            raise ConfigError(f"config key 'eval.livecodebench.end_date' has value {self.end_date!r}; it must be "
+                              f"after eval.livecodebench.start_date ({self.start_date!r})")
+
+
+# ------------------------------------------------------------------------------------------------ data
+class PlainUnpickler(pickle.Unpickler):
+    """Loads only pickle's built-in primitives (str, bytes, list, dict, numbers); every global is refused.
+
+    Without ``find_class`` no callable can be reached, so REDUCE/BUILD/INST/OBJ/EXT opcodes (the ways a
+    pickle runs code) all fail before anything is called.
+    """
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"refusing to load global {module}.{name} from a data file")
+
+    def persistent_load(self, pid):
+        raise pickle.UnpicklingError("refusing a persistent id in a data file")
+
+
+def _plain(value, depth: int = 0) -> bool:
+    """Only str/bytes/list/dict (and the scalars inside test records) may come out of a data pickle."""
+    if depth > 16:
+        return False
+    if isinstance(value, (str, bytes, int, float, bool)) or value is None:
+        return True
+    if isinstance(value, list):
+        return all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def decode_tests(raw, where: str) -> list[dict]:
+    """LCB test cases from a JSON string, a list, or base64(zlib(pickle(JSON string))); ConfigError if bad."""
+    value = raw
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            try:
+                blob = base64.b64decode(value, validate=False)
+                inflater = zlib.decompressobj()
+                data = inflater.decompress(blob, MAX_DECOMPRESSED)
+                if inflater.unconsumed_tail:
+                    raise ConfigError(f"{where}: test cases decompress to more than {MAX_DECOMPRESSED} bytes")
+                value = PlainUnpickler(io.BytesIO(data)).load()
+            except (ValueError, zlib.error, pickle.UnpicklingError, EOFError) as exc:
+                raise ConfigError(f"{where}: test cases are neither JSON nor base64(zlib(pickle)) of JSON "
+                                  f"({type(exc).__name__}: {str(exc)[:200]})") from None
+            if not _plain(value):
+                raise ConfigError(f"{where}: the test-case pickle holds {type(value).__name__}, expected a JSON string")
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+            if isinstance(value, str):
+                try:
+                    value = json.loads(value)
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(f"{where}: unpickled test cases are not JSON ({exc.msg})") from None
+    def well_formed(test) -> bool:
+        return isinstance(test, dict) and isinstance(test.get("input"), str) and isinstance(test.get("output"), str)
+
+    if not isinstance(value, list) or not all(well_formed(t) for t in value):
+        raise ConfigError(f"{where}: test cases must be a list of {{'input': str, 'output': str, 'testtype': ...}}")
+    return value
+
+
+def _metadata(raw, where: str) -> dict:
+    if raw in (None, ""):
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw)
+    except (TypeError, json.JSONDecodeError):
+        raise ConfigError(f"{where}: metadata is not a JSON object string: {str(raw)[:100]!r}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: metadata is not a JSON object: {str(raw)[:100]!r}")
+    return value
+
+
+def contest_day(raw, where: str) -> date:
+    if isinstance(raw, datetime):
+        return raw.date()
+    if isinstance(raw, date):
+        return raw
+    try:
+        return date.fromisoformat(str(raw).strip()[:10])
+    except ValueError:
+        raise ConfigError(f"{where}: contest_date {str(raw)[:40]!r} is not an ISO date") from None
+
+
+def _problem_key(question_id) -> str:
+    text = str(question_id).strip().replace("/", "_")
+    return f"{int(text):05d}" if text.isdigit() else text
+
+
+# ------------------------------------------------------------------------------------------------ prompt + code
+def user_prompt(question: str, starter_code: str) -> str:
+    """LCB's generic question template."""
+    prompt = f"### Question:\n{question}\n\n"
+    if starter_code:
+        prompt += f"### Format: {WITH_STARTER}\n```python\n{starter_code}\n```\n\n"
+    else:
+        prompt += f"### Format: {WITHOUT_STARTER}\n```python\n# YOUR CODE HERE\n```\n\n"
+    return prompt + "### Answer: (use the provided format with backticks)\n\n"
+
+
+FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
+
+
+def extract_program(reply: str) -> str:
+    """The last ```python (or ```py / ```python3) block; else the last untagged block; else ''."""
+    blocks = [(lang.lower(), body) for lang, body in FENCE.findall(reply)]
+    for wanted in (("python", "py", "python3"), ("",)):
+        chosen = [body for lang, body in blocks if lang in wanted]
+        if chosen:
+            return chosen[-1]
+    return ""
+
+
+# ------------------------------------------------------------------------------------------------ comparison
+def stripped_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.strip().split("\n")]
+
+
+def _decimals(line: str):
+    try:
+        return [Decimal(part) for part in line.split()]
+    except (InvalidOperation, ValueError):
+        return None
+
+
+def stdio_match(output: str, expected: str) -> bool:
+    """LCB's stdin comparison: same number of stripped lines; each equal as text or as Decimal numbers."""
+    got, want = stripped_lines(output), stripped_lines(expected)
+    if len(got) != len(want):
+        return False
+    for a, b in zip(got, want):
+        if a == b:
+            continue
+        da, db = _decimals(a), _decimals(b)
+        if da is None or db is None or da != db:
+            return False
+    return True
+
+
+class _Opaque:
+    """A returned value of a type JSON cannot carry (set, object...): equal to nothing, as in LCB's check."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __eq__(self, other):
+        return False
+
+    __hash__ = object.__hash__
+
+
+def decode_value(value):
+    """Invert the harness's tagged encoding (tuples, dicts with any keys, non-finite floats, other types)."""
+    if isinstance(value, list):
+        return [decode_value(v) for v in value]
+    if isinstance(value, dict):
+        if "$tuple" in value:
+            return tuple(decode_value(v) for v in value["$tuple"])
+        if "$dict" in value:
+            return {decode_value(k): decode_value(v) for k, v in value["$dict"]}
+        if "$float" in value:
+            return float(value["$float"])
+        return _Opaque(str(value.get("$other", "?")))
+    return value
+
+
+def functional_match(output: str, expected: str) -> bool:
+    """LCB's call-based comparison: ``prediction == json.loads(expected)`` (top-level tuple read as list)."""
+    try:
+        got = decode_value(json.loads(output))
+        want = json.loads(expected)
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return False
+    return bool(got == want)
+
+
+# ------------------------------------------------------------------------------------------------ sandbox harness
+# Runs INSIDE the sandbox (standard library only). One episode = one test case of one program.
+HARNESS_SOURCE = r'''
+import builtins
+import io
+import json
+import sys
+
+PRELUDE = (
+    "from string import *\nfrom re import *\nfrom datetime import *\nfrom collections import *\n"
+    "from heapq import *\nfrom bisect import *\nfrom copy import *\nfrom math import *\nfrom random import *\n"
+    "from statistics import *\nfrom itertools import *\nfrom functools import *\nfrom operator import *\n"
+    "from io import *\nfrom sys import *\nfrom json import *\nfrom builtins import *\nfrom typing import *\n"
+    "import string\nimport re\nimport datetime\nimport collections\nimport heapq\nimport bisect\nimport copy\n"
+    "import math\nimport random\nimport statistics\nimport itertools\nimport functools\nimport operator\n"
+    "import io\nimport sys\nimport json\nsys.setrecursionlimit(50000)\n"
+)
+_dumps = json.dumps
+
+
+class _Sink(io.BytesIO):
+    def close(self):  # a program that closes sys.stdout keeps what it wrote
+        pass
+
+
+def _exit(*args):
+    raise SystemExit(*args)
+
+
+def _encode(value):
+    kind = type(value)
+    if value is None or kind is bool or kind is str:
+        return value
+    if kind is int:
+        return value if -10**4000 < value < 10**4000 else {"$other": "int too large"}
+    if kind is float:
+        return value if value - value == 0 else {"$float": repr(value)}
+    if kind is list:
+        return [_encode(v) for v in value]
+    if kind is tuple:
+        return {"$tuple": [_encode(v) for v in value]}
+    if kind is dict:
+        return {"$dict": [[_encode(k), _encode(v)] for k, v in value.items()]}
+    return {"$other": kind.__name__}
+
+
+class LCBHarness:
+    def __init__(self, program="", func_name="", chunk=65536):
+        self.program, self.func_name, self.chunk = program, func_name, chunk
+        self.pieces, self.output = [], ""
+
+    def reset(self, seed=None):
+        return "ready", {}
+
+    def _reply(self, payload):
+        return _dumps(payload), 0.0, False, False, {}
+
+    def step(self, action):
+        request = json.loads(action)
+        op = request.get("op")
+        if op == "put":
+            self.pieces.append(request["data"])
+            return self._reply({"ok": True})
+        if op == "run":
+            self.pieces.append(request.get("data", ""))
+            status, error = self._run("".join(self.pieces))
+            return self._reply({"status": status, "error": error[:2000], "size": len(self.output),
+                                "output": self.output[:self.chunk]})
+        if op == "get":
+            start = int(request["offset"])
+            return self._reply({"output": self.output[start:start + self.chunk]})
+        return self._reply({"status": "harness_error", "error": "unknown op %r" % (op,)})
+
+    def _namespace(self):
+        return {"__name__": "__main__", "__builtins__": builtins, "exit": _exit, "quit": _exit}
+
+    def _run(self, text):
+        try:
+            code = compile(self.program, "<solution>", "exec")
+        except BaseException as exc:
+            return "compile_error", "%s: %s" % (type(exc).__name__, exc)
+        if self.func_name:
+            return self._run_call(code, text)
+        return self._run_stdin(code, text)
+
+    def _run_stdin(self, code, text):
+        data = text.encode("utf-8")
+        sink = _Sink()
+        out = io.TextIOWrapper(sink, encoding="utf-8", write_through=True)
+        real_open, saved = builtins.open, (sys.stdin, sys.stdout)
+
+        def fake_open(file, mode="r", *args, **kwargs):
+            if file == 0 and not isinstance(file, bool):
+                return io.BytesIO(data) if "b" in mode else io.StringIO(text)
+            return real_open(file, mode, *args, **kwargs)
+
+        sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+        sys.stdout = out
+        builtins.open = fake_open
+        status, error = "ok", ""
+        try:
+            namespace = self._namespace()
+            exec(PRELUDE, namespace)
+            exec(code, namespace)
+        except SystemExit:
+            pass
+        except BaseException as exc:
+            status, error = "runtime_error", "%s: %s" % (type(exc).__name__, exc)
+        finally:
+            builtins.open = real_open
+            sys.stdin, sys.stdout = saved
+        try:
+            out.flush()
+        except BaseException:
+            pass
+        self.output = sink.getvalue().decode("utf-8", "replace")
+        return status, error
+
+    def _run_call(self, code, text):
+        try:
+            args = [json.loads(line) for line in text.split("\n")]
+        except ValueError as exc:
+            return "harness_error", "test input is not JSON lines: %s" % exc
+        try:
+            namespace = self._namespace()
+            exec(PRELUDE, namespace)
+            exec(code, namespace)
+            if "Solution" in namespace:
+                method = getattr(namespace["Solution"](), self.func_name)
+            else:
+                method = namespace[self.func_name]
+            result = method(*args)
+            if type(result) is tuple:
+                result = list(result)
+            self.output = _dumps(_encode(result))
+        except SystemExit:
+            self.output = _dumps({"$other": "SystemExit"})
+        except BaseException as exc:
+            return "runtime_error", "%s: %s" % (type(exc).__name__, exc)
+        return "ok", ""
+'''
+
+
+@dataclass
+class TestResult:
+    passed: bool
+    status: str  # ok | wrong_answer | runtime_error | compile_error | timeout | crash | output_limit |
+    #              program_too_large | harness_error
+    detail: str = ""
+
+
+def run_test(pool, program: str, func_name: str, test: dict, seed: int) -> TestResult:
+    """Run ``program`` on one test case in a fresh sandbox episode; the host compares the output."""
+    limits = pool.config.limits
+    # a chunk travels as JSON inside JSON: up to 7 bytes per character ('\\uXXXX'); keep under both caps
+    chunk = max(1024, min(limits.max_request_bytes, limits.max_response_bytes) // 8)
+    if len(json.dumps(program)) > limits.max_request_bytes // 2:
+        return TestResult(False, "program_too_large", "program larger than half the sandbox request limit")
+    episode = pool.open(HARNESS_SOURCE, "LCBHarness", seed=seed,
+                        env_kwargs={"program": program, "func_name": func_name, "chunk": chunk})
+    if not episode.opened.ok:
+        return TestResult(False, "harness_error", episode.opened.describe())
+    with episode:
+        text = test["input"]
+        pieces = [text[i:i + chunk] for i in range(0, len(text), chunk)] or [""]
+        for piece in pieces[:-1]:
+            outcome = episode.step(json.dumps({"op": "put", "data": piece}))
+            if not outcome.ok:
+                return TestResult(False, "harness_error", outcome.describe())
+        outcome = episode.step(json.dumps({"op": "run", "data": pieces[-1]}))
+        if not outcome.ok:
+            status = "timeout" if outcome.kind == "timeout" else "crash"
+            return TestResult(False, status, outcome.describe())
+        reply = _reply_payload(outcome.value[0])
+        if reply.get("status") != "ok":
+            return TestResult(False, str(reply.get("status", "harness_error")), str(reply.get("error", ""))[:500])
+        size, output = reply.get("size"), str(reply.get("output", ""))
+        if not isinstance(size, int) or size > 2 * len(test["output"]) + 65536:
+            return TestResult(False, "output_limit", f"output of {size} characters")
+        while len(output) < size:
+            outcome = episode.step(json.dumps({"op": "get", "offset": len(output)}))
+            piece = str(_reply_payload(outcome.value[0]).get("output", "")) if outcome.ok else ""
+            if not piece:
+                return TestResult(False, "harness_error", "output transfer stopped early")
+            output += piece
+    match = functional_match if func_name else stdio_match
+    if match(output, test["output"]):
+        return TestResult(True, "ok")
+    return TestResult(False, "wrong_answer", f"got {output[:200]!r}")
+
+
+def _reply_payload(observation) -> dict:
+    try:
+        payload = json.loads(observation)
+    except (TypeError, ValueError):
+        return {"status": "harness_error", "error": "unreadable harness reply"}
+    return payload if isinstance(payload, dict) else {"status": "harness_error", "error": "malformed harness reply"}
+
+
+def grade_program(pool, program: str, func_name: str, tests: list, seed: int) -> dict:
+    """Run the tests in order until one fails (as LCB); returns passed, tests passed, and the failure."""
+    if not program.strip():
+        return {"passed": False, "tests_passed": 0, "tests": len(tests), "status": "no_code", "detail": ""}
+    for index, test in enumerate(tests):
+        result = run_test(pool, program, func_name, test, derive_seed(seed, "test", index))
+        if not result.passed:
+            return {"passed": False, "tests_passed": index, "tests": len(tests), "status": result.status,
+                    "detail": result.detail}
+    return {"passed": True, "tests_passed": len(tests), "tests": len(tests), "status": "ok", "detail": ""}
+
+
+# ------------------------------------------------------------------------------------------------ benchmark
+@register_benchmark
+class LiveCodeBench(Benchmark):
+    name = "livecodebench"
+    config_cls = LiveCodeBenchConfig
+    offline = False
+    needs_sandbox = True
+
+    def __init__(self, config):
+        super().__init__(config)
+        self._rows: dict = {}  # problem key -> raw record (tests are decoded when played)
+
+    def check_data(self) -> None:
+        require_path(self.config.path, DATA)
+
+    def problems(self) -> list[dict]:
+        """Records of the date window, keyed by problem key, after the configured subsample."""
+        path = require_path(self.config.path, DATA)
+        start, end = date.fromisoformat(self.config.start_date), date.fromisoformat(self.config.end_date)
+        chosen = {}
+        for index, row in enumerate(iter_rows(path, DATA)):
+            where = f"config key '{DATA.key}': {str(path)!r} record {index}"
+            required = ("question_id", "question_content", "contest_date", "public_test_cases")
+            missing = [c for c in required if c not in row]
+            if missing:
+                raise ConfigError(f"{where} lacks column(s) {missing}; expected {DATA.expected}")
+            if start <= contest_day(row["contest_date"], where) < end:
+                chosen.setdefault(_problem_key(row["question_id"]), row)  # a problem in two files counts once
+        if not chosen:
+            raise ConfigError(f"config key '{DATA.key}': no problem in {str(path)!r} has a contest_date in "
+                              f"[eval.livecodebench.start_date={self.config.start_date}, "
+                              f"eval.livecodebench.end_date={self.config.end_date}); check the dates or the files")
+        keys = subsample(sorted(chosen), self.config.max_problems, "livecodebench")
+        self._rows = {key: chosen[key] for key in keys}
+        return [self._rows[key] for key in keys]
+
+    def items(self) -> list[Item]:
+        self.problems()
+        width = len(str(self.config.samples - 1))
+        items = []
+        for key, row in self._rows.items():
+            where = f"config key '{DATA.key}': problem {key}"
+            payload = {
+                "problem": key,
+                "title": str(row.get("question_title") or ""),
+                "question": str(row["question_content"]),
+                "starter_code": str(row.get("starter_code") or ""),
+                "func_name": str(_metadata(row.get("metadata"), where).get("func_name") or ""),
+                "platform": str(row.get("platform") or ""),
+                "contest_date": contest_day(row["contest_date"], where).isoformat(),
+            }
+            for sample in range(self.config.samples):
+                items.append(Item(f"{key}/{sample:0{width}d}", {**payload, "sample": sample},
+                                  group=str(row.get("difficulty") or "")))
+        return items
+
+    def tests(self, key: str) -> list[dict]:
+        """Public then private test cases of a problem (decoded on demand; they can be large)."""
+        if key not in self._rows:
+            self.problems()
+        row = self._rows[key]
+        where = f"config key '{DATA.key}': problem {key}"
+        tests = decode_tests(row["public_test_cases"], where + " public_test_cases")
+        if row.get("private_test_cases") not in (None, ""):
+            tests += decode_tests(row["private_test_cases"], where + " private_test_cases")
+        return tests
+
+    def play(self, items, ctx: EvalContext) -> list[ItemRecord]:
+        prompts = [[{"role": "system", "content": SYSTEM_MESSAGE},
+                    {"role": "user", "content": user_prompt(item.payload["question"], item.payload["starter_code"])}]
+                   for item in items]
+        seeds = [ctx.item_seed(item.id) for item in items]
+        conversations = sample_replies(ctx, prompts, seeds)
+        cache: dict = {}
+        records = []
+        for item, messages, seed, conversation in zip(items, prompts, seeds, conversations):
+            reply = reply_text(conversation)
+            program = extract_program(reply)
+            key = item.payload["problem"]
+            if key not in cache:
+                cache = {key: self.tests(key)}  # items of one problem are adjacent (sorted ids)
+            verdict = grade_program(ctx.pool, program, item.payload["func_name"], cache[key], seed)
+            records.append(ItemRecord(
+                id=item.id, prompt_hash=prompt_hash(render(ctx, messages)), response=reply,
+                score=1.0 if verdict["passed"] else 0.0, turns=len(conversation.replies), tokens=conversation.tokens,
+                group=item.group, extra={"problem": key, "sample": item.payload["sample"],
+                                         "stop_reason": conversation.stop_reason, **verdict},
+            ))
+        return records
+
+    def aggregate(self, records) -> list[Metric]:
+        """``pass@1``: mean over problems of the fraction of passing samples; also per difficulty."""
+        def per_problem(rows):
+            by_problem: dict = {}
+            for record in rows:
+                by_problem.setdefault(record.extra["problem"], []).append(record.score)
+            return [sum(s) / len(s) for s in by_problem.values()]
+
+        metrics = [mean_metric("pass@1", per_problem(records))]
+        for group in sorted({r.group for r in records if r.group}):
+            metrics.append(mean_metric(f"pass@1/{group}", per_problem([r for r in records if r.group == group])))
+        return metrics

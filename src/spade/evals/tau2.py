@@ -1,0 +1,447 @@
+"""tau2-bench: our model as the customer-service agent, an LLM as the customer; pass^1 per domain (spec 9, Table 2).
+
+What is measured. In each task a simulated customer (an LLM with the task's scenario) contacts the agent
+(our model), which follows the domain policy and calls the domain's tools (look up and modify orders,
+flights, phone lines...). The episode is scored by tau2's own evaluator: the final database must equal
+the one obtained by replaying the reference actions, environment assertions must hold, required
+information must have been said, and so on, as the task's ``reward_basis`` says. A task passes when its
+reward is 1. ``pass^1/<domain>`` is the mean pass rate over tasks (and over ``trials`` episodes per task),
+the paper's tau2 columns (retail, airline, telecom); ``pass^1/avg`` is their unweighted mean (the
+paper's tau2 average). ``avg_reward/<domain>`` (mean raw reward) is a diagnostic.
+
+Code and data come from the user's clone of https://github.com/sierra-research/tau2-bench
+(config ``eval.tau2.checkout``; written against commit a2c024725189473d2d7cea3a5cfdbcc67478e41f, whose
+API matches tag v0.2.0 in every name used here). ``<checkout>/src`` is put on ``sys.path`` and these are
+imported, not re-implemented:
+
+- ``tau2.registry.registry``: ``get_tasks_loader(domain)(task_split)`` (tasks) and
+  ``get_env_constructor(domain)()`` (a fresh ``Environment``: tools, policy, database);
+- ``Environment.set_state`` (task initialisation), ``get_tools`` / ``get_user_tools`` (``Tool.openai_schema``),
+  ``get_policy``, ``get_response(ToolCall)`` (executes a tool call, returns a ``ToolMessage``), ``sync_tools``;
+- ``tau2.data_model.message``: ``AssistantMessage``, ``UserMessage``, ``ToolCall`` (the trajectory);
+- ``tau2.data_model.simulation``: ``SimulationRun``, ``TerminationReason``;
+- ``tau2.evaluator.evaluator``: ``evaluate_simulation(simulation, task, EvaluationType(...), solo_mode=False,
+  domain=...)``, the reward;
+- ``tau2.metrics.agent_metrics.is_successful``: reward == 1 (within 1e-6) is a pass;
+- ``tau2.agent.llm_agent``: ``SYSTEM_PROMPT`` and ``AGENT_INSTRUCTION`` (the agent's system prompt);
+- ``tau2.orchestrator.orchestrator.DEFAULT_FIRST_AGENT_MESSAGE`` (the agent's greeting);
+- ``tau2.user.user_simulator.UserSimulator``: ``system_prompt`` / ``get_init_state()`` (guidelines + scenario,
+  ``UserState.flip_roles``) and ``is_stop`` (###STOP###, ###TRANSFER###, ###OUT-OF-SCOPE###);
+- ``tau2.utils.llm_utils.to_litellm_messages`` (the user model's messages in OpenAI format).
+
+What this module does itself (tau2 delegates these to litellm):
+
+- the agent side: tau2 gives tools to an API model as structured tool definitions; our model gets them
+  as JSON schemas in its system prompt and calls them as ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
+  (the Hermes/Qwen format); results come back as ``<tool_response>...</tool_response>`` user turns;
+- the user model's transport: ``spade.evals.openai_compat`` instead of litellm (same messages and tools);
+- the episode loop, a transcription of tau2's half-duplex ``Orchestrator``: the agent greets, the user
+  answers; agent text goes to the user, agent tool calls to the environment; user tool calls (telecom)
+  run on the environment and go back to the user; every message is one step; the episode ends when the
+  user stops, or with reward 0 at ``max_steps`` steps or ``max_errors`` tool errors.
+
+Deviations (named): a reply whose ``<tool_call>`` block is not valid JSON is answered with an error
+tool response, counts as a tool error and is kept out of the tau2 trajectory (an API agent cannot send
+one); text around tool-call blocks and ``<think>`` blocks are dropped (tau2 forbids text and tool calls
+in one message); running out of turns or context ends the episode as ``MAX_STEPS`` /
+``CONTEXT_WINDOW_EXCEEDED`` (reward 0). Tasks whose initial state holds a message history (none in
+retail, airline, telecom) are refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import math
+import re
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+
+from spade.configtools import ConfigError, option
+from spade.evals import openai_compat
+from spade.evals.base import (Benchmark, Conversation, DataMissing, EvalContext, Item, ItemRecord, Metric,
+                              mean_metric, play_conversations, prompt_hash, register_benchmark)
+from spade.seeding import derive_seed
+
+TAU2_REPO = "https://github.com/sierra-research/tau2-bench"
+TAU2_COMMIT_READ = "a2c024725189473d2d7cea3a5cfdbcc67478e41f"
+PAPER_DOMAINS = ("retail", "airline", "telecom")
+KEY = "eval.tau2"
+
+TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+THINK_RE = re.compile(r"<think>.*?</think>", re.S)
+
+TOOLS_PROMPT = """
+
+<tools>
+{tools}
+</tools>
+To call a tool, reply with only a JSON object inside <tool_call></tool_call> tags:
+<tool_call>
+{{"name": "<tool name>", "arguments": {{"<argument name>": <value>}}}}
+</tool_call>
+Tool results come back inside <tool_response></tool_response>. Any reply without a tool call is sent to the user."""
+
+
+@dataclass(frozen=True)
+class Tau2Config:
+    checkout: str = option("data/tau2-bench", "Path of your clone of tau2-bench (`git clone "
+                           "https://github.com/sierra-research/tau2-bench`); its src/ is imported and its data/ read.")
+    domains: list = option(list(PAPER_DOMAINS), "Domains to evaluate, one pass^1 column each (paper: retail, airline, "
+                           "telecom). Any domain the checkout's registry knows may be named.")
+    task_split: str = option("base", "Task split given to the domain's task loader ('base' = the published task set; "
+                             "tau2 also ships 'train'/'test').")
+    max_tasks: int = option(0, "0 = every task of the split; else the first N tasks of each domain in the loader's "
+                            "order (a toy subsample, same code path).", min=0)
+    trials: int = option(1, "Episodes per task; pass^1 averages over them (tau2's default num_trials is 1; the paper "
+                         "does not say).", min=1)
+    max_steps: int = option(200, "Messages (agent, user, environment) before the episode ends with reward 0 (tau2 "
+                            "DEFAULT_MAX_STEPS = 200).", min=1)
+    max_errors: int = option(10, "Tool-call errors before the episode ends with reward 0 (tau2 DEFAULT_MAX_ERRORS = 10).",
+                             min=1)
+    evaluation_type: str = option("all", "tau2 EvaluationType given to evaluate_simulation; 'all' multiplies the "
+                                  "components listed in each task's reward_basis (tau2's default).")
+    user_base_url: str = option("", "OpenAI-compatible endpoint of the user simulator, e.g. http://127.0.0.1:8000/v1 "
+                                "or https://api.openai.com/v1. Required.")
+    user_model: str = option("gpt-4.1-2025-04-14", "User-simulator model name at user_base_url (tau2 default "
+                             "DEFAULT_LLM_USER; the paper does not name its user model).")
+    user_api_key_env: str = option("OPENAI_API_KEY", "Name of the environment variable holding the endpoint's API key; "
+                                   "'' for a server without authentication.")
+    user_temperature: float = option(0.0, "User-simulator temperature (tau2 DEFAULT_LLM_TEMPERATURE_USER = 0).", min=0.0)
+    user_timeout_s: float = option(120.0, "Seconds to wait for one user-simulator reply.", min=1.0)
+
+
+# ------------------------------------------------------------------------------------------------ checkout
+def require_checkout(path: str, key: str, url: str, needed: list) -> Path:
+    """The checkout's root; ``DataMissing`` (saying how to clone it) when it or a needed file is absent."""
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise DataMissing(f"no checkout at {str(root)!r} (config key '{key}'). Get it with: git clone {url} {root}  "
+                          f"(or point '{key}' at an existing clone)")
+    missing = [name for name in needed if not (root / name).exists()]
+    if missing:
+        raise DataMissing(f"{str(root)!r} (config key '{key}') is not a complete clone of {url}: missing {missing}. "
+                          f"Clone it again with: git clone {url} {root}")
+    return root.resolve()
+
+
+def import_from_checkout(src: Path, package: str, key: str):
+    """Import ``package`` from directory ``src`` (put first on sys.path); refuse a copy imported from elsewhere."""
+    src = src.resolve()
+    if str(src) not in sys.path:
+        sys.path.insert(0, str(src))
+    try:
+        module = importlib.import_module(package)
+    except ImportError as exc:
+        raise ConfigError(f"importing {package!r} from the checkout {str(src)!r} (config key '{key}') failed: {exc}. "
+                          f"Install the checkout's Python dependencies (docs/evals/agentic_user_data.md)") from None
+    where = Path(getattr(module, "__file__", None) or next(iter(module.__path__))).resolve()
+    if src not in where.parents:
+        raise ConfigError(f"{package!r} is already imported from {str(where)!r}, not from the checkout {str(src)!r} "
+                          f"(config key '{key}'); uninstall that copy or point '{key}' at it")
+    return module
+
+
+def load_tau2(src: Path) -> SimpleNamespace:
+    """The tau2 names this adapter uses, imported from ``<checkout>/src``."""
+    import_from_checkout(src, "tau2", f"{KEY}.checkout")
+    try:
+        from tau2.agent.llm_agent import AGENT_INSTRUCTION, SYSTEM_PROMPT
+        from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
+        from tau2.data_model.simulation import SimulationRun, TerminationReason
+        from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+        from tau2.metrics.agent_metrics import is_successful
+        from tau2.orchestrator.orchestrator import DEFAULT_FIRST_AGENT_MESSAGE
+        from tau2.registry import registry
+        from tau2.user.user_simulator import UserSimulator
+        from tau2.utils.llm_utils import to_litellm_messages
+    except ImportError as exc:
+        raise ConfigError(f"the tau2 checkout at {str(src.parent)!r} lacks a module or name this adapter uses ({exc}); "
+                          f"it was written against {TAU2_REPO} commit {TAU2_COMMIT_READ}") from None
+    return SimpleNamespace(
+        AGENT_INSTRUCTION=AGENT_INSTRUCTION, SYSTEM_PROMPT=SYSTEM_PROMPT, AssistantMessage=AssistantMessage,
+        ToolCall=ToolCall, UserMessage=UserMessage, SimulationRun=SimulationRun, TerminationReason=TerminationReason,
+        EvaluationType=EvaluationType, evaluate_simulation=evaluate_simulation, is_successful=is_successful,
+        DEFAULT_FIRST_AGENT_MESSAGE=DEFAULT_FIRST_AGENT_MESSAGE, registry=registry, UserSimulator=UserSimulator,
+        to_litellm_messages=to_litellm_messages)
+
+
+# ------------------------------------------------------------------------------------------------ agent format
+def parse_agent_reply(text: str) -> tuple[str, list | None, str | None]:
+    """``(text for the user, tool calls, format error)`` of one agent reply (see module doc)."""
+    visible = THINK_RE.sub("", text)
+    blocks = TOOL_CALL_RE.findall(visible)
+    if not blocks:
+        if "<tool_call>" in visible:
+            return "", None, "the <tool_call> tag is not closed with </tool_call>"
+        return visible.strip(), None, None
+    calls = []
+    for block in blocks:
+        try:
+            call = json.loads(block.strip())
+        except json.JSONDecodeError as exc:
+            return "", None, f"the tool call is not valid JSON ({exc})"
+        arguments = call.get("arguments", {}) if isinstance(call, dict) else None
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not isinstance(arguments, dict):
+            return "", None, 'a tool call must be {"name": "<tool name>", "arguments": {...}}'
+        calls.append({"name": call["name"], "arguments": arguments})
+    return "", calls, None
+
+
+def agent_system_prompt(lib, env) -> str:
+    """tau2's LLM-agent system prompt (instructions + domain policy) plus the tools and our call format."""
+    tools = "\n".join(json.dumps(tool.openai_schema) for tool in env.get_tools())
+    prompt = lib.SYSTEM_PROMPT.format(agent_instruction=lib.AGENT_INSTRUCTION, domain_policy=env.get_policy())
+    return prompt + TOOLS_PROMPT.format(tools=tools)
+
+
+def tool_responses(results) -> str:
+    return "\n".join(f"<tool_response>\n{result.content}\n</tool_response>" for result in results)
+
+
+# ------------------------------------------------------------------------------------------------ one episode
+class Tau2Episode(Conversation):
+    """One task played like tau2's half-duplex Orchestrator; our model speaks through ``respond``."""
+
+    def __init__(self, lib, domain: str, task, config: Tau2Config, endpoint, seed: int):
+        self.lib, self.domain, self.task, self.config, self.endpoint, self.seed = lib, domain, task, config, endpoint, seed
+        self.started = time.perf_counter()
+        self.start_time = datetime.now(timezone.utc).isoformat()
+        self.steps = self.errors = self.format_errors = self.agent_calls = self.user_calls = self.user_requests = 0
+        self.termination = None  # a TerminationReason member once the episode is over
+        initial = task.initial_state
+        if initial is not None and initial.message_history:
+            raise ConfigError(f"tau2 task {task.id!r} ({domain}) starts from a message history, which this adapter "
+                              f"does not support; leave it out of '{KEY}.domains' / '{KEY}.task_split'")
+        self.env = lib.registry.get_env_constructor(domain)()
+        self.env.set_state(initialization_data=initial.initialization_data if initial else None,
+                           initialization_actions=initial.initialization_actions if initial else None,
+                           message_history=[])
+        user_tools = self._user_tools()
+        self.user_tool_schemas = [tool.openai_schema for tool in user_tools] or None
+        self.user = lib.UserSimulator(instructions=str(task.user_scenario), tools=user_tools or None,
+                                      llm=config.user_model)
+        self.user_state = self.user.get_init_state()
+        greeting = copy.deepcopy(lib.DEFAULT_FIRST_AGENT_MESSAGE)
+        self.trajectory = [greeting]
+        super().__init__([{"role": "system", "content": agent_system_prompt(lib, self.env)},
+                          {"role": "assistant", "content": greeting.content}])
+        first = self._user_turn([greeting])
+        if first is not None:
+            self.messages.append({"role": "user", "content": first})
+        self.first_prompt = list(self.messages)
+
+    @property
+    def done(self) -> bool:
+        return self.termination is not None
+
+    def _user_tools(self) -> list:
+        if self.env.user_tools is None:
+            return []
+        tools = self.env.get_user_tools()
+        wanted = getattr(self.task, "user_tools", None)  # newer tau2 tasks may restrict the user's tools
+        return [tool for tool in tools if wanted is None or tool.name in wanted]
+
+    def _end(self, reason: str) -> None:
+        if self.termination is None:
+            self.termination = getattr(self.lib.TerminationReason, reason)
+
+    def _step(self) -> None:
+        """Count one message; the Orchestrator's limits apply after every step not waiting for the environment."""
+        self.steps += 1
+        self.env.sync_tools()
+        if self.steps >= self.config.max_steps:
+            self.termination = self.lib.TerminationReason.MAX_STEPS
+        if self.errors >= self.config.max_errors:
+            self.termination = self.lib.TerminationReason.TOO_MANY_ERRORS
+
+    def _run_tools(self, calls) -> list:
+        results = [self.env.get_response(call) for call in calls]
+        self.errors += sum(1 for result in results if result.error)
+        self.trajectory.extend(results)
+        return results
+
+    def _ask_user(self):
+        """The user model's next message (UserSimulator._generate_next_message with our transport)."""
+        lib = self.lib
+        messages = lib.to_litellm_messages(self.user_state.system_messages + self.user_state.flip_roles())
+        reply = openai_compat.chat(self.endpoint, messages, temperature=self.config.user_temperature,
+                                   tools=self.user_tool_schemas,
+                                   seed=derive_seed(self.seed, "user", self.user_requests))
+        self.user_requests += 1
+        calls = [lib.ToolCall(id=call["id"] or f"user_call_{self.user_calls + i}", name=call["name"],
+                              arguments=call["arguments"], requestor="user")
+                 for i, call in enumerate(reply.tool_calls)]
+        self.user_calls += len(calls)
+        return lib.UserMessage(role="user", content=reply.content or None, tool_calls=calls or None)
+
+    def _user_turn(self, incoming: list) -> str | None:
+        """Give ``incoming`` to the user until it says something to the agent; None when the episode ends."""
+        while True:
+            self.user_state.messages.extend(incoming)
+            message = self._ask_user()
+            self.user_state.messages.append(message)
+            self.trajectory.append(message)
+            has_text = bool(message.content and message.content.strip())
+            if has_text == bool(message.tool_calls):  # empty, or text and tool calls at once: tau2's UserError
+                self._end("USER_ERROR")
+            elif self.lib.UserSimulator.is_stop(message):
+                self._end("USER_STOP")
+            if message.tool_calls and not self.done:
+                self.steps += 1  # the environment step follows at once (no limit check in between)
+                incoming = self._run_tools(message.tool_calls)
+                self._step()
+                if self.done:
+                    return None
+                continue
+            self._step()
+            return None if self.done else message.content
+
+    def respond(self, text: str) -> str | None:
+        if self.done:
+            return None
+        content, calls, problem = parse_agent_reply(text)
+        if problem is not None:  # deviation: answered, counted as a tool error, kept out of the trajectory
+            self.format_errors += 1
+            self.errors += 1
+            self._step()
+            return None if self.done else f"<tool_response>\nError: {problem}\n</tool_response>"
+        if calls:
+            tool_calls = [self.lib.ToolCall(id=f"call_{self.agent_calls + i}", name=call["name"],
+                                            arguments=call["arguments"], requestor="assistant")
+                          for i, call in enumerate(calls)]
+            self.agent_calls += len(tool_calls)
+            self.trajectory.append(self.lib.AssistantMessage(role="assistant", content=None, tool_calls=tool_calls))
+            self.steps += 1
+            results = self._run_tools(tool_calls)
+            self._step()
+            return None if self.done else tool_responses(results)
+        message = self.lib.AssistantMessage(role="assistant", content=content or None)
+        self.trajectory.append(message)
+        if not content:  # an empty message is an AgentError in tau2
+            self._end("AGENT_ERROR")
+        self._step()
+        return None if self.done else self._user_turn([message])
+
+    def result(self, item_id: str) -> dict:
+        """Score the finished episode with tau2's evaluator."""
+        lib = self.lib
+        if self.termination is None:
+            reason = "CONTEXT_WINDOW_EXCEEDED" if self.stop_reason == "context_limit" else "MAX_STEPS"
+            self.termination = getattr(lib.TerminationReason, reason, lib.TerminationReason.MAX_STEPS)
+        simulation = lib.SimulationRun(id=item_id, task_id=self.task.id, start_time=self.start_time,
+                                       end_time=datetime.now(timezone.utc).isoformat(),
+                                       duration=time.perf_counter() - self.started,
+                                       termination_reason=self.termination, messages=self.trajectory)
+        info = lib.evaluate_simulation(simulation=simulation, task=self.task,
+                                       evaluation_type=lib.EvaluationType(self.config.evaluation_type),
+                                       solo_mode=False, domain=self.domain)
+        return {"reward": float(info.reward), "passed": bool(lib.is_successful(info.reward)),
+                "termination": getattr(self.termination, "value", str(self.termination)),
+                "reward_info": json.loads(info.model_dump_json()),
+                "steps": self.steps, "tool_errors": self.errors, "format_errors": self.format_errors,
+                "agent_tool_calls": self.agent_calls, "user_tool_calls": self.user_calls,
+                "transcript": [json.loads(m.model_dump_json(include={"role", "content", "tool_calls"}))
+                               for m in self.trajectory]}
+
+
+# ------------------------------------------------------------------------------------------------ benchmark
+@register_benchmark
+class Tau2(Benchmark):
+    name = "tau2"
+    config_cls = Tau2Config
+    offline = False
+
+    def __init__(self, config):
+        super().__init__(config)
+        self._lib = None
+        self._tasks: dict = {}
+
+    def _root(self) -> Path:
+        needed = ["src/tau2/registry.py", "data/tau2/user_simulator"]
+        needed += [f"data/tau2/domains/{domain}" for domain in self.config.domains]
+        return require_checkout(self.config.checkout, f"{KEY}.checkout", TAU2_REPO, needed)
+
+    def endpoint(self):
+        return openai_compat.endpoint_from_config(self.config.user_base_url, self.config.user_model,
+                                                  self.config.user_api_key_env, KEY, self.config.user_timeout_s)
+
+    def check_data(self) -> None:
+        """Files and config only (no import, no network): the clone, its domains, the user-simulator keys."""
+        if not self.config.domains:
+            raise ConfigError(f"config key '{KEY}.domains' is empty; allowed: domains of the tau2 registry, "
+                              f"paper: {list(PAPER_DOMAINS)}")
+        root = self._root()
+        for domain in self.config.domains:
+            if not any((root / "data/tau2/domains" / domain).glob("tasks*.json")):
+                raise DataMissing(f"{str(root / 'data/tau2/domains' / domain)!r} has no tasks.json (config key "
+                                  f"'{KEY}.domains' names {domain!r}); is the clone complete? (git clone {TAU2_REPO})")
+        self.endpoint()
+
+    def lib(self) -> SimpleNamespace:
+        if self._lib is None:
+            self._lib = load_tau2(self._root() / "src")
+        return self._lib
+
+    def tasks(self, domain: str) -> dict:
+        """``{task id: Task}`` of one domain, in the loader's order, cut to ``max_tasks``."""
+        if domain not in self._tasks:
+            registry = self.lib().registry
+            try:
+                loader = registry.get_tasks_loader(domain)
+                registry.get_env_constructor(domain)
+            except KeyError:
+                raise ConfigError(f"config key '{KEY}.domains' names {domain!r}, which the tau2 registry does not "
+                                  f"know; allowed: {sorted(registry.get_domains())}") from None
+            try:
+                tasks = loader(self.config.task_split)
+            except ValueError as exc:
+                raise ConfigError(f"config key '{KEY}.task_split' has value {self.config.task_split!r}, which the "
+                                  f"{domain} task loader refuses: {exc}") from None
+            if self.config.max_tasks:
+                tasks = tasks[:self.config.max_tasks]
+            self._tasks[domain] = {str(task.id): task for task in tasks}
+        return self._tasks[domain]
+
+    def items(self) -> list[Item]:
+        self.check_data()
+        return [Item(f"{domain}/{task_id}/{trial}", {"domain": domain, "task_id": task_id, "trial": trial}, group=domain)
+                for domain in self.config.domains for task_id in self.tasks(domain)
+                for trial in range(self.config.trials)]
+
+    def play(self, items, ctx: EvalContext) -> list[ItemRecord]:
+        lib, endpoint = self.lib(), self.endpoint()
+        episodes = [Tau2Episode(lib, item.payload["domain"], self.tasks(item.payload["domain"])[item.payload["task_id"]],
+                                self.config, endpoint, ctx.item_seed(item.id)) for item in items]
+        live = [(item, episode) for item, episode in zip(items, episodes) if not episode.done]
+        play_conversations(ctx, [episode for _, episode in live], [ctx.item_seed(item.id) for item, _ in live],
+                           max_turns=self.config.max_steps)
+        tokenizer = ctx.backend.tokenizer
+        records = []
+        for item, episode in zip(items, episodes):
+            result = episode.result(item.id)
+            first = tokenizer.apply_chat_template(episode.first_prompt, tokenize=False, add_generation_prompt=True)
+            records.append(ItemRecord(
+                id=item.id, prompt_hash=prompt_hash(first), response="\n\n".join(episode.replies),
+                score=1.0 if result["passed"] else 0.0, turns=len(episode.replies), tokens=episode.tokens,
+                group=item.group, extra=result))
+        return records
+
+    def aggregate(self, records) -> list[Metric]:
+        domains = sorted({r.group for r in records}, key=lambda d: (PAPER_DOMAINS + (d,)).index(d))
+        metrics, columns = [], []
+        for domain in domains:
+            mine = [r for r in records if r.group == domain]
+            column = mean_metric(f"pass^1/{domain}", [r.score for r in mine])
+            columns.append(column)
+            metrics += [column, mean_metric(f"avg_reward/{domain}", [r.extra["reward"] for r in mine])]
+        if columns:
+            value = sum(c.value for c in columns) / len(columns)
+            stderr = math.sqrt(sum(c.stderr ** 2 for c in columns)) / len(columns)  # nan if a column has n < 2
+            metrics.insert(0, Metric("pass^1/avg", value, sum(c.n for c in columns), stderr))
+        return metrics
