@@ -10,6 +10,7 @@ from spade.evals.bfcl import BfclMultiTurnConfig
 from spade.evals.gpqa import GPQADiamondConfig
 from spade.evals.heldout import HeldoutLibraryConfig
 from spade.evals.livecodebench import LiveCodeBenchConfig
+from spade.evals.reasoning_gym import ReasoningGymConfig
 from spade.evals.throughput import ThroughputConfig
 
 
@@ -35,6 +36,7 @@ class EvalConfig:
                             "subsample for smoke tests; the result records it).", min=0)
     throughput: ThroughputConfig = option(ThroughputConfig(), "The batched-vs-naive throughput measurement.")
     heldout_library: HeldoutLibraryConfig = option(HeldoutLibraryConfig(), "Built-in environments as a held-out suite.")
+    reasoning_gym_hard: ReasoningGymConfig = option(ReasoningGymConfig(), "Reasoning Gym hard split (100 tasks).")
     bfcl_multi_turn: BfclMultiTurnConfig = option(BfclMultiTurnConfig(), "BFCL v4 multi-turn (bfcl-eval wheel data).")
     aime: AIMEConfig = option(AIMEConfig(), "AIME 2025/2026, Avg@k (user data).")
     gpqa_diamond: GPQADiamondConfig = option(GPQADiamondConfig(), "GPQA-Diamond accuracy (user data).")

@@ -19,7 +19,10 @@ Metrics (paper columns):
 
 Items: one per (task, episode), id ``<task>/<episode:03d>``. The task's dataset is
 ``reasoning_gym.create_dataset(task, seed=derive_seed(eval seed, "eval", "reasoning_gym_hard",
-"dataset", task), size=episodes_per_task, **params)`` and the item's entry is ``dataset[episode]``.
+"dataset", task), size=episodes_per_task, **params)`` and the item's entry is ``dataset[episode]`` (a
+question whose generator raises is drawn again with a derived seed, see ``_Datasets``). The final answer is
+the last ``<answer>...</answer>`` (the package's ``extract_answer``; ``answer_format="boxed"``: the last
+``\\boxed{...}``) of the reply's text after any ``</think>``.
 
 Safety and determinism: every ``reasoning_gym`` dataset is built, and every answer scored, in one
 persistent child process (``ScorerProcess``), never in the evaluating process:
