@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from spade.configtools import ConfigError, option
 from spade.evals.aime import AIMEConfig
 from spade.evals.bfcl import BfclMultiTurnConfig
+from spade.evals.gem_games import GemGamesConfig
 from spade.evals.gpqa import GPQADiamondConfig
 from spade.evals.heldout import HeldoutLibraryConfig
 from spade.evals.livecodebench import LiveCodeBenchConfig
@@ -37,6 +38,7 @@ class EvalConfig:
     throughput: ThroughputConfig = option(ThroughputConfig(), "The batched-vs-naive throughput measurement.")
     heldout_library: HeldoutLibraryConfig = option(HeldoutLibraryConfig(), "Built-in environments as a held-out suite.")
     reasoning_gym_hard: ReasoningGymConfig = option(ReasoningGymConfig(), "Reasoning Gym hard split (100 tasks).")
+    gem_games: GemGamesConfig = option(GemGamesConfig(), "GEM multi-turn game suite (gem-llm package).")
     bfcl_multi_turn: BfclMultiTurnConfig = option(BfclMultiTurnConfig(), "BFCL v4 multi-turn (bfcl-eval wheel data).")
     aime: AIMEConfig = option(AIMEConfig(), "AIME 2025/2026, Avg@k (user data).")
     gpqa_diamond: GPQADiamondConfig = option(GPQADiamondConfig(), "GPQA-Diamond accuracy (user data).")
