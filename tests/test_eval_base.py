@@ -123,3 +123,20 @@ def test_mean_stderr_by_hand():
     mean, stderr = mean_stderr([0.0, 1.0, 1.0, 0.0])
     assert mean == 0.5 and stderr == pytest.approx((1 / 3) ** 0.5 / 2)
     assert mean_stderr([1.0])[1] != mean_stderr([1.0])[1]  # nan for one value
+
+
+def test_each_conversation_keeps_its_own_token_budget(tiny_model):
+    class Once(Conversation):
+        def respond(self, text):
+            return None
+
+    tokenizer = tiny_model[1]
+    long_reply = " ".join(["word"] * 40)
+    ctx = EvalContext(ScriptedBackend(tokenizer, lambda prompt, seed: long_reply), seed=0, benchmark="echo_test",
+                      max_new_tokens=30)
+    short, near_limit = Once([{"role": "user", "content": "hi"}]), Once([{"role": "user", "content": "x " * 200}])
+    text = tokenizer.apply_chat_template(near_limit.messages, tokenize=False, add_generation_prompt=True)
+    prompt_len = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    ctx.max_context_tokens = prompt_len + 5
+    play_conversations(ctx, [short, near_limit], [1, 2], max_turns=1)
+    assert short.tokens == 30 and near_limit.tokens == 5  # the near-limit row is cut, the other is not

@@ -222,13 +222,16 @@ class EpisodeRunner:
         generations = self.backend.generate([e.record.token_ids for e in live], params, seed)
         for entry, generation in zip(live, generations):
             ids = generation.completion_ids[: budget[id(entry)]]
+            text = generation.text
+            if len(ids) < len(generation.completion_ids):  # the batch ran past this episode's own budget
+                text = self.backend.tokenizer.decode(ids, skip_special_tokens=True)
             record = entry.record
             record.token_ids += ids
             record.loss_mask += [1] * len(ids)
             record.rollout_logprobs += list(generation.logprobs[: len(ids)])
             record.generated_tokens += len(ids)
             record.turns += 1
-            outcome = entry.episode.step(extract_action(generation.text, entry.job.kind))
+            outcome = entry.episode.step(extract_action(text, entry.job.kind))
             if not outcome.ok:
                 record.outcome, record.failure = "env_failure", outcome.describe()
                 continue
@@ -239,7 +242,7 @@ class EpisodeRunner:
                 record.final_return = episode_return(reward, terminated)
                 record.won = is_win(reward, terminated)
                 continue
-            entry.messages.append({"role": "assistant", "content": generation.text})
+            entry.messages.append({"role": "assistant", "content": text})
             ended = bool(ids) and ids[-1] == self.chat.eos_id
             extra = self.chat.continuation(entry.messages, observation, ended)
             entry.messages.append({"role": "user", "content": observation})

@@ -51,7 +51,7 @@ def evaluate_checkpoint(config: SpadeConfig, model_dir: str | Path, step: int, b
     benchmark = make_benchmark(config, benchmark_name)
     benchmark.check_data()
     ev = config.eval
-    ctx = hf_context(config, model_dir, benchmark_name, ev.batch_size)
+    ctx = hf_context(config, model_dir, benchmark_name, ev.generation_batch_size)
     spec = EvalRun(run=config.run_name, step=int(step), out=Path(out), batch_size=ev.batch_size,
                    max_items=ev.max_items, provenance={**stamp(config), "model": str(model_dir)})
     return evaluate(benchmark, ctx, spec, progress=progress)

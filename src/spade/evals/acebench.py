@@ -66,8 +66,19 @@ from types import SimpleNamespace
 
 from spade.configtools import ConfigError, option
 from spade.evals import openai_compat
-from spade.evals.base import (Benchmark, Conversation, DataMissing, EvalContext, Item, ItemRecord, Metric,
-                              mean_metric, play_conversations, prompt_hash, register_benchmark)
+from spade.evals.base import (
+    Benchmark,
+    Conversation,
+    DataMissing,
+    EvalContext,
+    Item,
+    ItemRecord,
+    Metric,
+    mean_metric,
+    play_conversations,
+    prompt_hash,
+    register_benchmark,
+)
 from spade.seeding import derive_seed
 
 ACE_REPO = "https://github.com/ACEBench/ACEBench"
@@ -138,9 +149,9 @@ def read_literals(path: Path, names: list) -> dict:
     """Top-level ``NAME = <literal>`` assignments of a Python file, read with ast (the file is not run)."""
     found = {}
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id in names:
-                found[node.targets[0].id] = ast.literal_eval(node.value)
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if isinstance(target, ast.Name) and target.id in names:
+            found[target.id] = ast.literal_eval(node.value)
     missing = [name for name in names if name not in found]
     if missing:
         raise ConfigError(f"{str(path)!r} has no literal {missing} (written against {ACE_REPO} commit {ACE_COMMIT_READ})")
@@ -311,7 +322,7 @@ class Apps:
                 for instance in self.methods[name]:
                     result = getattr(instance, name)(**arguments)
                 results.append(result)
-            except Exception as exc:  # the app code's own failures are the model's error messages
+            except Exception as exc:  # noqa: BLE001  (any failure of the app code is the model's error message)
                 if stop_on_error:
                     return [], False
                 results.append(f"Error during execution: {exc}")
@@ -546,14 +557,17 @@ class ACEBench(Benchmark):
                                                   self.config.user_api_key_env, KEY, self.config.user_timeout_s)
 
     def check_data(self) -> None:
-        """Files and config only (no import, no network)."""
+        """Files and config only (no import, no network); the user-simulator keys when multi_turn is asked for."""
+        self._check_files()
+        if "multi_turn" in self.config.categories:
+            self.endpoint()
+
+    def _check_files(self) -> None:
         bad = [c for c in self.config.categories if c not in CATEGORIES]
         if bad or not self.config.categories:
             raise ConfigError(f"config key '{KEY}.categories' has value {self.config.categories!r}; allowed: a "
                               f"non-empty subset of {list(CATEGORIES)}")
         self.root()
-        if "multi_turn" in self.config.categories:
-            self.endpoint()
 
     def lib(self) -> SimpleNamespace:
         if self._lib is None:
@@ -561,7 +575,7 @@ class ACEBench(Benchmark):
         return self._lib
 
     def items(self) -> list[Item]:
-        self.check_data()
+        self._check_files()  # listing items needs the clone, not the user simulator
         data = self.root() / f"data_all/data_{self.config.language}"
         items = []
         for category in self.config.categories:

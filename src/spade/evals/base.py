@@ -204,12 +204,14 @@ def play_conversations(ctx: EvalContext, conversations: Sequence[Conversation], 
 
     Prompts are rendered with the tokenizer's chat template (``tools`` are not passed: benchmarks put
     tool schemas into their own prompt text). Turn ``t`` of conversation ``i`` samples with seed
-    ``derive(seeds[i], t)``, so a conversation's course depends only on its own seed.
+    ``derive(seeds[i], t)`` and at most ``min(max_new_tokens, context left)`` tokens of its own (a longer
+    batch is cut per row), so a conversation's course depends only on its own seed and prompt.
     """
     tokenizer = ctx.backend.tokenizer
+    per_turn = max_new_tokens or ctx.max_new_tokens
     live = list(range(len(conversations)))
     for turn in range(max_turns):
-        prompts, ids, budget = [], [], ctx.max_context_tokens
+        prompts, ids, budgets = [], [], []
         for i in live:
             text = tokenizer.apply_chat_template(conversations[i].messages, tokenize=False, add_generation_prompt=True)
             tokens = tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -218,18 +220,22 @@ def play_conversations(ctx: EvalContext, conversations: Sequence[Conversation], 
                 continue
             prompts.append(tokens)
             ids.append(i)
-            budget = min(budget, ctx.max_context_tokens - len(tokens))
+            budgets.append(min(per_turn, ctx.max_context_tokens - len(tokens)))
         if not ids:
             return
-        limit = max(1, min(max_new_tokens or ctx.max_new_tokens, budget))
-        generations = ctx.backend.generate(prompts, ctx.params(limit), [derive_seed(seeds[i], "turn", turn) for i in ids])
+        generations = ctx.backend.generate(prompts, ctx.params(max(budgets)),
+                                           [derive_seed(seeds[i], "turn", turn) for i in ids])
         live = []
-        for i, generation in zip(ids, generations):
+        for i, generation, budget in zip(ids, generations, budgets):
             conversation = conversations[i]
-            conversation.tokens += len(generation.completion_ids)
-            conversation.replies.append(generation.text)
-            conversation.messages.append({"role": "assistant", "content": generation.text})
-            follow_up = conversation.respond(generation.text)
+            text, completion = generation.text, generation.completion_ids
+            if len(completion) > budget:  # the batch ran longer than this row's own budget: cut to it
+                completion = completion[:budget]
+                text = tokenizer.decode(completion, skip_special_tokens=True)
+            conversation.tokens += len(completion)
+            conversation.replies.append(text)
+            conversation.messages.append({"role": "assistant", "content": text})
+            follow_up = conversation.respond(text)
             if follow_up is None:
                 conversation.stop_reason = "done"
                 continue

@@ -31,8 +31,11 @@ class EvalConfig:
     top_p: float = option(1.0, "Nucleus sampling mass (paper: not stated; 1.0 = off).", min=0.0)
     max_new_tokens: int = option(8192, "Most tokens generated per model turn (paper: 8,192 for the agent).", min=1)
     max_context_tokens: int = option(32768, "Longest prompt plus reply (paper: 32,768).", min=16)
-    batch_size: int = option(16, "Items per generation batch; larger = faster until memory runs out. Results do "
-                             "not depend on it (per-item seeds).", min=1)
+    batch_size: int = option(64, "Items played per chunk: records are saved after each chunk (the resume "
+                             "granularity), and the backend sorts a chunk's prompts by length before batching them, "
+                             "so larger chunks pad less. Results do not depend on it (per-item seeds).", min=1)
+    generation_batch_size: int = option(16, "Prompts per forward pass of the Hugging Face backend; larger = faster "
+                                        "until memory runs out. Results do not depend on it.", min=1)
     max_items: int = option(0, "0 = every item; else the first N items by id of every benchmark (a deterministic "
                             "subsample for smoke tests; the result records it).", min=0)
     throughput: ThroughputConfig = option(ThroughputConfig(), "The batched-vs-naive throughput measurement.")

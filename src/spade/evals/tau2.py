@@ -10,8 +10,8 @@ the paper's tau2 columns (retail, airline, telecom); ``pass^1/avg`` is their unw
 paper's tau2 average). ``avg_reward/<domain>`` (mean raw reward) is a diagnostic.
 
 Code and data come from the user's clone of https://github.com/sierra-research/tau2-bench
-(config ``eval.tau2.checkout``; written against commit a2c024725189473d2d7cea3a5cfdbcc67478e41f, whose
-API matches tag v0.2.0 in every name used here). ``<checkout>/src`` is put on ``sys.path`` and these are
+(config ``eval.tau2.checkout``; written against commit a2c024725189473d2d7cea3a5cfdbcc67478e41f; tag v0.2.0
+has the same names, only its task loaders take no split). ``<checkout>/src`` is put on ``sys.path`` and these are
 imported, not re-implemented:
 
 - ``tau2.registry.registry``: ``get_tasks_loader(domain)(task_split)`` (tasks) and
@@ -52,20 +52,32 @@ from __future__ import annotations
 
 import copy
 import importlib
+import inspect
 import json
 import math
 import re
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
 from spade.configtools import ConfigError, option
 from spade.evals import openai_compat
-from spade.evals.base import (Benchmark, Conversation, DataMissing, EvalContext, Item, ItemRecord, Metric,
-                              mean_metric, play_conversations, prompt_hash, register_benchmark)
+from spade.evals.base import (
+    Benchmark,
+    Conversation,
+    DataMissing,
+    EvalContext,
+    Item,
+    ItemRecord,
+    Metric,
+    mean_metric,
+    play_conversations,
+    prompt_hash,
+    register_benchmark,
+)
 from spade.seeding import derive_seed
 
 TAU2_REPO = "https://github.com/sierra-research/tau2-bench"
@@ -73,8 +85,8 @@ TAU2_COMMIT_READ = "a2c024725189473d2d7cea3a5cfdbcc67478e41f"
 PAPER_DOMAINS = ("retail", "airline", "telecom")
 KEY = "eval.tau2"
 
-TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
-THINK_RE = re.compile(r"<think>.*?</think>", re.S)
+TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
 
 TOOLS_PROMPT = """
 
@@ -114,6 +126,9 @@ class Tau2Config:
                                    "'' for a server without authentication.")
     user_temperature: float = option(0.0, "User-simulator temperature (tau2 DEFAULT_LLM_TEMPERATURE_USER = 0).", min=0.0)
     user_timeout_s: float = option(120.0, "Seconds to wait for one user-simulator reply.", min=1.0)
+    log_level: str = option("ERROR", "Level of tau2's own (loguru) log messages on stderr (tau2 DEFAULT_LOG_LEVEL: "
+                            "ERROR; DEBUG prints every tool response).",
+                            choices=("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"))
 
 
 # ------------------------------------------------------------------------------------------------ checkout
@@ -171,6 +186,16 @@ def load_tau2(src: Path) -> SimpleNamespace:
         to_litellm_messages=to_litellm_messages)
 
 
+def set_tau2_log_level(level: str) -> None:
+    """tau2 logs through loguru at DEBUG by default; its own runner resets the handler to a level, as here."""
+    try:
+        from loguru import logger
+    except ImportError:  # a checkout that does not use loguru (the test fixture)
+        return
+    logger.remove()
+    logger.add(sys.stderr, level=level)
+
+
 # ------------------------------------------------------------------------------------------------ agent format
 def parse_agent_reply(text: str) -> tuple[str, list | None, str | None]:
     """``(text for the user, tool calls, format error)`` of one agent reply (see module doc)."""
@@ -211,7 +236,7 @@ class Tau2Episode(Conversation):
     def __init__(self, lib, domain: str, task, config: Tau2Config, endpoint, seed: int):
         self.lib, self.domain, self.task, self.config, self.endpoint, self.seed = lib, domain, task, config, endpoint, seed
         self.started = time.perf_counter()
-        self.start_time = datetime.now(timezone.utc).isoformat()
+        self.start_time = datetime.now(UTC).isoformat()
         self.steps = self.errors = self.format_errors = self.agent_calls = self.user_calls = self.user_requests = 0
         self.termination = None  # a TerminationReason member once the episode is over
         initial = task.initial_state
@@ -335,7 +360,7 @@ class Tau2Episode(Conversation):
             reason = "CONTEXT_WINDOW_EXCEEDED" if self.stop_reason == "context_limit" else "MAX_STEPS"
             self.termination = getattr(lib.TerminationReason, reason, lib.TerminationReason.MAX_STEPS)
         simulation = lib.SimulationRun(id=item_id, task_id=self.task.id, start_time=self.start_time,
-                                       end_time=datetime.now(timezone.utc).isoformat(),
+                                       end_time=datetime.now(UTC).isoformat(),
                                        duration=time.perf_counter() - self.started,
                                        termination_reason=self.termination, messages=self.trajectory)
         info = lib.evaluate_simulation(simulation=simulation, task=self.task,
@@ -373,6 +398,10 @@ class Tau2(Benchmark):
 
     def check_data(self) -> None:
         """Files and config only (no import, no network): the clone, its domains, the user-simulator keys."""
+        self._check_files()
+        self.endpoint()
+
+    def _check_files(self) -> None:
         if not self.config.domains:
             raise ConfigError(f"config key '{KEY}.domains' is empty; allowed: domains of the tau2 registry, "
                               f"paper: {list(PAPER_DOMAINS)}")
@@ -381,10 +410,10 @@ class Tau2(Benchmark):
             if not any((root / "data/tau2/domains" / domain).glob("tasks*.json")):
                 raise DataMissing(f"{str(root / 'data/tau2/domains' / domain)!r} has no tasks.json (config key "
                                   f"'{KEY}.domains' names {domain!r}); is the clone complete? (git clone {TAU2_REPO})")
-        self.endpoint()
 
     def lib(self) -> SimpleNamespace:
         if self._lib is None:
+            set_tau2_log_level(self.config.log_level)  # before the import: tau2's registry logs while importing
             self._lib = load_tau2(self._root() / "src")
         return self._lib
 
@@ -399,7 +428,12 @@ class Tau2(Benchmark):
                 raise ConfigError(f"config key '{KEY}.domains' names {domain!r}, which the tau2 registry does not "
                                   f"know; allowed: {sorted(registry.get_domains())}") from None
             try:
-                tasks = loader(self.config.task_split)
+                if inspect.signature(loader).parameters:
+                    tasks = loader(self.config.task_split)
+                elif self.config.task_split == "base":  # tau2 <= v0.2: no splits, the file is the published set
+                    tasks = loader()
+                else:
+                    raise ValueError("this tau2 version has no task splits; use 'base'")
             except ValueError as exc:
                 raise ConfigError(f"config key '{KEY}.task_split' has value {self.config.task_split!r}, which the "
                                   f"{domain} task loader refuses: {exc}") from None
@@ -409,7 +443,7 @@ class Tau2(Benchmark):
         return self._tasks[domain]
 
     def items(self) -> list[Item]:
-        self.check_data()
+        self._check_files()  # listing items needs the clone, not the user simulator
         return [Item(f"{domain}/{task_id}/{trial}", {"domain": domain, "task_id": task_id, "trial": trial}, group=domain)
                 for domain in self.config.domains for task_id in self.tasks(domain)
                 for trial in range(self.config.trials)]

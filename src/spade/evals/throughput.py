@@ -21,7 +21,7 @@ class ThroughputConfig:
                             "Reasoning Gym split on the toy model).")
     items: int = option(16, "Items timed in each arm (the first N by id); the naive arm costs about batch_size "
                         "times more per item, so keep it small on a CPU.", min=1)
-    batch_size: int = option(16, "Items per generation batch in the batched arm.", min=1)
+    batch_size: int = option(16, "Items per play call (and per generation batch) in the batched arm.", min=1)
 
 
 def _timed(benchmark: Benchmark, ctx: EvalContext, items, batch_size: int) -> tuple[dict, list]:
