@@ -59,17 +59,16 @@ import json
 import math
 import operator
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
 from spade.configtools import ConfigError, option
 from spade.evals import openai_compat
+from spade.evals.checkout import import_from_checkout, require_checkout
 from spade.evals.base import (
     Benchmark,
     Conversation,
-    DataMissing,
     EvalContext,
     Item,
     ItemRecord,
@@ -115,36 +114,6 @@ class ACEBenchConfig:
 
 
 # ------------------------------------------------------------------------------------------------ checkout
-def require_checkout(path: str, key: str, url: str, needed: list) -> Path:
-    """The checkout's root; ``DataMissing`` (saying how to clone it) when it or a needed file is absent."""
-    root = Path(path).expanduser()
-    if not root.is_dir():
-        raise DataMissing(f"no checkout at {str(root)!r} (config key '{key}'). Get it with: git clone {url} {root}  "
-                          f"(or point '{key}' at an existing clone)")
-    missing = [name for name in needed if not (root / name).exists()]
-    if missing:
-        raise DataMissing(f"{str(root)!r} (config key '{key}') is not a complete clone of {url}: missing {missing}. "
-                          f"Clone it again with: git clone {url} {root}")
-    return root.resolve()
-
-
-def import_from_checkout(root: Path, module_name: str, key: str):
-    """Import ``module_name`` with ``root`` first on sys.path; refuse a copy imported from elsewhere."""
-    root = root.resolve()
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"importing {module_name!r} from the checkout {str(root)!r} (config key '{key}') failed: "
-                          f"{exc}") from None
-    where = Path(getattr(module, "__file__", None) or next(iter(module.__path__))).resolve()
-    if root not in where.parents:
-        raise ConfigError(f"{module_name!r} is already imported from {str(where)!r}, not from the checkout "
-                          f"{str(root)!r} (config key '{key}')")
-    return module
-
-
 def read_literals(path: Path, names: list) -> dict:
     """Top-level ``NAME = <literal>`` assignments of a Python file, read with ast (the file is not run)."""
     found = {}
@@ -447,7 +416,7 @@ class MultiStepDialogue(Dialogue):
         recipient = "execution" if re.match(r"\[.*?\]", text) else "user"
         if self.add({"sender": "agent", "recipient": recipient, "message": text}):
             return None
-        self.process.append(text)  # every agent message after the first is a milestone candidate
+        self.process.append(text)  # in multi-step every agent message goes to execution: all are milestone candidates
         results, _ = self.execute(text, stop_on_error=False)
         if results is None:
             message = NO_QUESTIONS

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spade.configtools import ConfigError, option
+from spade.evals.acebench import ACEBenchConfig
 from spade.evals.aime import AIMEConfig
 from spade.evals.bfcl import BfclMultiTurnConfig
 from spade.evals.gem_games import GemGamesConfig
@@ -12,6 +13,7 @@ from spade.evals.gpqa import GPQADiamondConfig
 from spade.evals.heldout import HeldoutLibraryConfig
 from spade.evals.livecodebench import LiveCodeBenchConfig
 from spade.evals.reasoning_gym import ReasoningGymConfig
+from spade.evals.tau2 import Tau2Config
 from spade.evals.throughput import ThroughputConfig
 
 
@@ -46,6 +48,8 @@ class EvalConfig:
     aime: AIMEConfig = option(AIMEConfig(), "AIME 2025/2026, Avg@k (user data).")
     gpqa_diamond: GPQADiamondConfig = option(GPQADiamondConfig(), "GPQA-Diamond accuracy (user data).")
     livecodebench: LiveCodeBenchConfig = option(LiveCodeBenchConfig(), "LiveCodeBench v6 Pass@1 (user data).")
+    tau2: Tau2Config = option(Tau2Config(), "tau2-bench retail/airline/telecom (user checkout + user-simulator endpoint).")
+    acebench: ACEBenchConfig = option(ACEBenchConfig(), "ACEBench-Agent multi-step/multi-turn (user checkout).")
 
     def __post_init__(self):
         from spade.evals.base import registry

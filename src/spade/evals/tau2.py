@@ -51,7 +51,6 @@ retail, airline, telecom) are refused.
 from __future__ import annotations
 
 import copy
-import importlib
 import inspect
 import json
 import math
@@ -65,6 +64,7 @@ from types import SimpleNamespace
 
 from spade.configtools import ConfigError, option
 from spade.evals import openai_compat
+from spade.evals.checkout import import_from_checkout, require_checkout
 from spade.evals.base import (
     Benchmark,
     Conversation,
@@ -132,39 +132,10 @@ class Tau2Config:
 
 
 # ------------------------------------------------------------------------------------------------ checkout
-def require_checkout(path: str, key: str, url: str, needed: list) -> Path:
-    """The checkout's root; ``DataMissing`` (saying how to clone it) when it or a needed file is absent."""
-    root = Path(path).expanduser()
-    if not root.is_dir():
-        raise DataMissing(f"no checkout at {str(root)!r} (config key '{key}'). Get it with: git clone {url} {root}  "
-                          f"(or point '{key}' at an existing clone)")
-    missing = [name for name in needed if not (root / name).exists()]
-    if missing:
-        raise DataMissing(f"{str(root)!r} (config key '{key}') is not a complete clone of {url}: missing {missing}. "
-                          f"Clone it again with: git clone {url} {root}")
-    return root.resolve()
-
-
-def import_from_checkout(src: Path, package: str, key: str):
-    """Import ``package`` from directory ``src`` (put first on sys.path); refuse a copy imported from elsewhere."""
-    src = src.resolve()
-    if str(src) not in sys.path:
-        sys.path.insert(0, str(src))
-    try:
-        module = importlib.import_module(package)
-    except ImportError as exc:
-        raise ConfigError(f"importing {package!r} from the checkout {str(src)!r} (config key '{key}') failed: {exc}. "
-                          f"Install the checkout's Python dependencies (docs/evals/agentic_user_data.md)") from None
-    where = Path(getattr(module, "__file__", None) or next(iter(module.__path__))).resolve()
-    if src not in where.parents:
-        raise ConfigError(f"{package!r} is already imported from {str(where)!r}, not from the checkout {str(src)!r} "
-                          f"(config key '{key}'); uninstall that copy or point '{key}' at it")
-    return module
-
-
 def load_tau2(src: Path) -> SimpleNamespace:
     """The tau2 names this adapter uses, imported from ``<checkout>/src``."""
-    import_from_checkout(src, "tau2", f"{KEY}.checkout")
+    import_from_checkout(src, "tau2", f"{KEY}.checkout",
+                         "Install the checkout's Python dependencies (docs/evals/agentic_user_data.md)")
     try:
         from tau2.agent.llm_agent import AGENT_INSTRUCTION, SYSTEM_PROMPT
         from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
