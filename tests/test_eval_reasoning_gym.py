@@ -144,6 +144,9 @@ def test_bucket_metrics_are_task_weighted():
     assert rows["math"].value == pytest.approx(2 / 3) and rows["math"].n == 2  # item-weighted would be 0.5
     assert rows["logic"].value == 0.5 and "cognition" not in rows
     assert rows["overall"].value == pytest.approx(2.5 / 5) and rows["task/a"].value == pytest.approx(1 / 3)
+    assert rows["answer_rate"].value == 0.0  # none of these records holds an extracted answer
+    answered = ItemRecord("d/0", "", "", 0.0, group="logic", extra={"task": "d", "answers": [None, "7"]})
+    assert {m.name: m for m in bucket_metrics(records + [answered])}["answer_rate"].value == pytest.approx(1 / 6)
 
 
 def test_questions_are_deterministic_across_processes_and_seeds():
@@ -197,4 +200,4 @@ def test_smoke_hf_backend(tiny_model, tmp_path):
     records = [json.loads(line) for line in items_path(tmp_path / "s.json").read_text().splitlines()]
     assert result["n_items"] == 2 and [r["id"] for r in records] == ["leg_counting/000", "leg_counting/001"]
     assert all(0.0 <= r["score"] <= 1.0 and r["turns"] in (1, 2) and 1 <= r["tokens"] <= 8 for r in records)
-    assert {row["metric"] for row in result["rows"]} == {"overall", "math", "task/leg_counting"}
+    assert {row["metric"] for row in result["rows"]} == {"overall", "math", "answer_rate", "task/leg_counting"}

@@ -223,3 +223,12 @@ def test_row_seeded_gumbel_samples_the_tempered_softmax():
     assert torch.allclose(counts / 4000, expected, atol=0.03)
     nucleus = RowSeededGumbel([5], temperature=1.0, top_p=0.5)  # softmax(logits) top token has mass 0.64
     assert all(int(nucleus(None, logits).argmax()) == 0 for _ in range(200))
+
+
+def test_token_budget_batches_keep_long_prompts_apart(tiny):
+    model, tokenizer = tiny
+    backend = HFBackend(model, tokenizer, batch_size=4, max_batch_tokens=100)
+    prompts = [[1] * n for n in (10, 10, 10, 10, 10, 60, 90)]
+    # widths with 8 new tokens: 18 (x5), 68, 98 -> [4 short], [1 short + nothing else fits with 68], [68], [98]
+    assert backend._batches(list(range(7)), prompts, 8) == [[0, 1, 2, 3], [4], [5], [6]]
+    assert HFBackend(model, tokenizer, batch_size=4)._batches(list(range(7)), prompts, 8) == [[0, 1, 2, 3], [4, 5, 6]]

@@ -42,9 +42,12 @@ memory: {n_positive: 1}
 train: {learning_rate: 1.0e-3, global_batch: 8, micro_batch: 4}
 eval:
   max_new_tokens: 8
-  final: [heldout_library]
-  throughput: {benchmark: heldout_library, items: 2, batch_size: 2}
+  final: [heldout_library, reasoning_gym_hard, gem_games, bfcl_multi_turn]
+  throughput: {items: 2, batch_size: 2}
   heldout_library: {environments: [crt_residue_puzzle], episodes: 2, max_turns: 2}
+  reasoning_gym_hard: {tasks: [leg_counting, spell_backward], episodes_per_task: 1}
+  gem_games: {games: ["game:GuessTheNumber-v0-hard"], episodes: 1, max_turns: 2}
+  bfcl_multi_turn: {categories: [base], max_entries_per_category: 1}
 """
 
 
@@ -72,11 +75,15 @@ def test_toy_pipeline_end_to_end_on_the_tiny_model(tmp_path):
     run = subprocess.run(command + ["eval_toy"], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     suite = (results / "tables/suite.csv").read_text()
-    assert "heldout_library" in suite and "eval_seed" in suite.splitlines()[0]
+    assert "eval_seed" in suite.splitlines()[0]
+    for benchmark, metric in (("heldout_library", "win_rate"), ("reasoning_gym_hard", "overall"),
+                              ("gem_games", "win_rate"), ("bfcl_multi_turn", "accuracy")):
+        assert f"tiny,4,{benchmark},{metric}," in suite and f"tiny,0,{benchmark},{metric}," in suite
     selected = json.loads((results / "runs/tiny/selected_checkpoint.json").read_text())
     assert selected["step"] in (2, 4) and selected["select_by"] == ["heldout_library:win_rate"]
     speed = json.loads((results / "bench/eval_throughput.json").read_text())
     assert speed["naive"]["items"] == speed["batched"]["items"] == 2 and speed["speedup_items_per_s"] > 0
+    assert speed["benchmark"] == "reasoning_gym_hard" and speed["identical_responses"] >= 0.5  # padding may flip a near-tie
 
     # one evaluation result on its own, and a changed evaluation key reruns evaluations but not training
     target = "results/runs/tiny/eval/heldout_library/step_000002.json"

@@ -40,7 +40,8 @@ def hf_context(config: SpadeConfig, model_dir: str | Path, benchmark_name: str, 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model, tokenizer = load_model(model_dir, device=device)
     ev = config.eval
-    return EvalContext(HFBackend(model, tokenizer, device=device, batch_size=batch_size), seed=ev.seed,
+    backend = HFBackend(model, tokenizer, device=device, batch_size=batch_size, max_batch_tokens=ev.max_batch_tokens)
+    return EvalContext(backend, seed=ev.seed,
                        benchmark=benchmark_name, temperature=ev.temperature, top_p=ev.top_p,
                        max_new_tokens=ev.max_new_tokens, max_context_tokens=ev.max_context_tokens,
                        pool_factory=lambda: SandboxPool(config.sandbox))

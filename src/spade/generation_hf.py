@@ -11,7 +11,8 @@ which tokens can be drawn but not the reported value. This is what a plain forwa
 ``prompt + completion`` gives for the same positions (``tests/test_generation_hf.py`` checks the two
 agree to 1e-4), so the trainer's ratio pi_theta / pi_rollout starts at 1 for unchanged weights.
 
-Reproducibility. Prompts are sorted by length into batches (less padding); batch ``b`` of a call with
+Reproducibility. Prompts are sorted by length into batches of at most ``batch_size`` prompts and, if
+``max_batch_tokens`` is set, at most that many padded tokens (less padding); batch ``b`` of a call with
 ``seed`` draws from ``torch.manual_seed(derive(seed, b))`` inside ``torch.random.fork_rng``, so the same
 prompts, parameters and seed give the same samples, and the caller's global RNG stream is left as it
 was. Greedy results do not depend on how prompts are batched (up to float rounding).
@@ -106,9 +107,12 @@ class HFBackend:
     """
 
     def __init__(self, model, tokenizer, device: str | torch.device = "cpu", batch_size: int = 16,
-                 eos_token_id: int | Sequence[int] | None = None):
+                 eos_token_id: int | Sequence[int] | None = None, max_batch_tokens: int = 0):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if max_batch_tokens < 0:
+            raise ValueError(f"max_batch_tokens must be >= 0 (0 = no limit), got {max_batch_tokens}")
+        self.max_batch_tokens = max_batch_tokens
         self.model = model
         self.tokenizer = tokenizer
         self.device = torch.device(device)
@@ -142,8 +146,7 @@ class HFBackend:
         with torch.random.fork_rng(devices=devices, device_type=self.device.type if devices else "cuda"), \
                 torch.no_grad(), _eval_mode(self.model), \
                 _plain_generation_config(self.model, bos, self.eos_token_ids, self.pad_token_id):
-            for batch_index, start in enumerate(range(0, len(order), self.batch_size)):
-                chunk = order[start:start + self.batch_size]
+            for batch_index, chunk in enumerate(self._batches(order, prompts, params.max_new_tokens)):
                 seeds = None
                 if row_seeds is None:
                     torch.manual_seed(batch_seed(seed, batch_index))
@@ -157,6 +160,21 @@ class HFBackend:
                            "tokens_per_s": new_tokens / elapsed if elapsed > 0 else float("nan")}
         log.debug("generated %d tokens for %d prompts in %.2f s", new_tokens, len(prompts), elapsed)
         return results
+
+    def _batches(self, order: list[int], prompts: list, max_new_tokens: int) -> list[list[int]]:
+        """Consecutive runs of ``order`` (prompts sorted by length) of at most ``batch_size`` prompts and, when
+        ``max_batch_tokens`` is set, at most that many padded tokens (rows x (longest prompt + max_new_tokens)):
+        long prompts then go in small batches instead of padding many short ones to their length."""
+        batches, current = [], []
+        for i in order:
+            width = len(prompts[i]) + max_new_tokens  # the longest so far: order is by length
+            fits = len(current) < self.batch_size and (
+                not self.max_batch_tokens or (len(current) + 1) * width <= self.max_batch_tokens)
+            if current and not fits:
+                batches.append(current)
+                current = []
+            current.append(i)
+        return batches + ([current] if current else [])
 
     # ------------------------------------------------------------------------------------------------
     def _generate_batch(self, batch: list[list[int]], params: SamplingParams, seeds=None) -> list[Generation]:

@@ -38,6 +38,10 @@ class EvalConfig:
                              "so larger chunks pad less. Results do not depend on it (per-item seeds).", min=1)
     generation_batch_size: int = option(16, "Prompts per forward pass of the Hugging Face backend; larger = faster "
                                         "until memory runs out. Results do not depend on it.", min=1)
+    max_batch_tokens: int = option(0, "If > 0, a generation batch holds at most this many padded tokens (rows x "
+                                   "(longest prompt + max_new_tokens)), so long prompts do not make short ones pad to "
+                                   "their length. Helps most on CPUs; 0 = only generation_batch_size limits a batch.",
+                                   min=0)
     max_items: int = option(0, "0 = every item; else the first N items by id of every benchmark (a deterministic "
                             "subsample for smoke tests; the result records it).", min=0)
     throughput: ThroughputConfig = option(ThroughputConfig(), "The batched-vs-naive throughput measurement.")

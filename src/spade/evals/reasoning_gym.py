@@ -662,7 +662,11 @@ class ReasoningGymHard(Benchmark):
 
 
 def bucket_metrics(records: Sequence[ItemRecord]) -> list[Metric]:
-    """``overall`` (item mean), the four columns (task-weighted means), then ``task/<name>``."""
+    """``overall`` (item mean), the four columns (task-weighted means), ``answer_rate``, then ``task/<name>``.
+
+    ``answer_rate`` (a diagnostic, not a paper column) is the share of items where the model gave an
+    extractable final answer in at least one turn: it separates "wrong" from "never answered".
+    """
     by_task: dict[str, list[float]] = {}
     bucket_of: dict[str, str] = {}
     for record in records:
@@ -673,5 +677,7 @@ def bucket_metrics(records: Sequence[ItemRecord]) -> list[Metric]:
         task_means = [sum(v) / len(v) for t, v in sorted(by_task.items()) if bucket_of[t] == bucket]
         if task_means:  # a subset config may leave a column without tasks: no row rather than NaN
             metrics.append(mean_metric(bucket, task_means))
+    metrics.append(mean_metric("answer_rate", [float(any(a is not None for a in r.extra.get("answers", [])))
+                                               for r in records]))
     metrics += [mean_metric(f"task/{task}", scores) for task, scores in sorted(by_task.items())]
     return metrics

@@ -1,7 +1,8 @@
 """Evaluation throughput: batched items against a naive one-item-at-a-time loop, in the same process.
 
 Both arms play the same items with the same per-item seeds through the same backend and benchmark code;
-the only difference is how many items share a ``play`` call (and so a generation batch). The report gives
+the only difference is how many items share a ``play`` call (and so a generation batch; the backend's
+``eval.max_batch_tokens`` applies to both). The report gives
 items/s and generated tokens/s of each arm, the ratio batched/naive, and the share of items whose
 response is identical in both arms (per-item seeds make it 1.0 up to float rounding from padding).
 """
@@ -36,9 +37,10 @@ def _timed(benchmark: Benchmark, ctx: EvalContext, items, batch_size: int) -> tu
 
 
 def measure(benchmark: Benchmark, ctx: EvalContext, config: ThroughputConfig) -> dict:
-    """Time the batched arm, then the naive arm (batch 1), on the same items."""
+    """Time the batched arm, then the naive arm (batch 1), on the same items, after an untimed warm-up."""
     items = select_items(benchmark, config.items)
     try:
+        benchmark.play(items[:1], ctx)  # first-call costs (threads, allocator, child processes) hit neither arm
         batched, batched_records = _timed(benchmark, ctx, items, config.batch_size)
         naive, naive_records = _timed(benchmark, ctx, items, 1)
     finally:
