@@ -5,13 +5,12 @@ known right and wrong API calls score 1 and 0 through the checkout's own checker
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from scripted_backend import ScriptedBackend
+from user_server import UserServer
 
 from spade.configtools import ConfigError, from_dict
 from spade.evals.acebench import (
@@ -38,39 +37,9 @@ def user_reply(body: dict) -> str:
     return "finish conversation"
 
 
-class UserServer:
-    """http.server on 127.0.0.1 (random port) answering /v1/chat/completions with ``user_reply``."""
-
-    def __init__(self):
-        requests = self.requests = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                requests.append(body)
-                payload = json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
-                    "role": "assistant", "content": user_reply(body)}}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def user_server():
-    server = UserServer()
+    server = UserServer(lambda body: {"content": user_reply(body)})
     yield server
     server.close()
 
@@ -147,7 +116,7 @@ def test_wrong_calls_score_zero_with_process_by_hand(tiny_model, tmp_path, user_
 
 def test_user_simulator_messages_follow_acebench(tiny_model, tmp_path, user_server):
     run(tiny_model, tmp_path, config(user_server, categories=["multi_turn"]), scripted_agent(wrong=False))
-    first, last = user_server.requests[0], user_server.requests[-1]
+    first, last = user_server.requests[0]["body"], user_server.requests[-1]["body"]
     assert first["model"] == "user-sim" and first["temperature"] == 0.001 and first["max_tokens"] == 1000
     assert "Your name is Grace" in first["messages"][0]["content"]
     assert [m["role"] for m in first["messages"]] == ["system", "user"]

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from scripted_backend import ScriptedBackend
+from user_server import UserServer
 
 from spade.configtools import ConfigError, from_dict
 from spade.evals import openai_compat
@@ -47,40 +46,10 @@ def user_reply(body: dict) -> dict:
     return {"content": "I do not know. ###STOP###"}
 
 
-class UserServer:
-    """http.server on 127.0.0.1 (random port) answering /v1/chat/completions with ``user_reply``."""
-
-    def __init__(self):
-        requests = self.requests = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-                payload = json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
-                                                   "message": {"role": "assistant", **user_reply(body)}}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def user_server(monkeypatch):
     monkeypatch.setenv("TAU2_TEST_KEY", "sk-test")
-    server = UserServer()
+    server = UserServer(user_reply)
     yield server
     server.close()
 
