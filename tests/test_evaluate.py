@@ -35,6 +35,16 @@ def test_read_values(tmp_path):
     assert read_values(sorted(tmp_path.glob("*.json"))) == {2: {("b", "m"): 0.25}, 4: {("b", "m"): 0.75}}
 
 
+def test_every_registered_benchmark_has_its_config_section():
+    from spade.evals import registry
+    from spade.evaluate import make_benchmark
+
+    config = load_config()
+    for name, cls in registry().items():
+        if not name.endswith("_test"):  # benchmarks registered by other tests
+            assert isinstance(make_benchmark(config, name), cls)
+
+
 def test_eval_config_rejects_unknown_benchmarks():
     with pytest.raises(ConfigError, match="eval.final.*nonexistent"):
         load_config(overrides={"eval": {"final": ["nonexistent"]}})

@@ -24,8 +24,8 @@ def make_benchmark(config: SpadeConfig, name: str):
     """The benchmark ``name`` with its config section ``eval.<name>``."""
     cls = get_benchmark_class(name)
     section = getattr(config.eval, name, None)
-    if section is None:
-        raise ConfigError(f"benchmark {name!r} has no config section 'eval.{name}'")
+    if not isinstance(section, cls.config_cls):
+        raise ConfigError(f"benchmark {name!r} has no config section 'eval.{name}' of type {cls.config_cls.__name__}")
     return cls(section)
 
 

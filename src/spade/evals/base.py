@@ -99,12 +99,12 @@ class EvalContext:
 
 
 class Benchmark:
-    """Base class. Subclasses set ``name``, ``config_cls`` and implement ``items`` and ``play``."""
+    """Base class. Subclasses set ``name``, ``config_cls`` (the dataclass of their section ``eval.<name>``)
+    and implement ``items`` and ``play``."""
 
     name: str = ""
     config_cls: type = type(None)
     offline: bool = True  # False: the user must provide the data (see ``check_data``)
-    needs_sandbox: bool = False
 
     def __init__(self, config):
         self.config = config

@@ -26,7 +26,6 @@ class HeldoutLibraryConfig:
 class HeldoutLibrary(Benchmark):
     name = "heldout_library"
     config_cls = HeldoutLibraryConfig
-    needs_sandbox = True
 
     def items(self) -> list[Item]:
         from spade.envs.library import get_env

@@ -508,7 +508,6 @@ class LiveCodeBench(Benchmark):
     name = "livecodebench"
     config_cls = LiveCodeBenchConfig
     offline = False
-    needs_sandbox = True
 
     def __init__(self, config):
         super().__init__(config)
