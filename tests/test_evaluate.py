@@ -75,12 +75,14 @@ def test_cli_evaluates_a_checkpoint_and_resumes(tiny_model_dir, tmp_path):
 
 
 @pytest.mark.parametrize("benchmark, key", [("aime", "eval.aime.paths.2025"), ("gpqa_diamond", "eval.gpqa_diamond.path"),
-                                            ("livecodebench", "eval.livecodebench.path")])
+                                            ("livecodebench", "eval.livecodebench.path"),
+                                            ("tau2", "eval.tau2.checkout"), ("acebench", "eval.acebench.checkout")])
 def test_user_data_benchmark_fails_before_loading_a_model(benchmark, key, tmp_path, capsys):
     from spade.cli import main
 
-    config = json.dumps({"eval": {benchmark: {"paths": {}} if benchmark == "aime" else
-                                  {"path": str(tmp_path / "absent")}}})
+    section = {"aime": {"paths": {}}, "tau2": {"checkout": str(tmp_path / "absent")},
+               "acebench": {"checkout": str(tmp_path / "absent")}}.get(benchmark, {"path": str(tmp_path / "absent")})
+    config = json.dumps({"eval": {benchmark: section}})
     rc = main(["eval", "run", "--config-json", config, "--model", str(tmp_path / "no-model"), "--step", "0",
                "--benchmark", benchmark, "--out", str(tmp_path / "r.json")])
     message = capsys.readouterr().err
