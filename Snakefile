@@ -16,6 +16,7 @@ include: "rules/models.smk"
 include: "rules/train.smk"
 include: "rules/eval.smk"
 include: "rules/report.smk"
+include: "rules/paper_tables.smk"
 
 
 rule all:

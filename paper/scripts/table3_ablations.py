@@ -1,0 +1,25 @@
+"""Table 3: ablations at 30B on the eight games benchmarks, ours beside the paper's.
+
+    python paper/scripts/table3_ablations.py --mapping paper/table_runs.yaml \
+        --reported paper/reported/table3_ablations.csv --runs-root results/runs \
+        --out results/paper/tables/table3_ablations.md [--results TIDY.csv ...]
+
+Writes the Markdown table, the booktabs LaTeX table of the same stem (.tex) and a provenance sidecar
+(<out>.provenance.json, one record per cell of ours). Which run and checkpoint stands for each paper row comes
+from the run mapping; a cell without a result of ours reads "not run". The logic is in spade.paper_tables.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from spade.paper_tables import TABLE3, benchmark_table_main
+from spade.report import run_script
+
+
+def main(argv=None) -> None:
+    benchmark_table_main(TABLE3, "paper/scripts/table3_ablations.py", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(run_script(main))
