@@ -187,6 +187,7 @@ def test_aggregate_is_unweighted_mean_of_categories():
     assert metrics["accuracy"].value == pytest.approx(0.625) and metrics["accuracy"].n == 6  # item mean would be 0.667
     assert metrics["accuracy"].stderr == pytest.approx(math.sqrt(0.5 ** 2 + 0.25 ** 2) / 2)
     assert "accuracy/long_context" not in metrics
+    assert metrics["context_limit_rate"].value == 0.0 and metrics["context_limit_rate"].n == 6
 
 
 def test_hf_backend_smoke(tiny_model, tmp_path, monkeypatch):

@@ -529,4 +529,6 @@ class BfclMultiTurn(Benchmark):
         value = sum(m.value for m in per_category) / len(per_category)
         # standard error of an unweighted mean of independent category means
         stderr = math.sqrt(sum(m.stderr ** 2 for m in per_category)) / len(per_category)
-        return [Metric("accuracy", value, sum(m.n for m in per_category), stderr)] + per_category
+        # a diagnostic, not a BFCL column: entries whose prompt outgrew eval.max_context_tokens (scored 0)
+        cut = mean_metric("context_limit_rate", [float(r.extra.get("stop_reason") == "context_limit") for r in records])
+        return [Metric("accuracy", value, sum(m.n for m in per_category), stderr)] + per_category + [cut]
