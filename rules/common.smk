@@ -26,6 +26,8 @@ SCRIPT_DIR = Path(workflow.basedir) / "paper" / "scripts"  # works with --direct
 def script(name):
     """A paper script, declared as an input so that editing it reruns its rule (and only its rule)."""
     return str(SCRIPT_DIR / name)
+
+
 def config_hash(*keys):
     """Hash of the named (dotted) config sections: a rule's `params`, so that changing a key it reads reruns it.
 
