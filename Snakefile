@@ -17,6 +17,7 @@ include: "rules/train.smk"
 include: "rules/eval.smk"
 include: "rules/report.smk"
 include: "rules/paper_tables.smk"
+include: "rules/paper_figures.smk"
 
 
 rule all:

@@ -1,0 +1,147 @@
+"""Paper figure scripts (paper/scripts/fig*_*.py) on small hand-made run folders."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from spade import paper_figures as pf
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "paper" / "scripts"
+
+
+def write_eval(runs_root: Path, run: str, step: int, benchmark: str, metrics: dict) -> None:
+    folder = runs_root / run / "eval" / benchmark
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{"run": run, "step": step, "benchmark": benchmark, "metric": m, "value": v, "n": 100, "stderr": 0.01}
+            for m, v in metrics.items()]
+    (folder / f"step_{step:06d}.json").write_text(json.dumps({"rows": rows}))
+
+
+RG = {"math": 0.2, "algorithmic": 0.3, "cognition": 0.4, "logic": 0.5}
+
+
+def full_suite(runs_root: Path, run: str, step: int, shift: float) -> None:
+    write_eval(runs_root, run, step, "aime", {"avg@32/2025": 0.1 + shift, "avg@32/2026": 0.2 + shift})
+    write_eval(runs_root, run, step, "gpqa_diamond", {"accuracy": 0.5 + shift})
+    write_eval(runs_root, run, step, "livecodebench", {"pass@1": 0.3 + shift})
+    write_eval(runs_root, run, step, "reasoning_gym_hard", {k: v + shift for k, v in RG.items()})
+
+
+def env_set(step: int, win_rates: list, skill="logic") -> dict:
+    envs = []
+    for j, w in enumerate(win_rates):
+        envs.append({"step": step, "env_id": f"s{step}-{j}", "skill": skill if j % 2 else "math", "valid": w is not None,
+                     "episodes": 8 if w is not None else 0, "wins": 0, "win_rate": w, "source": "designer",
+                     "distinct_rewards": [0.0, 0.5, 1.0][: 1 + j % 3],
+                     "code": f"class Env{j}:\n    '''game {j} about {'apples' if j % 2 else 'trains'} step {step}'''\n"
+                             f"    def reset(self):\n        return 'value {j * step}'\n"})
+    return {"environments": envs}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    # spade_games_30b: full suite at 0 and 10; fixed_env_grpo_30b: step 10 only, without LCB
+    full_suite(root, "spade_games_30b", 0, 0.0)
+    full_suite(root, "spade_games_30b", 10, 0.1)
+    write_eval(root, "fixed_env_grpo_30b", 10, "reasoning_gym_hard", dict(RG))
+    write_eval(root, "fixed_env_grpo_30b", 10, "gpqa_diamond", {"accuracy": 0.55})
+    envs = root / "spade_games_30b" / "envs"
+    envs.mkdir(parents=True)
+    for step in range(0, 48, 4):
+        (envs / f"set_{step:05d}.json").write_text(json.dumps(env_set(step, [0.5, 0.1, None, 0.9, 0.3, 0.7])))
+    with (root / "spade_games_30b" / "metrics.jsonl").open("w") as fh:
+        for step in range(8):
+            fh.write(json.dumps({"step": step, "mean_regret": 0.1 * step,
+                                 "win_rate_by_skill": {"logic": 0.1 * step, "math": 0.5}}) + "\n")
+    return root
+
+
+def run_figure(stem: str, runs_root: Path, out_dir: Path, *extra) -> dict:
+    out = out_dir / f"{stem}.pdf"
+    proc = subprocess.run([sys.executable, str(SCRIPTS / f"{stem}.py"), "--mapping",
+                           str(ROOT / "paper" / "figure_runs.yaml"), "--runs-root", str(runs_root), "--out", str(out),
+                           *extra], check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert out.stat().st_size > 0 and out.with_suffix(".png").stat().st_size > 0
+    return json.loads(Path(str(out) + ".provenance.json").read_text())
+
+
+@pytest.mark.parametrize("stem", ["fig5_transfer_curves", "fig10_ablation_curves", "fig11_designer_reward",
+                                  "fig13_curriculum_breadth", "fig14_skills_curves", "fig6_learnable_share",
+                                  "fig1_middle_games_transfer", "fig1_right_tool_use_transfer", "fig12_model_size",
+                                  "fig16_reward_levels", "fig17_skill_win_rates"])
+def test_figure_renders_and_lists_missing(stem, runs, tmp_path):
+    sidecar = run_figure(stem, runs, tmp_path)
+    missing = " | ".join(sidecar["missing"])
+    assert sidecar["outputs"] and all(o["sha256"] for o in sidecar["outputs"])
+    if stem in ("fig5_transfer_curves", "fig10_ablation_curves", "fig6_learnable_share"):
+        assert "ablation_no_memory_30b" in missing or "fixed_env_rlve_30b" in missing or "ablation" in missing
+    if stem in ("fig13_curriculum_breadth", "fig14_skills_curves"):
+        assert "ablation_two_skills_30b" in missing
+    if stem == "fig1_right_tool_use_transfer":
+        assert "spade_tool_use_30b" in missing
+    if stem == "fig12_model_size":
+        assert "spade_games_4b" in missing and "selected_checkpoint.json" in missing
+    if stem == "fig16_reward_levels":  # archives end at step 44: no late phase
+        assert "all: no environment in the late phase" in sidecar["missing"]
+    if stem == "fig17_skill_win_rates":
+        assert sidecar["series"] == {"SPADE": "spade_games_30b"}
+    if stem == "fig5_transfer_curves":  # grpo has no LCB evaluation
+        assert "LCB-v6: no evaluation of run fixed_env_grpo_30b (Fixed-env GRPO)" in sidecar["missing"]
+        assert sidecar["series"]["SPADE"] == "spade_games_30b"
+    assert any(i["path"].endswith("figure_runs.yaml") for i in sidecar["inputs"])
+
+
+def test_all_runs_missing_still_renders(tmp_path):
+    empty = tmp_path / "none"
+    empty.mkdir()
+    sidecar = run_figure("fig5_transfer_curves", empty, tmp_path)
+    assert any("spade_games_30b" in m and "not run" in m for m in sidecar["missing"])
+
+
+def test_windowed_diversity_and_tsne_render(runs, tmp_path):
+    sidecar = run_figure("fig18_windowed_diversity", runs, tmp_path, "--embedding", "tfidf")
+    assert any("ablation_no_corpus_30b" in m for m in sidecar["missing"])
+    sidecar = run_figure("fig7_tsne", runs, tmp_path, "--embedding", "tfidf")
+    assert any("only 60 valid" in m for m in sidecar["missing"])  # 12 sets x 5 valid < 330
+
+
+def test_series_equal_hand_computed(runs):
+    tidy, _ = pf.load_eval(runs, ["spade_games_30b", "fixed_env_grpo_30b"])
+    assert pf.curve(tidy, "spade_games_30b", "gpqa_diamond", "accuracy") == ([0, 10], [0.5, pytest.approx(0.6)])
+    steps, values, incomplete = pf.suite_average_curve(tidy, "spade_games_30b")
+    # base: (0.1 + 0.2 + 0.5 + 0.3 + 0.2 + 0.3 + 0.4 + 0.5) / 8 = 0.3125 -> 31.25 %; +0.1 everywhere -> 41.25
+    assert steps == [0, 10] and values == pytest.approx([31.25, 41.25]) and incomplete == []
+    steps, values, incomplete = pf.suite_average_curve(tidy, "fixed_env_grpo_30b", pf.SIX_BENCHMARKS)
+    assert steps == [] and incomplete == [10]
+    steps, values, problems = pf.relative_curve(tidy, "spade_games_30b", [pf.PANEL_METRIC[k] for k in ("gpqa_diamond", "rg_logic")])
+    # (0.6 - 0.5) / 0.5 = 20 %, (0.6 - 0.5) / 0.5 = 20 % -> mean 20 %
+    assert steps == [0, 10] and values == pytest.approx([0.0, 20.0]) and problems == []
+
+
+def test_learnable_share_series_hand_computed(runs):
+    sets = pf.env_sets(pf.FigureContext("fig6", pf.load_figure_runs(ROOT / "paper" / "figure_runs.yaml"), runs),
+                       "spade_games_30b")
+    steps, shares = pf.learnable_share_series(sets, 16)
+    # each set: 6 slots, learnable (0.2 <= w <= 0.8): 0.5, 0.3, 0.7 -> 3/6 = 50 %, every window
+    assert steps == [0, 16, 32] and shares == pytest.approx([50.0, 50.0, 50.0])
+    records = [json.loads(line) for line in (runs / "spade_games_30b" / "metrics.jsonl").read_text().splitlines()]
+    by_skill = pf.skill_win_rates(records)
+    assert by_skill["math"] == (list(range(8)), [0.5] * 8)
+
+
+def test_mapping_names_known_runs_and_bad_mapping(tmp_path):
+    mapping = pf.load_figure_runs(ROOT / "paper" / "figure_runs.yaml")
+    assert "spade_games_30b" in pf.figure_runs(mapping, "fig5")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"figures": {"fig5": {"series": [{"run": "x"}]}}}))
+    with pytest.raises(pf.ReportInputError, match="series"):
+        pf.load_figure_runs(bad)
