@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from spade.report import (
     COLUMN_WIDTH_IN,
@@ -27,6 +26,7 @@ from spade.report import (
     ReportInputError,
     provenance_record,
     read_metrics,
+    read_yaml,
     sidecar_path,
     write_json_atomic,
 )
@@ -73,12 +73,7 @@ FIGURE_KINDS = {"fig1_middle": "eval", "fig1_right": "eval", "fig5": "eval", "fi
 def load_figure_runs(path: str | Path) -> dict:
     """``paper/figure_runs.yaml`` as {figure: section}; ReportInputError naming the file on a bad entry."""
     path = Path(path)
-    if not path.is_file():
-        raise ReportInputError(f"missing figure run mapping {path}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ReportInputError(f"{path} is not valid YAML: {exc}") from None
+    data = read_yaml(path, "figure run mapping")
     figures = data.get("figures") if isinstance(data, dict) else None
     if not isinstance(figures, dict):
         raise ReportInputError(f"{path}: key 'figures' must be a mapping")

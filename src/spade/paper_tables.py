@@ -47,7 +47,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from spade.report import (
     NOT_RUN,
@@ -61,6 +60,7 @@ from spade.report import (
     read_json,
     read_metrics,
     read_tidy,
+    read_yaml,
     sidecar_path,
     tidy_results,
     write_json_atomic,
@@ -239,12 +239,7 @@ def load_table_runs(path: str | Path) -> dict:
     and the key.
     """
     path = Path(path)
-    if not path.is_file():
-        raise ReportInputError(f"missing run mapping {path}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ReportInputError(f"{path} is not valid YAML: {exc}") from None
+    data = read_yaml(path, "run mapping")
     if not isinstance(data, dict):
         raise ReportInputError(f"{path} must hold a mapping at the top level")
     _no_unknown(path, "", data, _TOP_KEYS)

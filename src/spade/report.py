@@ -90,6 +90,19 @@ def read_json(path: str | Path) -> dict:
         raise ReportInputError(f"{path} is not valid JSON: {exc}") from None
 
 
+def read_yaml(path: str | Path, what: str):
+    """A YAML input file's content; ReportInputError naming ``what`` and the file when absent or malformed."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ReportInputError(f"missing {what} {path}")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ReportInputError(f"{path} is not valid YAML: {exc}") from None
+
+
 def read_metrics(path: str | Path) -> list[dict]:
     """The records of a ``metrics.jsonl``, in file order (blank lines skipped)."""
     path = Path(path)
