@@ -140,3 +140,15 @@ def test_each_conversation_keeps_its_own_token_budget(tiny_model):
     ctx.max_context_tokens = prompt_len + 5
     play_conversations(ctx, [short, near_limit], [1, 2], max_turns=1)
     assert short.tokens == 30 and near_limit.tokens == 5  # the near-limit row is cut, the other is not
+
+
+def test_cut_to_limit_cuts_ids_logprobs_and_text(tiny_model):
+    from spade.generation import Generation, cut_to_limit
+
+    tokenizer = tiny_model[1]
+    ids = tokenizer("one two three four", add_special_tokens=False)["input_ids"]
+    whole = Generation(tokenizer.decode(ids), ids, [-0.5] * len(ids), "stop")
+    assert cut_to_limit(whole, len(ids), tokenizer) is whole
+    cut = cut_to_limit(whole, 2, tokenizer)
+    assert cut.completion_ids == ids[:2] and cut.logprobs == [-0.5, -0.5] and cut.finish_reason == "length"
+    assert cut.text == tokenizer.decode(ids[:2], skip_special_tokens=True)

@@ -21,7 +21,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from spade.configtools import option
-from spade.generation import GenerationBackend, SamplingParams
+from spade.generation import GenerationBackend, SamplingParams, cut_to_limit
 from spade.rewards import episode_return, is_win
 from spade.seeding import derive_seed
 from spade.sandbox.pool import SandboxPool
@@ -218,17 +218,16 @@ class EpisodeRunner:
         longest = min(self.config.max_new_tokens, max(budget[id(e)] for e in live))
         params = SamplingParams(self.config.temperature, self.config.top_p, longest)
         if turn is not None:
-                seed = [derive_seed(e.job.seed, "turn", turn) for e in live]
+            seed = [derive_seed(e.job.seed, "turn", turn) for e in live]
         generations = self.backend.generate([e.record.token_ids for e in live], params, seed)
         for entry, generation in zip(live, generations):
-            ids = generation.completion_ids[: budget[id(entry)]]
-            text = generation.text
-            if len(ids) < len(generation.completion_ids):  # the batch ran past this episode's own budget
-                text = self.backend.tokenizer.decode(ids, skip_special_tokens=True)
+            # the batch may run past this episode's own budget
+            generation = cut_to_limit(generation, budget[id(entry)], self.backend.tokenizer)
+            ids, text = generation.completion_ids, generation.text
             record = entry.record
             record.token_ids += ids
             record.loss_mask += [1] * len(ids)
-            record.rollout_logprobs += list(generation.logprobs[: len(ids)])
+            record.rollout_logprobs += list(generation.logprobs)
             record.generated_tokens += len(ids)
             record.turns += 1
             outcome = entry.episode.step(extract_action(text, entry.job.kind))

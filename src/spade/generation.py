@@ -14,7 +14,7 @@ trainer computes its own log-probs the same way, so the ratio pi_theta / pi_roll
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, Sequence
 
 from spade.configtools import option
@@ -35,6 +35,16 @@ class Generation:
     completion_ids: list = field(default_factory=list)  # [C] sampled token ids, including a final eos
     logprobs: list = field(default_factory=list)  # [C] log-prob of each sampled token (see module doc)
     finish_reason: str = "stop"  # "stop" (eos) or "length" (max_new_tokens reached)
+
+
+def cut_to_limit(generation: Generation, limit: int, tokenizer) -> Generation:
+    """``generation`` cut to at most ``limit`` tokens (text re-decoded), for a row whose own budget is smaller
+    than the batch's ``max_new_tokens``; unchanged when it already fits."""
+    if len(generation.completion_ids) <= limit:
+        return generation
+    ids = generation.completion_ids[:limit]
+    return replace(generation, text=tokenizer.decode(ids, skip_special_tokens=True), completion_ids=ids,
+                   logprobs=generation.logprobs[:limit], finish_reason="length")
 
 
 class GenerationBackend(Protocol):

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from spade.configtools import ConfigError
-from spade.generation import GenerationBackend, SamplingParams
+from spade.generation import GenerationBackend, SamplingParams, cut_to_limit
 from spade.io import atomic_write_text
+from spade.models import chat_prompt_ids
 from spade.seeding import derive_seed
 
 
@@ -213,8 +214,7 @@ def play_conversations(ctx: EvalContext, conversations: Sequence[Conversation], 
     for turn in range(max_turns):
         prompts, ids, budgets = [], [], []
         for i in live:
-            text = tokenizer.apply_chat_template(conversations[i].messages, tokenize=False, add_generation_prompt=True)
-            tokens = tokenizer(text, add_special_tokens=False)["input_ids"]
+            tokens = chat_prompt_ids(tokenizer, conversations[i].messages)
             if len(tokens) >= ctx.max_context_tokens:
                 conversations[i].stop_reason = "context_limit"
                 continue
@@ -228,11 +228,9 @@ def play_conversations(ctx: EvalContext, conversations: Sequence[Conversation], 
         live = []
         for i, generation, budget in zip(ids, generations, budgets):
             conversation = conversations[i]
-            text, completion = generation.text, generation.completion_ids
-            if len(completion) > budget:  # the batch ran longer than this row's own budget: cut to it
-                completion = completion[:budget]
-                text = tokenizer.decode(completion, skip_special_tokens=True)
-            conversation.tokens += len(completion)
+            generation = cut_to_limit(generation, budget, tokenizer)  # the batch may run past this row's budget
+            text = generation.text
+            conversation.tokens += len(generation.completion_ids)
             conversation.replies.append(text)
             conversation.messages.append({"role": "assistant", "content": text})
             follow_up = conversation.respond(text)
