@@ -28,6 +28,11 @@ def script(name):
     return str(SCRIPT_DIR / name)
 
 
+def repo_path(path):
+    """A path from the config, relative to the repository root unless absolute (works with --directory)."""
+    return str(Path(workflow.basedir) / path)
+
+
 def config_hash(*keys):
     """Hash of the named (dotted) config sections: a rule's `params`, so that changing a key it reads reruns it.
 

@@ -10,7 +10,7 @@
 
 from spade import paper_figures as _paper_figures
 
-FIGURE_RUNS = str(Path(workflow.basedir) / "paper" / "figure_runs.yaml")
+FIGURE_RUNS = repo_path(SPADE.paper.figure_runs)  # config key paper.figure_runs
 PAPER_FIGURES_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper_figures.py")
 PAPER_FIGURES_DIR = f"{OUT.root}/paper/figures"
 PAPER_FIGURE_STEMS = {

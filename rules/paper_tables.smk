@@ -16,7 +16,7 @@
 
 from spade import paper_tables as _paper_tables
 
-TABLE_RUNS = str(Path(workflow.basedir) / "paper" / "table_runs.yaml")  # which run stands for which paper row
+TABLE_RUNS = repo_path(SPADE.paper.table_runs)  # which run stands for which paper row (config key paper.table_runs)
 REPORTED_DIR = Path(workflow.basedir) / "paper" / "reported"
 RECIPE_DIR = Path(workflow.basedir) / "configs" / "recipes"
 PAPER_TABLES_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper_tables.py")  # the logic all scripts share

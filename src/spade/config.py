@@ -100,6 +100,19 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class PaperConfig:
+    """Which of our runs stands for which row, curve and quoted number of the paper (relative paths are
+    taken from the repository root). The defaults map the paper-scale runs; configs/default.yaml points at
+    paper/toy/, where the toy run stands in for the SPADE rows so that every artifact renders from it."""
+
+    table_runs: str = option("paper/table_runs.yaml", "Run mapping of the paper tables (see the file's header).")
+    figure_runs: str = option("paper/figure_runs.yaml", "Run mapping of the paper figures (see the file's header).")
+    number_runs: str = option("paper/number_runs.yaml", "Run mapping of the numbers quoted in the paper's text.")
+    latex_engine: str = option("latexmk", "LaTeX driver for paper/main.tex: 'latexmk' (pdflatex via latexmk), "
+                               "'pdflatex' (run twice) or 'tectonic'.", choices=("latexmk", "pdflatex", "tectonic"))
+
+
+@dataclass(frozen=True)
 class SpadeConfig:
     run_name: str = option("run", "Name of the run; outputs go to <results_dir>/runs/<run_name>.")
     recipe: str = option("games", "Recipe file under configs/recipes/ that the run starts from.")
@@ -118,6 +131,7 @@ class SpadeConfig:
     sandbox: SandboxConfig = option(SandboxConfig(), "The sandbox that runs generated code.")
     validation: ValidationConfig = option(ValidationConfig(), "Checks a candidate environment must pass.")
     library_check: LibraryCheckConfig = option(LibraryCheckConfig(), "The built-in library's oracle/random check.")
+    paper: PaperConfig = option(PaperConfig(), "The paper's tables, figures and quoted numbers (rules/paper_*.smk).")
 
     def __post_init__(self):
         seeds = self.validation.seeds

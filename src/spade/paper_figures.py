@@ -267,8 +267,10 @@ def check_runs(ctx: FigureContext) -> list[tuple[int, str, str]]:
     """(index, label, run) of the series whose run folder exists; the others are listed missing."""
     present = []
     for i, (label, run) in enumerate(series_of(ctx.section)):
-        if ctx.run_dir(run) is None:
-            ctx.miss(f"{label}: run {run or '(none mapped)'} not run (no folder under {ctx.runs_root})")
+        if not run:
+            ctx.miss(f"{label}: no run mapped (in {ctx.mapping['path']})")
+        elif ctx.run_dir(run) is None:
+            ctx.miss(f"{label}: run {run} not run (no folder under {ctx.runs_root})")
         else:
             present.append((i, label, run))
     return present
