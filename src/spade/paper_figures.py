@@ -11,7 +11,6 @@ it can be tested on hand-made folders.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import math
 import textwrap
 from collections.abc import Callable, Sequence
@@ -24,6 +23,7 @@ from spade.report import (
     COLUMN_WIDTH_IN,
     PAPER_RC,
     ReportInputError,
+    files_fingerprint,
     provenance_record,
     read_metrics,
     read_yaml,
@@ -127,15 +127,8 @@ def run_files(runs_root: str | Path, runs: Sequence[str], figure: str) -> list[P
 
 
 def run_fingerprint(runs_root: str | Path, runs: Sequence[str], figure: str) -> str:
-    """Hash of names, sizes and modification times of :func:`run_files` (a Snakemake parameter: a figure reruns
-    when a result it reads changes, without declaring other runs' outputs as inputs)."""
-    digest = hashlib.sha256()
-    for run in sorted(set(runs)):
-        digest.update(f"run {run}\n".encode())
-    for path in run_files(runs_root, runs, figure):
-        stat = path.stat()
-        digest.update(f"{path.as_posix()} {stat.st_size} {stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()[:16]
+    """The Snakemake parameter of a figure's rule: :func:`spade.report.files_fingerprint` of :func:`run_files`."""
+    return files_fingerprint(runs, run_files(runs_root, runs, figure))
 
 
 # ----- data preparation: evaluation curves ------------------------------------------------------------------
@@ -584,14 +577,19 @@ def draw_windowed_vendi(ctx: FigureContext):
 
 
 # ----- figures 1, 12, 16, 17 ------------------------------------------------------------------------------
-def draw_games_transfer(ctx: FigureContext):
-    """Figure 1 (middle): mean over the 8 benchmarks of (score - base) / base (%) per step, base line at 0."""
+def relative_axes(ctx: FigureContext):
+    """Figure 1 panels: the present series, their evaluations, and one axis with the base line at 0 %."""
     series = check_runs(ctx)
     tidy, files = load_eval(ctx.runs_root, [run for _, _, run in series])
     ctx.inputs += files
     fig, axes = subplots(1, 1, 2.3, COLUMN_WIDTH_IN)
-    ax = axes[0, 0]
-    base_line(ax, 0.0)
+    base_line(axes[0, 0], 0.0)
+    return series, tidy, fig, axes[0, 0]
+
+
+def draw_games_transfer(ctx: FigureContext):
+    """Figure 1 (middle): mean over the 8 benchmarks of (score - base) / base (%) per step, base line at 0."""
+    series, tidy, fig, ax = relative_axes(ctx)
     parts = [PANEL_METRIC[k] for k in EIGHT_BENCHMARKS]
     drawn = False
     for i, label, run in series:
@@ -612,12 +610,7 @@ def draw_games_transfer(ctx: FigureContext):
 
 def draw_tool_transfer(ctx: FigureContext):
     """Figure 1 (right): relative improvement (%) of tau2, BFCL v4 multi-turn and ACEBench-Agent per step."""
-    series = check_runs(ctx)
-    tidy, files = load_eval(ctx.runs_root, [run for _, _, run in series])
-    ctx.inputs += files
-    fig, axes = subplots(1, 1, 2.3, COLUMN_WIDTH_IN)
-    ax = axes[0, 0]
-    base_line(ax, 0.0)
+    series, tidy, fig, ax = relative_axes(ctx)
     drawn = False
     for _, label, run in series[:1]:
         for j, (family, parts) in enumerate(TOOL_FAMILIES):

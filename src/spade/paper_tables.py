@@ -39,7 +39,6 @@ error, config hash, git commit, seeds and the file it came from.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -55,6 +54,7 @@ from spade.report import (
     TRAINING_BENCHMARK,
     ReportInputError,
     eval_files,
+    files_fingerprint,
     latex_escape,
     provenance_record,
     read_json,
@@ -152,7 +152,8 @@ def _int(path, key: str, value, minimum: int) -> int:
     return value
 
 
-def _benchmark_rows(path, key: str, section: dict, default_step) -> list[dict]:
+def _row_entries(path, key: str, section: dict, allowed: Sequence[str]) -> list[tuple[str, dict]]:
+    """(where, entry) of each entry of ``<key>.rows``, checked to be mappings with only ``allowed`` keys."""
     rows = section.get("rows")
     if not isinstance(rows, list):
         raise _bad(path, f"{key}.rows", f"must be a list of row entries, got {rows!r}")
@@ -161,7 +162,14 @@ def _benchmark_rows(path, key: str, section: dict, default_step) -> list[dict]:
         where = f"{key}.rows[{i}]"
         if not isinstance(row, dict):
             raise _bad(path, where, f"must be a mapping, got {row!r}")
-        _no_unknown(path, where, row, _ROW_KEYS)
+        _no_unknown(path, where, row, allowed)
+        out.append((where, row))
+    return out
+
+
+def _benchmark_rows(path, key: str, section: dict, default_step) -> list[dict]:
+    out = []
+    for where, row in _row_entries(path, key, section, _ROW_KEYS):
         if "reported" not in row:
             raise _bad(path, f"{where}.reported", "is missing")
         if "run" not in row:
@@ -195,15 +203,8 @@ def _table7(path, key: str, section: dict) -> dict:
 
 
 def _table8(path, key: str, section: dict) -> dict:
-    rows = section.get("rows")
-    if not isinstance(rows, list):
-        raise _bad(path, f"{key}.rows", f"must be a list of row entries, got {rows!r}")
     parsed_rows = []
-    for i, row in enumerate(rows):
-        where = f"{key}.rows[{i}]"
-        if not isinstance(row, dict):
-            raise _bad(path, where, f"must be a mapping, got {row!r}")
-        _no_unknown(path, where, row, ("reported", "run"))
+    for where, row in _row_entries(path, key, section, ("reported", "run")):
         if "reported" not in row or "run" not in row:
             raise _bad(path, where, "needs both 'reported' and 'run' (null for no run)")
         runs = _run_names(path, f"{where}.run", row["run"])
@@ -317,19 +318,8 @@ def run_files(runs_root: str | Path, runs: Sequence[str], table: str) -> list[Pa
 
 
 def run_fingerprint(runs_root: str | Path, runs: Sequence[str], table: str) -> str:
-    """A short hash of the names, sizes and modification times of :func:`run_files`.
-
-    The Snakemake rules use it as a parameter: a table reruns when a result of a run it maps changes, without
-    declaring those files as inputs (which would pull the jobs that made them, under the current config, into
-    the DAG).
-    """
-    digest = hashlib.sha256()
-    for run in sorted(set(runs)):
-        digest.update(f"run {run}\n".encode())
-    for path in run_files(runs_root, runs, table):
-        stat = path.stat()
-        digest.update(f"{path.as_posix()} {stat.st_size} {stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()[:16]
+    """The Snakemake parameter of a table's rule: :func:`spade.report.files_fingerprint` of :func:`run_files`."""
+    return files_fingerprint(runs, run_files(runs_root, runs, table))
 
 
 # ----- reported values -------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -287,6 +288,21 @@ def sha256_file(path: str | Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def files_fingerprint(runs: Sequence[str], paths: Sequence[Path]) -> str:
+    """A short hash of run names and of the names, sizes and modification times of ``paths``.
+
+    The paper rules use it as a parameter: an artifact reruns when a result file of a run it reads changes,
+    without declaring those files as inputs (which would pull the jobs that made them, under the current
+    config, into the DAG)."""
+    digest = hashlib.sha256()
+    for run in sorted(set(runs)):
+        digest.update(f"run {run}\n".encode())
+    for path in paths:
+        stat = Path(path).stat()
+        digest.update(f"{Path(path).as_posix()} {stat.st_size} {stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def sidecar_path(out: str | Path) -> Path:
