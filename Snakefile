@@ -7,7 +7,9 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "configs/default.yaml"
+if not workflow.overwrite_configfiles:  # `--configfile X` replaces the toy config instead of merging over it
+
+    configfile: "configs/default.yaml"
 
 
 include: "rules/common.smk"

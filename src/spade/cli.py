@@ -7,6 +7,7 @@
     spade eval run --model DIR --step N --benchmark NAME --out FILE
     spade eval list | spade eval select --results FILE... --out FILE | spade eval throughput --model DIR --out FILE
     spade config schema
+    spade compute [RUN_FILE ...] [--json | --markdown] [--assumptions FILE]
 
 Every command accepts ``--config FILE`` (repeatable, merged in order; default ``configs/default.yaml``
 when it exists) and ``--isolation LEVEL`` to override ``sandbox.isolation``.
@@ -268,6 +269,33 @@ def cmd_schema(args) -> int:
     return 0
 
 
+def cmd_compute(args) -> int:
+    from spade.compute import COMPONENTS, estimate, load_assumptions, table_rows, to_markdown, HEADER
+    from spade.config import load_config
+
+    assumptions = load_assumptions(args.assumptions)
+    configs = [load_config(path) for path in args.runs] if args.runs else [_config(args)]
+    estimates = [estimate(config, assumptions, args.assumptions) for config in configs]
+    if args.json:
+        print(json.dumps([e.to_dict() for e in estimates], indent=2))
+    elif args.markdown:
+        print(to_markdown(estimates), end="")
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"ROUGH GPU-hour estimate ({assumptions['hardware'].get('gpu', '')}; assumptions: "
+                            f"{args.assumptions}; not a measurement)")
+        for column in HEADER:
+            table.add_column(column, justify="left" if column in ("run", "model") else "right")
+        for row in table_rows(estimates):
+            table.add_row(*row)
+        Console().print(table)
+        print(f"components: {', '.join(COMPONENTS)} (GPU-hours); formulas: `python -c \"import spade.compute; "
+              "help(spade.compute)\"`")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", action="append", help="YAML config file (repeatable; merged in order)")
@@ -344,6 +372,16 @@ def build_parser() -> argparse.ArgumentParser:
     config = groups.add_parser("config", help="configuration").add_subparsers(dest="command", required=True)
     schema = config.add_parser("schema", help="list every config key with its default and description")
     schema.set_defaults(func=cmd_schema)
+
+    from spade.compute import COMPUTE_FILE
+
+    compute = groups.add_parser("compute", parents=[common], help="rough GPU-hours of runs from their configs")
+    compute.add_argument("runs", nargs="*", help="run files, each estimated on its own (default: the --config merge)")
+    compute.add_argument("--assumptions", default=str(COMPUTE_FILE), help="assumptions file (default: %(default)s)")
+    output = compute.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print the estimates with every count as JSON")
+    output.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    compute.set_defaults(func=cmd_compute)
     return parser
 
 
