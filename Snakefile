@@ -20,6 +20,8 @@ include: "rules/eval.smk"
 include: "rules/report.smk"
 include: "rules/paper_tables.smk"
 include: "rules/paper_figures.smk"
+include: "rules/paper_numbers.smk"
+include: "rules/paper_pdf.smk"  # after the tables, figures and numbers: it lists their outputs
 
 
 rule all:

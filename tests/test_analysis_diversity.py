@@ -129,7 +129,9 @@ def test_tsne_shape_and_seed():
 
 def test_environment_texts_from_archives():
     sets = [{"environments": [{"valid": True, "code": "class A: pass", "step": 0, "skill": "logic"},
-                              {"valid": False, "code": "", "step": 0, "skill": "logic"}]},
+                              {"valid": False, "code": "", "step": 0, "skill": "logic"},
+                              {"valid": True, "code": "class Lib: pass", "step": 0, "skill": "logic",
+                               "source": "backfill:lib"}]},
             {"environments": [{"valid": True, "code": "class B: pass", "step": 4, "skill": "math"}]}]
     assert environment_texts(sets) == (["class A: pass", "class B: pass"], [0, 4], ["logic", "math"])
     with pytest.raises(ValueError, match="'hint'"):

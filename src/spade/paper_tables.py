@@ -110,24 +110,24 @@ VENDI_DEFAULTS = {"size": 100, "draws": 20, "balance_by": "skill", "seed": 0}
 BALANCE_BY = ("skill", "none")
 
 
-def _bad(path, key: str, message: str) -> ReportInputError:
+def mapping_error(path, key: str, message: str) -> ReportInputError:
     return ReportInputError(f"{path}: key '{key}' {message}")
 
 
-def _no_unknown(path, key: str, data: dict, allowed: Sequence[str]) -> None:
+def check_keys(path, key: str, data: dict, allowed: Sequence[str]) -> None:
     extra = sorted(set(data) - set(allowed), key=str)
     if extra:
         where = f"{key}.{extra[0]}" if key else str(extra[0])
-        raise _bad(path, where, f"is not a known key (known: {', '.join(allowed)})")
+        raise mapping_error(path, where, f"is not a known key (known: {', '.join(allowed)})")
 
 
-def _step_rule(path, key: str, value):
+def mapping_step_rule(path, key: str, value):
     if isinstance(value, bool) or not (value in STEP_WORDS or (isinstance(value, int) and value >= 0)):
-        raise _bad(path, key, f"must be one of {', '.join(STEP_WORDS)} or a step number >= 0, got {value!r}")
+        raise mapping_error(path, key, f"must be one of {', '.join(STEP_WORDS)} or a step number >= 0, got {value!r}")
     return value
 
 
-def _run_names(path, key: str, value) -> list[str]:
+def mapping_runs(path, key: str, value) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str) and value.strip():
@@ -135,20 +135,20 @@ def _run_names(path, key: str, value) -> list[str]:
     if (isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value)
             and len(set(value)) == len(value)):
         return list(value)
-    raise _bad(path, key, f"must be a run name, a list of distinct run names or null, got {value!r}")
+    raise mapping_error(path, key, f"must be a run name, a list of distinct run names or null, got {value!r}")
 
 
 def _row_key(path, key: str, value) -> dict:
     if not isinstance(value, dict) or not value or not all(isinstance(k, str) for k in value):
-        raise _bad(path, key, f"must be a mapping of reported column -> value, got {value!r}")
+        raise mapping_error(path, key, f"must be a mapping of reported column -> value, got {value!r}")
     if any(v is None or isinstance(v, (dict, list)) for v in value.values()):
-        raise _bad(path, key, f"values must be plain text, got {value!r}")
+        raise mapping_error(path, key, f"values must be plain text, got {value!r}")
     return {k: str(v) for k, v in value.items()}
 
 
-def _int(path, key: str, value, minimum: int) -> int:
+def mapping_int(path, key: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _bad(path, key, f"must be an integer >= {minimum}, got {value!r}")
+        raise mapping_error(path, key, f"must be an integer >= {minimum}, got {value!r}")
     return value
 
 
@@ -156,13 +156,13 @@ def _row_entries(path, key: str, section: dict, allowed: Sequence[str]) -> list[
     """(where, entry) of each entry of ``<key>.rows``, checked to be mappings with only ``allowed`` keys."""
     rows = section.get("rows")
     if not isinstance(rows, list):
-        raise _bad(path, f"{key}.rows", f"must be a list of row entries, got {rows!r}")
+        raise mapping_error(path, f"{key}.rows", f"must be a list of row entries, got {rows!r}")
     out = []
     for i, row in enumerate(rows):
         where = f"{key}.rows[{i}]"
         if not isinstance(row, dict):
-            raise _bad(path, where, f"must be a mapping, got {row!r}")
-        _no_unknown(path, where, row, allowed)
+            raise mapping_error(path, where, f"must be a mapping, got {row!r}")
+        check_keys(path, where, row, allowed)
         out.append((where, row))
     return out
 
@@ -171,33 +171,33 @@ def _benchmark_rows(path, key: str, section: dict, default_step) -> list[dict]:
     out = []
     for where, row in _row_entries(path, key, section, _ROW_KEYS):
         if "reported" not in row:
-            raise _bad(path, f"{where}.reported", "is missing")
+            raise mapping_error(path, f"{where}.reported", "is missing")
         if "run" not in row:
-            raise _bad(path, f"{where}.run", "is missing (write `run: null` for a row we have no run for)")
+            raise mapping_error(path, f"{where}.run", "is missing (write `run: null` for a row we have no run for)")
         base = row.get("base")
         out.append({"where": where, "reported": _row_key(path, f"{where}.reported", row["reported"]),
-                    "runs": _run_names(path, f"{where}.run", row["run"]),
-                    "step": _step_rule(path, f"{where}.step", row.get("step", default_step)),
+                    "runs": mapping_runs(path, f"{where}.run", row["run"]),
+                    "step": mapping_step_rule(path, f"{where}.step", row.get("step", default_step)),
                     "base": None if base is None else _row_key(path, f"{where}.base", base)})
     return out
 
 
 def _table7(path, key: str, section: dict) -> dict:
-    runs = _run_names(path, f"{key}.run", section.get("run"))
+    runs = mapping_runs(path, f"{key}.run", section.get("run"))
     if len(runs) > 1:
-        raise _bad(path, f"{key}.run", f"must name one run (or null), got {runs!r}")
+        raise mapping_error(path, f"{key}.run", f"must name one run (or null), got {runs!r}")
     phases = section.get("phases")
     if not isinstance(phases, dict) or not phases:
-        raise _bad(path, f"{key}.phases",
+        raise mapping_error(path, f"{key}.phases",
                    f"must map each reported phase column to [first step, last step], got {phases!r}")
     parsed = {}
     for name, bounds in phases.items():
         where = f"{key}.phases.{name}"
         if not (isinstance(bounds, list) and len(bounds) == 2):
-            raise _bad(path, where, f"must be [first step, last step], got {bounds!r}")
-        first, last = (_int(path, where, b, 0) for b in bounds)
+            raise mapping_error(path, where, f"must be [first step, last step], got {bounds!r}")
+        first, last = (mapping_int(path, where, b, 0) for b in bounds)
         if first > last:
-            raise _bad(path, where, f"first step {first} is after last step {last}")
+            raise mapping_error(path, where, f"first step {first} is after last step {last}")
         parsed[str(name)] = (first, last)
     return {"runs": runs, "phases": parsed}
 
@@ -206,29 +206,29 @@ def _table8(path, key: str, section: dict) -> dict:
     parsed_rows = []
     for where, row in _row_entries(path, key, section, ("reported", "run")):
         if "reported" not in row or "run" not in row:
-            raise _bad(path, where, "needs both 'reported' and 'run' (null for no run)")
-        runs = _run_names(path, f"{where}.run", row["run"])
+            raise mapping_error(path, where, "needs both 'reported' and 'run' (null for no run)")
+        runs = mapping_runs(path, f"{where}.run", row["run"])
         if len(runs) > 1:
-            raise _bad(path, f"{where}.run", f"must name one run (or null), got {runs!r}")
+            raise mapping_error(path, f"{where}.run", f"must name one run (or null), got {runs!r}")
         parsed_rows.append({"where": where, "reported": _row_key(path, f"{where}.reported", row["reported"]),
                             "runs": runs})
     vendi = section.get("vendi") or {}
     if not isinstance(vendi, dict):
-        raise _bad(path, f"{key}.vendi", f"must be a mapping, got {vendi!r}")
-    _no_unknown(path, f"{key}.vendi", vendi, tuple(VENDI_DEFAULTS))
+        raise mapping_error(path, f"{key}.vendi", f"must be a mapping, got {vendi!r}")
+    check_keys(path, f"{key}.vendi", vendi, tuple(VENDI_DEFAULTS))
     vendi = {**VENDI_DEFAULTS, **vendi}
-    vendi["size"] = _int(path, f"{key}.vendi.size", vendi["size"], 2)
-    vendi["draws"] = _int(path, f"{key}.vendi.draws", vendi["draws"], 1)
-    vendi["seed"] = _int(path, f"{key}.vendi.seed", vendi["seed"], 0)
+    vendi["size"] = mapping_int(path, f"{key}.vendi.size", vendi["size"], 2)
+    vendi["draws"] = mapping_int(path, f"{key}.vendi.draws", vendi["draws"], 1)
+    vendi["seed"] = mapping_int(path, f"{key}.vendi.seed", vendi["seed"], 0)
     if vendi["balance_by"] not in BALANCE_BY:
-        raise _bad(path, f"{key}.vendi.balance_by",
+        raise mapping_error(path, f"{key}.vendi.balance_by",
                    f"must be one of {', '.join(BALANCE_BY)}, got {vendi['balance_by']!r}")
     below = section.get("collapsed_below", 0.2)
     if isinstance(below, bool) or not isinstance(below, (int, float)) or not 0.0 <= below <= 1.0:
-        raise _bad(path, f"{key}.collapsed_below", f"must be a number in [0, 1], got {below!r}")
+        raise mapping_error(path, f"{key}.collapsed_below", f"must be a number in [0, 1], got {below!r}")
     text_field = section.get("field", "code")
     if not isinstance(text_field, str) or not text_field:
-        raise _bad(path, f"{key}.field", f"must be an archive field name, got {text_field!r}")
+        raise mapping_error(path, f"{key}.field", f"must be an archive field name, got {text_field!r}")
     return {"rows": parsed_rows, "vendi": vendi, "collapsed_below": float(below), "field": text_field}
 
 
@@ -243,29 +243,29 @@ def load_table_runs(path: str | Path) -> dict:
     data = read_yaml(path, "run mapping")
     if not isinstance(data, dict):
         raise ReportInputError(f"{path} must hold a mapping at the top level")
-    _no_unknown(path, "", data, _TOP_KEYS)
-    default_step = _step_rule(path, "default_step", data.get("default_step", "selected"))
+    check_keys(path, "", data, _TOP_KEYS)
+    default_step = mapping_step_rule(path, "default_step", data.get("default_step", "selected"))
     metrics = data.get("metrics") or {}
     if not isinstance(metrics, dict):
-        raise _bad(path, "metrics", f"must be a mapping of paper column -> 'benchmark:metric', got {metrics!r}")
+        raise mapping_error(path, "metrics", f"must be a mapping of paper column -> 'benchmark:metric', got {metrics!r}")
     parsed_metrics = {}
     for column, spec in metrics.items():
         if column not in COLUMN_METRICS:
-            raise _bad(path, f"metrics.{column}", f"is not a paper column (known: {', '.join(COLUMN_METRICS)})")
+            raise mapping_error(path, f"metrics.{column}", f"is not a paper column (known: {', '.join(COLUMN_METRICS)})")
         benchmark, _, metric = spec.partition(":") if isinstance(spec, str) else ("", "", "")
         if not benchmark or not metric:
-            raise _bad(path, f"metrics.{column}", f"must be 'benchmark:metric', got {spec!r}")
+            raise mapping_error(path, f"metrics.{column}", f"must be 'benchmark:metric', got {spec!r}")
         parsed_metrics[column] = (benchmark, metric)
     tables = data.get("tables") or {}
     if not isinstance(tables, dict):
-        raise _bad(path, "tables", f"must be a mapping of table name -> section, got {tables!r}")
-    _no_unknown(path, "tables", tables, tuple(_TABLE_KEYS))
+        raise mapping_error(path, "tables", f"must be a mapping of table name -> section, got {tables!r}")
+    check_keys(path, "tables", tables, tuple(_TABLE_KEYS))
     parsed_tables = {}
     for name, section in tables.items():
         key = f"tables.{name}"
         if not isinstance(section, dict):
-            raise _bad(path, key, f"must be a mapping, got {section!r}")
-        _no_unknown(path, key, section, _TABLE_KEYS[name])
+            raise mapping_error(path, key, f"must be a mapping, got {section!r}")
+        check_keys(path, key, section, _TABLE_KEYS[name])
         if name in BENCHMARK_TABLES:
             parsed_tables[name] = {"rows": _benchmark_rows(path, key, section, default_step)}
         elif name == "table7":
@@ -696,7 +696,7 @@ def _check_row_key(spec: BenchmarkTable, mapping: dict, where: str, given: dict,
     return key
 
 
-def _ours_row(spec: BenchmarkTable, entry: dict, results: ResultIndex, runs_root, metrics: dict) -> dict:
+def ours_row(spec: BenchmarkTable, entry: dict, results: ResultIndex, runs_root, metrics: dict) -> dict:
     """Our values of one mapped row (column -> number or None), their provenance and what is missing."""
     choices = [resolve_step(run, entry["step"], results, runs_root) for run in entry["runs"]]
     values, cells, missing = {}, {}, []
@@ -770,7 +770,7 @@ def build_benchmark_table(spec: BenchmarkTable, mapping: dict, reported_path: st
         raise ReportInputError(f"{mapping['path']}: key 'tables.{spec.name}.rows' has no entry for the reported row "
                                f"{_row_name(spec, unmapped[0])} (write `run: null` if we have no run for it)")
 
-    ours = {key: _ours_row(spec, entry, results, runs_root, metrics) for key, entry in entries.items()}
+    ours = {key: ours_row(spec, entry, results, runs_root, metrics) for key, entry in entries.items()}
     for key, entry in entries.items():  # gains need every row's average first
         for column in (c for c in spec.columns if c.kind == "gain"):
             base_key = entry.get("base_key")
@@ -1058,7 +1058,7 @@ def run_provenance(run_dir: Path) -> dict:
 _SET_FILE = re.compile(r"^set_(\d+)\.json$")  # as spade.analysis.read_env_sets
 
 
-def _env_sets(run_dir: Path) -> list[tuple[Path, dict]]:
+def env_sets_with_paths(run_dir: Path) -> list[tuple[Path, dict]]:
     from spade.analysis import read_env_sets, set_step
 
     try:
@@ -1070,10 +1070,6 @@ def _env_sets(run_dir: Path) -> list[tuple[Path, dict]]:
     except ValueError as exc:
         raise ReportInputError(f"environment archives of {run_dir}: {exc}") from None
     return [(path, {**data, "_step": step}) for path, data, step in zip(files, sets, steps)]
-
-
-def _designed(env: dict) -> bool:
-    return bool(env.get("valid")) and env.get("source", "designer") == "designer"
 
 
 def _finite(value) -> bool:
@@ -1107,6 +1103,7 @@ def env_quality(run_dir: str | Path, phases: dict) -> tuple[dict, list[Path], li
     the valid designer-written environments of those sets (:mod:`spade.analysis.code_stats`).
     """
     from spade.analysis import (
+        designer_written,
         hidden_state_variables,
         learnable_count,
         program_length,
@@ -1114,7 +1111,7 @@ def env_quality(run_dir: str | Path, phases: dict) -> tuple[dict, list[Path], li
     )
 
     run_dir = Path(run_dir)
-    sets = _env_sets(run_dir)
+    sets = env_sets_with_paths(run_dir)
     metrics_path = run_dir / "metrics.jsonl"
     records = read_metrics(metrics_path) if metrics_path.is_file() else []
     inputs = [p for p, _ in sets] + ([metrics_path] if records else [])
@@ -1145,7 +1142,7 @@ def env_quality(run_dir: str | Path, phases: dict) -> tuple[dict, list[Path], li
         lengths, variables = [], []
         for path, env_set in in_phase:
             for env in env_set["environments"]:
-                if not _designed(env) or not isinstance(env.get("code"), str):
+                if not designer_written(env) or not isinstance(env.get("code"), str):
                     continue
                 try:
                     length = program_length(env["code"])
@@ -1259,10 +1256,10 @@ def diversity(run_dir: str | Path, text_field: str, vendi: dict, collapsed_below
     """Table 8 measures of one run: ``{"sample", "vendi_per_n", "mean_pairwise_distance",
     "tfidf_lsa_vendi_per_n", "reading"}`` over its valid designer-written environments (a value is None where
     the run has too few environments), and the files read."""
-    from spade.analysis import vendi_per_n
+    from spade.analysis import designer_written, vendi_per_n
 
-    sets = _env_sets(Path(run_dir))
-    envs = [env for _, s in sets for env in s["environments"] if _designed(env)]
+    sets = env_sets_with_paths(Path(run_dir))
+    envs = [env for _, s in sets for env in s["environments"] if designer_written(env)]
     texts = [env.get(text_field) for env in envs]
     bad = [env.get("env_id") for env, text in zip(envs, texts) if not isinstance(text, str) or not text.strip()]
     if bad:

@@ -17,19 +17,56 @@ import re
 from pathlib import Path
 
 from spade.analysis.code_stats import (
-    BOOKKEEPING_ATTRIBUTES, code_reveals_formula, environment_class, first_observation_strings,
-    first_observation_text, formula_reveal_rate, formula_spans, hidden_state_variables, is_physics_text,
-    parse_module, physics_terms, program_length, reveals_formula,
+    BOOKKEEPING_ATTRIBUTES,
+    code_reveals_formula,
+    environment_class,
+    first_observation_strings,
+    first_observation_text,
+    formula_reveal_rate,
+    formula_spans,
+    hidden_state_variables,
+    is_physics_text,
+    parse_module,
+    physics_terms,
+    program_length,
+    reveals_formula,
 )
 from spade.analysis.diversity import (
-    DrawSummary, balanced_draw, balanced_quotas, cosine_kernel, environment_texts, sbert_embeddings,
-    tfidf_lsa_embeddings, tsne_2d, vendi_per_n, vendi_score, vendi_score_from_kernel, windowed_vendi,
+    DrawSummary,
+    balanced_draw,
+    balanced_quotas,
+    cosine_kernel,
+    designer_written,
+    environment_texts,
+    sbert_embeddings,
+    tfidf_lsa_embeddings,
+    tsne_2d,
+    vendi_per_n,
+    vendi_score,
+    vendi_score_from_kernel,
+    windowed_vendi,
 )
 from spade.analysis.learnability import (
-    distinct_reward_levels, early_late_gain, ema, learnable_count, learnable_share, learnable_share_from_sets,
-    phase_mean, reward_level_rows, set_step, slot_win_rates, strictly_partial_levels, windowed_learnable_share,
+    distinct_reward_levels,
+    early_late_gain,
+    ema,
+    learnable_count,
+    learnable_share,
+    learnable_share_from_sets,
+    phase_mean,
+    reward_level_rows,
+    set_step,
+    slot_win_rates,
+    strictly_partial_levels,
+    windowed_learnable_share,
 )
-from spade.analysis.rates import RateEstimate, rate_estimate, valid_env_rate, valid_env_rate_from_sets, wilson_interval
+from spade.analysis.rates import (
+    RateEstimate,
+    rate_estimate,
+    valid_env_rate,
+    valid_env_rate_from_sets,
+    wilson_interval,
+)
 
 _SET_NAME = re.compile(r"^set_(\d+)\.json$")
 
@@ -58,7 +95,7 @@ def read_env_sets(run_dir: str | Path) -> list[dict]:
 
 __all__ = [
     "BOOKKEEPING_ATTRIBUTES", "DrawSummary", "RateEstimate", "balanced_draw", "balanced_quotas", "code_reveals_formula",
-    "cosine_kernel", "distinct_reward_levels", "early_late_gain", "ema", "environment_class", "environment_texts",
+    "cosine_kernel", "designer_written", "distinct_reward_levels", "early_late_gain", "ema", "environment_class", "environment_texts",
     "first_observation_strings", "first_observation_text", "formula_reveal_rate", "formula_spans",
     "hidden_state_variables", "is_physics_text", "learnable_count", "learnable_share", "learnable_share_from_sets",
     "parse_module", "phase_mean", "physics_terms", "program_length", "rate_estimate", "read_env_sets",

@@ -280,17 +280,23 @@ def tsne_2d(embeddings, seed: int = 0, perplexity: float = 30.0, metric: str = "
     return TSNE(n_components=2, perplexity=perplexity, metric=metric, init="pca", random_state=seed).fit_transform(x)
 
 
+def designer_written(env: dict) -> bool:
+    """A valid environment the designer wrote; library environments that backfilled an empty slot
+    (``source: "backfill:<name>"``) are not generated and stay out of every diversity and code measure."""
+    return bool(env.get("valid")) and env.get("source", "designer") == "designer"
+
+
 def environment_texts(env_sets: Sequence, field: str = "code") -> tuple[list[str], list[int], list[str]]:
     """Texts to embed from archived sets (``envs/set_*.json`` contents): ``field`` (the environment's source
-    code by default) of every valid environment, with its regeneration step and skill:
-    (texts [n], steps [n], skills [n])."""
+    code by default) of every valid designer-written environment (:func:`designer_written`), with its
+    regeneration step and skill: (texts [n], steps [n], skills [n])."""
     texts, steps, skills = [], [], []
     for i, env_set in enumerate(env_sets):
         environments = env_set.get("environments") if isinstance(env_set, dict) else None
         if not isinstance(environments, list):
             raise ValueError(f"env_sets[{i}] must be a mapping with an 'environments' list")
         for j, env in enumerate(environments):
-            if not env.get("valid"):
+            if not designer_written(env):
                 continue
             text = env.get(field)
             if not isinstance(text, str):

@@ -1,0 +1,23 @@
+"""Quoted numbers 'formula_reveal' of the paper: our values beside the paper's, as LaTeX macros.
+
+    python paper/scripts/num_formula_reveal.py --mapping paper/number_runs.yaml --runs-root results/runs \
+        --reported-dir paper/reported --out results/paper/numbers/formula_reveal.tex
+
+Writes the macro file (each \\Num... macro and its \\Num...Reported twin; definitions in its comment block) and
+the provenance sidecar <out>.provenance.json. The logic and the exact definitions are in spade.paper_numbers.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from spade.paper_numbers import number_main
+from spade.report import run_script
+
+
+def main(argv=None) -> None:
+    number_main("formula_reveal", "paper/scripts/num_formula_reveal.py", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(run_script(main))
