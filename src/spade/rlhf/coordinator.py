@@ -1,0 +1,271 @@
+"""The SPADE coordinator: one object that owns the self-play core for every vLLM engine of a run.
+
+On GPUs it is a named Ray actor (``spade-coordinator``, created by the first executor that needs it);
+in tests it is a plain in-process object. Executors talk to it through three coroutines:
+
+- ``settings()``: the run's ``SpadeConfig`` (agent, sandbox and flavour settings for local play);
+- ``assign(label, engine, template)``: what response ``g`` of ticket ``label`` means at the current
+  step. The first ticket of a step opens the step: the coordinator runs ``SelfPlay.begin_step`` (close
+  the old set, design, hints, hint arm) in a worker thread, generating through the registered engines,
+  and every assignment of that step waits for it. So design always precedes agent play in a step.
+- ``report(step, role, g, summary)``: an agent episode's outcome. When the G episodes of a slot are in,
+  the core's ``record_play`` books them and returns the z-scored advantages; every waiting episode of
+  the slot then gets its own. After the step's last response the coordinator ends the step
+  (``SelfPlay.end_step``), appends one line to ``metrics.jsonl``, archives a closed set and
+  checkpoints the core state.
+
+Nothing here trains. The hint arm is played here and never reaches OpenRLHF's batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from spade.agent import EpisodeJob, EpisodeRecord
+from spade.io import atomic_write_json
+from spade.rlhf.engine import EngineBackend
+from spade.rlhf.plan import TicketPlan, pack_designer_samples, parse_ticket, ticket_plan
+
+log = logging.getLogger("spade.rlhf")
+COORDINATOR_NAME = "spade-coordinator"
+RUN_SPEC = "rlhf_run.json"
+
+
+@dataclass
+class Assignment:
+    """What one executor call must return."""
+
+    kind: str  # "agent" (play job), "designer" (replay entry) or "pad"
+    step: int
+    role: int  # ticket role within the step: slot j < B, else designer pack B + p
+    index: int  # g, 0 <= g < G
+    job: EpisodeJob | None = None
+    entry: dict | None = None  # designer pack entry {"sample": Sample, "reward": float}
+    reward: float = 0.0  # pad reward
+
+
+@dataclass
+class _Step:
+    number: int
+    ready: asyncio.Future  # resolves when begin_step is done
+    slots: list = None
+    matured: list = None
+    closed: list = None
+    metrics: dict = None
+    packs: list = None
+    tickets: dict = None  # ticket number -> role
+    claims: list = None  # [roles] responses handed out
+    reports: dict = None  # role -> {g: EpisodeRecord}
+    advantages: dict = None  # role -> [G]
+    events: dict = None  # role -> asyncio.Event
+    served: int = 0
+    done: bool = False
+
+
+class SpadeCoordinator:
+    """See the module docstring. ``core`` is a ready ``SelfPlay`` whose backend is ``backend``."""
+
+    def __init__(self, config, core, backend: EngineBackend, run_dir, start_step: int = 0, engines_expected: int = 1,
+                 engine_wait_s: float = 60.0, barrier_timeout_s: float = 3600.0):
+        self.config, self.core, self.backend = config, core, backend
+        self.plan: TicketPlan = ticket_plan(config)
+        self.run_dir = Path(run_dir)
+        self.next_step = start_step
+        self.engines_expected, self.engine_wait_s, self.barrier_timeout_s = engines_expected, engine_wait_s, barrier_timeout_s
+        self.current: _Step | None = None
+        self.lock = asyncio.Lock()
+        self.records: list = []  # no-hint episode summaries of the current step (metrics)
+
+    # ----- the executor-facing coroutines --------------------------------------------------------------
+    async def settings(self):
+        return self.config
+
+    async def assign(self, label, engine, template) -> Assignment:
+        ticket = parse_ticket(label)
+        async with self.lock:
+            if self.backend.add_engine(engine):
+                log.info("engine %d registered", len(self.backend.engines))
+            if self.backend.template is None:
+                self.backend.bind(asyncio.get_running_loop(), template)
+            step = self.current
+            if step is None or (ticket not in step.tickets and len(step.tickets) >= self.plan.tickets_per_step):
+                if step is not None and not step.done:
+                    raise RuntimeError(f"ticket {label!r} opens step {step.number + 1} before step {step.number} "
+                                       "finished; asynchronous generation (--train.async_enable, "
+                                       "--rollout.vllm_generate_batch_size > --rollout.batch_size) is not supported")
+                step = self._open(self.next_step)
+                self.next_step += 1
+            if ticket not in step.tickets:
+                step.tickets[ticket] = len(step.tickets)
+            role = step.tickets[ticket]
+            g = step.claims[role]
+            if g >= self.plan.group_size:
+                raise RuntimeError(f"ticket {label!r} asked for more than --rollout.n_samples_per_prompt="
+                                   f"{self.plan.group_size} responses")
+            step.claims[role] += 1
+        await step.ready
+        return self._assignment(step, role, g)
+
+    async def report(self, step_number: int, role: int, g: int, summary: dict) -> float:
+        step = self.current
+        if step is None or step.number != step_number:
+            raise RuntimeError(f"report for step {step_number} while step {step and step.number} is open")
+        step.reports.setdefault(role, {})[g] = EpisodeRecord(**summary)
+        event = step.events.setdefault(role, asyncio.Event())
+        if len(step.reports[role]) == self.plan.group_size:
+            self._book(step, role)
+            event.set()
+        try:
+            await asyncio.wait_for(event.wait(), self.barrier_timeout_s)
+        except asyncio.TimeoutError:  # lost episodes: book the slot with those that arrived
+            log.warning("step %d slot %d: %d of %d episodes after %.0f s; booking what arrived", step_number, role,
+                        len(step.reports[role]), self.plan.group_size, self.barrier_timeout_s)
+            if role not in step.advantages:
+                self._book(step, role)
+                event.set()
+        advantage = step.advantages[role].get(g, 0.0)
+        self._served(step)
+        return advantage
+
+    # ----- step bookkeeping ---------------------------------------------------------------------------
+    def _open(self, number: int) -> _Step:
+        loop = asyncio.get_running_loop()
+        roles = self.plan.tickets_per_step
+        step = _Step(number, loop.create_future(), tickets={}, claims=[0] * roles, reports={}, advantages={}, events={})
+        self.current, self.records = step, []
+        loop.create_task(self._begin(step))
+        return step
+
+    async def _begin(self, step: _Step) -> None:
+        try:
+            waited = 0.0
+            while len(self.backend.engines) < self.engines_expected and waited < self.engine_wait_s:
+                await asyncio.sleep(0.5)
+                waited += 0.5
+            slots, matured, closed, metrics = await asyncio.to_thread(self.core.begin_step, step.number)
+            if len(slots) != self.plan.slots:
+                raise RuntimeError(f"the core returned {len(slots)} slots; the ticket plan expects {self.plan.slots}")
+            step.slots, step.matured, step.closed, step.metrics = slots, matured, closed, metrics
+            step.packs = pack_designer_samples(matured, self.plan)
+            step.ready.set_result(True)
+        except Exception as exc:  # every waiting executor call sees the failure
+            log.exception("step %d could not begin", step.number)
+            step.ready.set_exception(exc)
+
+    def _assignment(self, step: _Step, role: int, g: int) -> Assignment:
+        if role < self.plan.slots:
+            slot = step.slots[role]
+            if not slot.valid:
+                self._served(step)
+                return Assignment("pad", step.number, role, g)
+            seed = self.core.episode_seeds(step.number, slot, "no_hint")[g]
+            job = EpisodeJob(slot.env_id, slot.code, slot.class_name, slot.kind, seed, "no_hint", slot.hint)
+            return Assignment("agent", step.number, role, g, job=job)
+        entry = step.packs[role - self.plan.slots][g]
+        self._served(step)
+        if entry["sample"] is None:
+            return Assignment("pad", step.number, role, g, reward=entry["reward"])
+        return Assignment("designer", step.number, role, g, entry=entry)
+
+    def _book(self, step: _Step, role: int) -> None:
+        slot = step.slots[role]
+        arrived = sorted(step.reports[role])
+        records = [step.reports[role][g] for g in arrived]
+        advantages = self.core.record_play(slot, records, step.number)
+        step.advantages[role] = dict(zip(arrived, advantages))
+        self.records += records
+
+    def _served(self, step: _Step) -> None:
+        step.served += 1
+        if step.served == self.plan.responses_per_step:
+            self._finish(step)
+
+    def _finish(self, step: _Step) -> None:
+        metrics = self.core.end_step(step.number, step.slots, self.records, step.matured, step.metrics)
+        metrics["samples"] = sum(r.generated_tokens > 0 for r in self.records) + len(step.matured)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with (self.run_dir / "metrics.jsonl").open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(metrics, sort_keys=True, default=str) + "\n")
+        if step.closed:
+            from spade.trainer import _archive
+
+            atomic_write_json(self.run_dir / "envs" / f"set_{step.closed[0]['step']:05d}.json", _archive(step.closed))
+        if step.number + 1 in self.config.selfplay.checkpoint_steps():
+            self.save_state(step.number + 1)
+        step.done = True
+
+    def save_state(self, next_step: int) -> Path:
+        """Core state and memory for a resume (weights and optimizer are OpenRLHF's checkpoint)."""
+        folder = self.run_dir / "spade_state"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.core.memory.save(folder / "memory.json")
+        atomic_write_json(folder / "state.json", {"next_step": next_step, "selfplay": asdict(self.core.state)})
+        return folder
+
+
+# ----- construction ---------------------------------------------------------------------------------------
+def write_run_spec(run_dir, config, model_dir, corpus_path=None, engines: int = 1) -> Path:
+    """The file the coordinator is built from (``<run_dir>/rlhf_run.json``)."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return atomic_write_json(run_dir / RUN_SPEC, {"config": asdict(config), "model_dir": str(model_dir),
+                                                   "corpus_path": str(corpus_path) if corpus_path else None,
+                                                   "engines": int(engines)})
+
+
+def build_coordinator(config, tokenizer, pool, run_dir, corpus_path=None, engines: int = 1, **options) -> SpadeCoordinator:
+    """A coordinator over a fresh (or resumed, from ``<run_dir>/spade_state``) self-play core."""
+    from spade.designer.memory import EnvironmentMemory
+    from spade.envs.validate import Validator
+    from spade.selfplay import SelfPlay, SelfPlayState, corpus_sampler, fresh_memory
+
+    run_dir = Path(run_dir)
+    state, start, saved = None, 0, run_dir / "spade_state"
+    if (saved / "state.json").is_file():
+        data = json.loads((saved / "state.json").read_text())
+        state, start = SelfPlayState(**data["selfplay"]), data["next_step"]
+        memory = EnvironmentMemory.load(saved / "memory.json", config.memory)
+    else:
+        memory = fresh_memory(config)
+    backend = EngineBackend(tokenizer)
+    core = SelfPlay(config, backend, Validator(pool, config.validation), memory, corpus_sampler(config, corpus_path),
+                    state, rejected_dir=run_dir / "rejected")
+    return SpadeCoordinator(config, core, backend, run_dir, start, engines, **options)
+
+
+class _RayCoordinatorHost:
+    """What the Ray actor runs: loads the run spec, owns a sandbox pool, forwards to the coordinator."""
+
+    def __init__(self, run_dir: str):
+        from spade.config import SpadeConfig
+        from spade.configtools import from_dict
+        from spade.sandbox.pool import SandboxPool
+        from transformers import AutoTokenizer
+
+        spec = json.loads((Path(run_dir) / RUN_SPEC).read_text())
+        config = from_dict(SpadeConfig, spec["config"])
+        tokenizer = AutoTokenizer.from_pretrained(spec["model_dir"])
+        self.pool = SandboxPool(config.sandbox)
+        self.coordinator = build_coordinator(config, tokenizer, self.pool, run_dir, spec["corpus_path"], spec["engines"])
+
+    async def settings(self):
+        return await self.coordinator.settings()
+
+    async def assign(self, label, engine, template):
+        return await self.coordinator.assign(label, engine, template)
+
+    async def report(self, step, role, g, summary):
+        return await self.coordinator.report(step, role, g, summary)
+
+
+def ray_coordinator(run_dir):
+    """The run's coordinator actor, created on first use (CPU only; async so calls interleave)."""
+    import ray
+
+    actor = ray.remote(_RayCoordinatorHost).options(name=COORDINATOR_NAME, get_if_exists=True, num_cpus=1,
+                                                    max_concurrency=100_000)
+    return actor.remote(str(run_dir))

@@ -1,0 +1,125 @@
+"""``SpadeAgentExecutor``: OpenRLHF's agent-executor hook, served by the SPADE coordinator.
+
+OpenRLHF instantiates ``AgentExecutor()`` once per vLLM engine (``RolloutRayActor``) and, for every
+ticket, awaits ``execute(...)`` G times concurrently with ``llm_engine`` = that engine. Each call:
+
+1. asks the coordinator what it is (``assign``): an agent episode, a designer replay or padding;
+2. agent: plays the episode with the core's ``EpisodeRunner.run_one`` (token ids in and out of
+   ``llm_engine.generate``; the environment runs only in this engine's sandbox pool), reports the
+   outcome and waits for the slot's advantage (``report``);
+3. returns OpenRLHF's response dict (``spade.rlhf.plan``): ``observation_tokens``, ``action_ranges``
+   (only the agent's sampled tokens train), ``rollout_log_probs``, ``reward`` (= our advantage),
+   ``scores`` and ``extra_logs``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+from openrlhf.utils.agent import AgentExecutorBase
+
+from spade.rlhf import plan
+from spade.rlhf.engine import call_engine, from_request_output, to_engine_params
+
+
+class _Local:
+    """An in-process coordinator behind the same call shape as the Ray actor."""
+
+    def __init__(self, target):
+        self.target = target
+
+    async def call(self, name: str, *args):
+        return await getattr(self.target, name)(*args)
+
+
+class _Remote:
+    def __init__(self, handle):
+        self.handle = handle
+
+    async def call(self, name: str, *args):
+        return await getattr(self.handle, name).remote(*args)
+
+
+class _TokenizerOnly:
+    """What ``EpisodeRunner`` needs of a backend when turns are generated elsewhere."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def generate(self, *args, **kwargs):
+        raise RuntimeError("turns are generated through the vLLM engine (EpisodeRunner.run_one)")
+
+
+class SpadeAgentExecutor(AgentExecutorBase):
+    """See the module docstring. ``coordinator``: an in-process ``SpadeCoordinator`` (tests); by default the
+    run's named Ray actor. ``pool``: a ``SandboxPool`` (tests); by default one per engine, made on first use.
+    ``sandbox_threads``: threads for blocking sandbox and tokenizer work (1 = serial, the safe default for
+    a shared fast tokenizer)."""
+
+    def __init__(self, coordinator=None, pool=None, sandbox_threads: int = 1):
+        self._client = _Local(coordinator) if coordinator is not None else None
+        self._in_process = coordinator is not None
+        self._pool, self._config, self._runner = pool, None, None
+        self._threads = ThreadPoolExecutor(max_workers=sandbox_threads, thread_name_prefix="spade-sandbox")
+
+    async def _in_thread(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._threads, fn, *args)
+
+    async def _connect(self, prompt: str):
+        if self._client is None:
+            from spade.rlhf.coordinator import ray_coordinator
+
+            self._client = _Remote(ray_coordinator(plan.run_dir_of(prompt)))
+        if self._config is None:
+            self._config = await self._client.call("settings")
+        return self._client
+
+    def _engine_ref(self, llm_engine):
+        if self._in_process:
+            return llm_engine
+        import ray
+
+        return ray.get_runtime_context().current_actor
+
+    def _episode_runner(self, tokenizer):
+        if self._runner is None:
+            from spade.agent import EpisodeRunner
+            from spade.designer.prompts import agent_system_prompt
+            from spade.sandbox.pool import SandboxPool
+
+            if self._pool is None:
+                self._pool = SandboxPool(self._config.sandbox)
+            prompts = {kind: agent_system_prompt(kind) for kind in ("game", "tool_use")}
+            self._runner = EpisodeRunner(_TokenizerOnly(tokenizer), self._pool, self._config.agent, prompts)
+        return self._runner
+
+    def _check(self, sampling_params, max_length: int) -> None:
+        agent, designer = self._config.agent, self._config.designer
+        temperature = getattr(sampling_params, "temperature", None)
+        if temperature is not None and abs(float(temperature) - agent.temperature) > 1e-9:
+            raise ValueError(f"--rollout.temperature {temperature} differs from agent.temperature {agent.temperature}; "
+                             "OpenRLHF's actor recomputes log-probs at --rollout.temperature, so they must be equal")
+        if abs(designer.temperature - agent.temperature) > 1e-9:
+            raise ValueError(f"designer.temperature {designer.temperature} differs from agent.temperature "
+                             f"{agent.temperature}; OpenRLHF trains every sample at one temperature")
+        if agent.max_context_tokens > max_length:
+            raise ValueError(f"agent.max_context_tokens {agent.max_context_tokens} exceeds --data.max_len {max_length}")
+
+    async def execute(self, prompt, label, sampling_params, max_length: int, hf_tokenizer, llm_engine, images=None):
+        client = await self._connect(prompt)
+        self._check(sampling_params, max_length)
+        job = await client.call("assign", label, self._engine_ref(llm_engine), sampling_params)
+        if job.kind == "pad":
+            return plan.pad_response(prompt, label, job.step, job.reward, hf_tokenizer.eos_token_id or 0)
+        if job.kind == "designer":
+            return plan.designer_response(prompt, label, job.step, job.entry, max_length)
+        runner = self._episode_runner(hf_tokenizer)
+
+        async def agenerate(prompt_ids, params, seed):
+            output = await call_engine(llm_engine, prompt_ids, to_engine_params(sampling_params, params, seed))
+            return from_request_output(output, hf_tokenizer)
+
+        record = await runner.run_one(job.job, agenerate, in_thread=self._in_thread)
+        advantage = await client.call("report", job.step, job.role, job.index, record.summary())
+        return plan.agent_response(prompt, label, job.step, record, advantage, max_length)
