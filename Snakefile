@@ -1,6 +1,7 @@
 # SPADE reproduction workflow. `snakemake` with no flags runs the toy CPU pipeline of configs/default.yaml
-# (the workflow profile in profiles/default/ sets the cores). Later stages (training, evaluation, paper)
-# extend this DAG through their own rules/<stage>.smk files.
+# (the workflow profile in profiles/default/ sets the cores). `snakemake --profile slurm all` runs the whole paper
+# (configs/paper.yaml: every run, on a SLURM cluster; the profile is profiles/slurm/, linked as ./slurm).
+# Later stages (training, evaluation, paper) extend this DAG through their own rules/<stage>.smk files.
 
 from snakemake.utils import min_version
 
@@ -25,13 +26,18 @@ include: "rules/paper_pdf.smk"  # after the tables, figures and numbers: it list
 
 
 rule all:
+    """The configured runs (the toy run by default) and the library check; for a multi-run config (configs/paper.yaml)
+    also every run's suite and selected checkpoint, the pending runs (which fail, saying what they need) and the paper
+    target."""
     input:
         library_outputs(),
         run_outputs(),
+        paper_run_outputs() if MULTI_RUN else [],
+        rules.paper.input if MULTI_RUN else [],
     default_target: True
 
 
 onsuccess:
-    print(f"\nResults of run '{SPADE.run_name}':")
+    print(f"\nResults of run{'s' if len(RUNS) > 1 else ''} {', '.join(repr(run) for run in RUNS)}:")
     for path in run_outputs():
         print(f"  {path}")

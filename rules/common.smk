@@ -1,7 +1,18 @@
-# Shared helpers: config validation at parse time, the interpreter and the output paths.
+# Shared helpers: config validation at parse time, the interpreter, the output paths and the configured runs.
+#
+# A workflow config is one of two kinds:
+#   single-run  a run config (configs/default.yaml, configs/paper/<run>.yaml): the run is the config itself.
+#   multi-run   a config with the key `runs` (configs/paper.yaml): a list of run files, each a whole run config
+#               (recipe < model card < file), trained and evaluated side by side in one invocation; the key
+#               `pending` names runs our code cannot train yet (each gets a rule that fails at once, saying why).
+#               The other top-level keys configure the workflow-wide rules (results_dir, paper.*, the library
+#               check); `results_dir` also replaces every run file's, so that all runs share one results folder.
+# RUNS maps each configured run's name to its typed config; every run-level rule (train, evaluate,
+# select_checkpoint, ...) reads its run's own config through the `run` wildcard.
 
 import hashlib
 import json
+import re
 import shlex
 import sys
 from dataclasses import asdict
@@ -10,12 +21,17 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from spade import paths
-from spade.config import ConfigError, SpadeConfig, resolve_layers
-from spade.configtools import from_dict
+from spade.config import ConfigError, SpadeConfig, deep_merge, resolve_layers
+from spade.configtools import from_dict, load_yaml
 from spade.evals import registry
+from spade.rlhf.launch import resolve_openrlhf
+
+WORKFLOW_KEYS = ("runs", "pending")  # keys of a multi-run config that are not run settings
+MULTI_RUN = "runs" in config
+WORKFLOW_CONFIG = {key: value for key, value in config.items() if key not in WORKFLOW_KEYS}
 
 try:  # recipe < model card < run file and --config overrides; fail before any job runs, naming the key
-    SPADE = from_dict(SpadeConfig, resolve_layers(config))
+    SPADE = from_dict(SpadeConfig, resolve_layers(WORKFLOW_CONFIG))
 except ConfigError as exc:
     raise WorkflowError(f"invalid configuration: {exc}")
 
@@ -33,13 +49,74 @@ def repo_path(path):
     return str(Path(workflow.basedir) / path)
 
 
-def config_hash(*keys):
-    """Hash of the named (dotted) config sections: a rule's `params`, so that changing a key it reads reruns it.
+def _load_runs(entries, results_dir):
+    """The run files a multi-run config lists -> ({name: SpadeConfig}, {name: the run's settings as a plain dict})."""
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, str) and e for e in entries):
+        raise WorkflowError(f"invalid configuration: config key 'runs' must be a non-empty list of run files "
+                            f"(paths from the repository root, e.g. configs/paper/spade_games_4b.yaml), got {entries!r}")
+    typed, raw, files = {}, {}, {}
+    for entry in entries:
+        try:
+            data = deep_merge(load_yaml(repo_path(entry)), {"results_dir": results_dir})
+            run = from_dict(SpadeConfig, resolve_layers(data))
+        except ConfigError as exc:
+            raise WorkflowError(f"invalid configuration: run file {entry!r} (config key 'runs'): {exc}")
+        if run.run_name in typed:
+            raise WorkflowError(f"invalid configuration: config key 'runs' lists two files with run_name "
+                                f"{run.run_name!r}: {files[run.run_name]!r} and {entry!r}; run names must be unique")
+        typed[run.run_name], raw[run.run_name], files[run.run_name] = run, data, entry
+    return typed, raw
 
-    Every rule gets the whole config as JSON, but Snakemake does not see what the JSON holds; this
-    parameter is what its `params` rerun trigger compares.
-    """
-    settings = asdict(SPADE)
+
+def _load_pending(pending, runs):
+    """run name -> why it cannot be trained yet (what is missing), from the config key `pending`."""
+    if pending is None:
+        return {}
+    if not isinstance(pending, dict):
+        raise WorkflowError(f"invalid configuration: config key 'pending' must map run names to the reason each "
+                            f"cannot run yet, got {pending!r}")
+    for name, reason in pending.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise WorkflowError(f"invalid configuration: config key 'pending' has run name {name!r}; allowed: "
+                                "letters, digits, '_', '.', '-'")
+        if not isinstance(reason, str) or not reason.strip():
+            raise WorkflowError(f"invalid configuration: config key 'pending.{name}' must say what is missing "
+                                f"(a non-empty text), got {reason!r}")
+        if name in runs:
+            raise WorkflowError(f"invalid configuration: run {name!r} is both configured (config key 'runs') and "
+                                "pending (config key 'pending'); remove it from one of them")
+    return {name: " ".join(reason.split()) for name, reason in pending.items()}
+
+
+if MULTI_RUN:
+    RUNS, _RUN_DATA = _load_runs(config["runs"], SPADE.results_dir)
+    PENDING = _load_pending(config.get("pending"), RUNS)
+else:
+    if "pending" in config:
+        raise WorkflowError("invalid configuration: config key 'pending' needs a multi-run config (one with the "
+                            "key 'runs', e.g. configs/paper.yaml)")
+    RUNS, _RUN_DATA = {SPADE.run_name: SPADE}, {SPADE.run_name: WORKFLOW_CONFIG}
+    PENDING = {}
+
+CONFIG_JSON = shlex.quote(json.dumps(WORKFLOW_CONFIG, sort_keys=True))  # the merged config, overrides included
+RUN_JSON = {name: shlex.quote(json.dumps(data, sort_keys=True)) for name, data in _RUN_DATA.items()}
+OUT = paths.ResultPaths(SPADE.results_dir)
+
+# How a run-level rule's command receives its run's config. A single-run config keeps the text `{CONFIG_JSON}` (the
+# text of a shell command is what Snakemake's code trigger compares, so results recorded under it stay valid); a
+# multi-run config passes each job its own run's JSON through the parameter `config_json` (run_json_params()).
+CONFIG_ARG = "{params.config_json}" if MULTI_RUN else "{CONFIG_JSON}"
+
+
+def _regex(names):
+    """A wildcard constraint matching exactly these names (nothing at all when there are none)."""
+    return "|".join(re.escape(name) for name in sorted(names)) or "(?!)"
+
+
+RUN_PATTERN = _regex(RUNS)  # the `run` wildcard of the run-level rules: configured runs only
+
+
+def _settings_hash(settings, keys):
     picked = {}
     for key in keys:
         value = settings
@@ -49,17 +126,101 @@ def config_hash(*keys):
     return hashlib.sha256(json.dumps(picked, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def config_hash(*keys):
+    """Hash of the named (dotted) sections of the workflow config: a rule's `params`, so that changing a key it reads
+    reruns it.
+
+    Every rule gets the whole config as JSON, but Snakemake does not see what the JSON holds; this
+    parameter is what its `params` rerun trigger compares.
+    """
+    return _settings_hash(asdict(SPADE), keys)
+
+
+def run_config_hash(*keys):
+    """As config_hash, of the config of the job's run (the `run` wildcard): a params function."""
+
+    def hash_of(wildcards):
+        return _settings_hash(asdict(RUNS[wildcards.run]), keys)
+
+    return hash_of
+
+
+def run_json_params():
+    """The parameter carrying a job's run config (multi-run configs only; see CONFIG_ARG)."""
+    return {"config_json": lambda wildcards: RUN_JSON[wildcards.run]} if MULTI_RUN else {}
+
+
+def _openrlhf(name, settings):
+    try:
+        return resolve_openrlhf(settings)
+    except ConfigError as exc:
+        raise WorkflowError(f"invalid configuration: run {name!r}: {exc}")
+
+
+# Each run's OpenRLHF section: the run's `openrlhf` keys over the model card's preset (configs/openrlhf/<card>.yaml).
+# It decides whether the run trains on GPUs and how many nodes and GPUs its training job asks for, so the SLURM
+# allocation and the launcher's placement come from the same numbers.
+OPENRLHF = {name: _openrlhf(name, settings) for name, settings in RUNS.items()}
+
+
+def is_gpu_run(run):
+    """Whether a run trains on GPUs through OpenRLHF (its `openrlhf.enabled`)."""
+    return OPENRLHF[run].enabled
+
+
+def train_resources():
+    """Resources of the GPU training jobs: whole nodes, `openrlhf.num_nodes` of them with `openrlhf.gpus_per_node`
+    GPUs each (SLURM --nodes and --gres=gpu:N, N per node). None when every run trains on the CPU (the toy)."""
+    if not any(is_gpu_run(run) for run in RUNS):
+        return {}
+    return {
+        "nodes": lambda wildcards: OPENRLHF[wildcards.run].num_nodes if is_gpu_run(wildcards.run) else 1,
+        "gres": lambda wildcards: f"gpu:{OPENRLHF[wildcards.run].gpus_per_node}" if is_gpu_run(wildcards.run) else "",
+    }
+
+
 EVAL_SHARED = ["eval.seed", "eval.temperature", "eval.top_p", "eval.max_new_tokens", "eval.max_context_tokens",
                "eval.max_items", "model", "sandbox"]  # what every evaluation's results depend on
 
 
 def eval_config_hash(wildcards):
-    return config_hash(*EVAL_SHARED, f"eval.{wildcards.benchmark}")
+    return _settings_hash(asdict(RUNS[wildcards.run]), [*EVAL_SHARED, f"eval.{wildcards.benchmark}"])
 
 
 BENCHMARKS = sorted(registry())  # every registered benchmark name (the `benchmark` wildcard)
-CONFIG_JSON = shlex.quote(json.dumps(config, sort_keys=True))  # the merged config, overrides included
-OUT = paths.ResultPaths(SPADE.results_dir)
+
+
+def _sources(label, keys, pick, remedy):
+    """{value: (config, config JSON)} for a workflow-wide output that runs share (a model folder, a corpus): the runs
+    that use it must agree on the config sections it is built from (`keys`); `remedy` says how to separate them."""
+    found = {}
+    for name, settings in RUNS.items():
+        value = pick(settings)
+        if value is None:
+            continue
+        if value in found and _settings_hash(asdict(found[value][0]), keys) != _settings_hash(asdict(settings), keys):
+            raise WorkflowError(f"invalid configuration: runs {found[value][2]!r} and {name!r} share the {label} "
+                                f"{value!r} but differ in config keys {', '.join(keys)}; {remedy}")
+        found.setdefault(value, (settings, RUN_JSON[name], name))
+    return {value: (settings, json_arg) for value, (settings, json_arg, _) in found.items()}
+
+
+def _corpus_kind(settings):
+    """The built corpus a run reads, or None (its own corpus.path, or grounding disabled)."""
+    if settings.corpus.path or not settings.corpus.enabled:
+        return None
+    return "tool_use" if settings.selfplay.flavour == "tool_use" else "games"
+
+
+MODEL_CARDS = _sources("model folder", ["model"], lambda settings: settings.model.name,
+                       "give one of them a model card of its own (configs/models/, another `name`)")
+MODEL_CARDS.setdefault(SPADE.model.name, (SPADE, CONFIG_JSON))  # the workflow's own model (eval_throughput)
+if MULTI_RUN:
+    CORPUS_KINDS = _sources("corpus", ["corpus", "selfplay.flavour", "seed"], _corpus_kind,
+                            "point one of them at a corpus of its own (corpus.path), e.g. one built with "
+                            "`spade corpus build --config <its run file> --out <file>`")
+else:  # the corpus of the run's flavour can be built (`snakemake results/corpus/games.jsonl`) even if the run reads none
+    CORPUS_KINDS = {"tool_use" if SPADE.selfplay.flavour == "tool_use" else "games": (SPADE, CONFIG_JSON)}
 
 
 def library_outputs():
@@ -68,45 +229,74 @@ def library_outputs():
 
 def corpus_input(wildcards):
     """The offline corpus the pipeline builds, unless the run points at its own (or disables grounding)."""
-    if SPADE.corpus.path or not SPADE.corpus.enabled:
-        return []
-    return OUT.corpus("tool_use" if SPADE.selfplay.flavour == "tool_use" else "games")
+    kind = _corpus_kind(RUNS[wildcards.run])
+    return [] if kind is None else OUT.corpus(kind)
+
+
+def model_input(wildcards):
+    return OUT.model_dir(RUNS[wildcards.run].model.name)
 
 
 def checkpoint_input(wildcards):
     """Step 0 needs the base model; later steps need the finished run (its checkpoints then exist)."""
     if int(wildcards.step) == 0:
-        return OUT.model_dir(SPADE.model.name)
+        return OUT.model_dir(RUNS[wildcards.run].model.name)
     return OUT.run_summary(wildcards.run)
 
 
 def checkpoint_folder(wildcards):
     if int(wildcards.step) == 0:
-        return OUT.model_dir(SPADE.model.name)
+        return OUT.model_dir(RUNS[wildcards.run].model.name)
     return OUT.checkpoint(wildcards.run, wildcards.step)
 
 
-def eval_steps():
-    return [0] + SPADE.selfplay.checkpoint_steps()
+def eval_steps(run):
+    return [0] + RUNS[run].selfplay.checkpoint_steps()
+
+
+def run_eval_files(run):
+    """Every checkpoint (step 0 = base) of one run on its `eval.during_training` benchmarks: the curves."""
+    return [OUT.eval_file(run, step, name) for name in RUNS[run].eval.during_training for step in eval_steps(run)]
 
 
 def eval_files(wildcards=None):
-    """Every checkpoint (step 0 = base) on every `eval.during_training` benchmark: the curves."""
-    return [OUT.eval_file(SPADE.run_name, step, name) for name in SPADE.eval.during_training for step in eval_steps()]
+    """The curves of every configured run."""
+    return [path for run in RUNS for path in run_eval_files(run)]
 
 
 def selection_files(wildcards):
     """The results `eval.select_by` reads: its benchmarks at every checkpoint of the run (not the base model)."""
-    names = sorted({selector.partition(":")[0] for selector in SPADE.eval.select_by})
-    return [OUT.eval_file(wildcards.run, step, name) for name in names for step in SPADE.selfplay.checkpoint_steps()]
+    settings = RUNS[wildcards.run]
+    names = sorted({selector.partition(":")[0] for selector in settings.eval.select_by})
+    return [OUT.eval_file(wildcards.run, step, name) for name in names for step in settings.selfplay.checkpoint_steps()]
+
+
+def run_suite_files(run):
+    """`eval.final` benchmarks of one run on the base model and the final checkpoint, plus its curves."""
+    settings = RUNS[run]
+    final = [0, settings.selfplay.checkpoint_steps()[-1]]
+    extra = [OUT.eval_file(run, step, name) for name in settings.eval.final for step in final]
+    return list(dict.fromkeys(run_eval_files(run) + extra))
 
 
 def suite_files(wildcards=None):
-    """`eval.final` benchmarks on the base model and the final checkpoint, plus the training-time curves."""
-    final = [0, SPADE.selfplay.checkpoint_steps()[-1]]
-    extra = [OUT.eval_file(SPADE.run_name, step, name) for name in SPADE.eval.final for step in final]
-    return list(dict.fromkeys(eval_files() + extra))
+    """The suite files of every configured run."""
+    return [path for run in RUNS for path in run_suite_files(run)]
+
+
+RUN_DIRS = " ".join(OUT.run_dir(run) for run in RUNS)  # the --runs argument of the tables over every run
 
 
 def run_outputs():
-    return [OUT.results_table, OUT.run_table(SPADE.run_name), OUT.training_figure(SPADE.run_name)]
+    return [OUT.results_table] + [path for run in RUNS for path in (OUT.run_table(run), OUT.training_figure(run))]
+
+
+def pending_outputs():
+    """What the runs our code cannot train yet would produce first: their rule fails at once, saying why."""
+    return [OUT.run_summary(run) for run in PENDING]
+
+
+def paper_run_outputs():
+    """Multi-run configs: every run's suite (base and final checkpoint on every benchmark, the curves) and its
+    selected checkpoint, and the pending runs' failing targets (the paper target itself is added in the Snakefile)."""
+    return suite_files() + [OUT.selected_checkpoint(run) for run in RUNS] + pending_outputs()

@@ -1,6 +1,7 @@
 # Evaluation: one job per (run, checkpoint step, benchmark); step 0 is the base model. Any result can be built
 # on its own, e.g. `snakemake results/runs/toy/eval/gem_games/step_000004.json`. Item records go beside each
-# result (step_NNNNNN.items.jsonl), so a killed evaluation resumes where it stopped.
+# result (step_NNNNNN.items.jsonl), so a killed evaluation resumes where it stopped. Each job reads its run's own
+# config (the `run` wildcard; see RUNS in common.smk).
 
 
 wildcard_constraints:
@@ -14,15 +15,18 @@ rule evaluate:
     params:
         model=checkpoint_folder,
         config=eval_config_hash,
+        **run_json_params(),
     output:
         OUT.eval_file("{run}", "{step}", "{benchmark}"),
     log:
         OUT.log("evaluate_{run}_{benchmark}_{step}"),
     benchmark:
         OUT.benchmark("evaluate_{run}_{benchmark}_{step}")
+    wildcard_constraints:
+        run=RUN_PATTERN,
     threads: workflow.cores
     shell:
-        "{PYTHON} -m spade.cli eval run --config-json {CONFIG_JSON} --model {params.model} --step {wildcards.step} "
+        "{PYTHON} -m spade.cli eval run --config-json " + CONFIG_ARG + " --model {params.model} --step {wildcards.step} "
         "--benchmark {wildcards.benchmark} --out {output} > {log} 2>&1"
 
 
@@ -30,13 +34,16 @@ rule select_checkpoint:
     input:
         selection_files,
     params:
-        config=config_hash("eval.select_by"),
+        config=run_config_hash("eval.select_by"),
+        **run_json_params(),
     output:
         OUT.selected_checkpoint("{run}"),
     log:
         OUT.log("select_checkpoint_{run}"),
+    wildcard_constraints:
+        run=RUN_PATTERN,
     shell:
-        "{PYTHON} -m spade.cli eval select --config-json {CONFIG_JSON} --results {input} --out {output} > {log} 2>&1"
+        "{PYTHON} -m spade.cli eval select --config-json " + CONFIG_ARG + " --results {input} --out {output} > {log} 2>&1"
 
 
 rule eval_throughput:
@@ -59,21 +66,22 @@ rule suite_table:
     input:
         script=script("results_table.py"),
         evals=suite_files,
-        summary=OUT.run_summary(SPADE.run_name),
+        summary=[OUT.run_summary(run) for run in RUNS],
     output:
         OUT.suite_table,
     log:
         OUT.log("suite_table"),
     shell:
-        "{PYTHON} {input.script} --runs " + OUT.run_dir(SPADE.run_name) + " --evals {input.evals} --out {output} "
+        "{PYTHON} {input.script} --runs " + RUN_DIRS + " --evals {input.evals} --out {output} "
         "> {log} 2>&1"
 
 
 rule eval_toy:
-    """The configured run (the toy run by default): every `eval.final` benchmark on the base model and the
-    final checkpoint, the selected checkpoint, the evaluation throughput and the tidy suite table."""
+    """Every configured run (the toy run by default): every `eval.final` benchmark on the base model and the
+    final checkpoint, the selected checkpoint and the tidy suite table; for a single-run config also the evaluation
+    throughput of its model."""
     input:
         suite_files,
         OUT.suite_table,
-        OUT.selected_checkpoint(SPADE.run_name),
-        OUT.eval_throughput_json,
+        [OUT.selected_checkpoint(run) for run in RUNS],
+        [] if MULTI_RUN else [OUT.eval_throughput_json],

@@ -5,8 +5,8 @@
 # Declared inputs: the script, the shared logic (src/spade/paper_numbers.py), the run mapping (config key
 # paper.number_runs) and the reported CSV the group reads. As in rules/paper_tables.smk, the run folders of other
 # runs are NOT declared inputs (they are outputs of other configs' train/evaluate rules); a fingerprint of the files
-# read is a parameter, so a number reruns when one of them changes. The configured run (SPADE.run_name), when the
-# mapping names it, has its outputs declared so that they are built first.
+# read is a parameter, so a number reruns when one of them changes. The configured runs (RUNS in rules/common.smk)
+# that the mapping names have their outputs declared so that they are built first.
 
 from spade import paper_numbers as _paper_numbers
 
@@ -23,18 +23,20 @@ def paper_number_files(group):
 
 
 def paper_number_configured_run(group):
-    """The configured run's outputs the group reads, when the mapping names that run (else nothing)."""
+    """The configured runs' outputs the group reads, for each run the mapping names (else nothing)."""
 
     def inputs(wildcards):
         mapping = _paper_numbers.load_number_runs(NUMBER_RUNS)
-        run = SPADE.run_name
-        if run not in _paper_numbers.group_runs(mapping, group):
-            return []
-        if group not in _paper_numbers.EVAL_GROUPS:  # environment archives: complete once training is
-            return [OUT.run_summary(run)]
-        files = suite_files()
-        if "selected" in _paper_numbers.group_step_rules(mapping, group):
-            files = files + [OUT.selected_checkpoint(run)]
+        mapped = _paper_numbers.group_runs(mapping, group)
+        selected = "selected" in _paper_numbers.group_step_rules(mapping, group)
+        files = []
+        for run in (run for run in RUNS if run in mapped):
+            if group not in _paper_numbers.EVAL_GROUPS:  # environment archives: complete once training is
+                files.append(OUT.run_summary(run))
+                continue
+            files += run_suite_files(run)
+            if selected:
+                files.append(OUT.selected_checkpoint(run))
         return files
 
     return inputs
@@ -43,7 +45,7 @@ def paper_number_configured_run(group):
 def paper_number_fingerprint(group):
     def fingerprint(wildcards):
         runs = _paper_numbers.group_runs(_paper_numbers.load_number_runs(NUMBER_RUNS), group)
-        return _paper_numbers.run_fingerprint(OUT.root + "/runs", [r for r in runs if r != SPADE.run_name], group)
+        return _paper_numbers.run_fingerprint(OUT.root + "/runs", [r for r in runs if r not in RUNS], group)
 
     return fingerprint
 

@@ -11,8 +11,8 @@
 # would put the jobs that made them into this DAG with the *current* config's parameters, and Snakemake would
 # redo (retrain, re-evaluate) a paper run whenever the current config is another one (the toy one, say).
 # Instead a fingerprint of those files (names, sizes, modification times; spade.paper_tables.run_fingerprint)
-# is a parameter, so a table reruns when a result it reads changes. The one exception is the configured run
-# (SPADE.run_name): when the mapping names it, its outputs are declared inputs, so they are built first.
+# is a parameter, so a table reruns when a result it reads changes. The one exception is the configured runs
+# (RUNS in rules/common.smk): those the mapping names have their outputs declared as inputs, so they are built first.
 
 from spade import paper_tables as _paper_tables
 
@@ -48,18 +48,18 @@ def paper_table_script(table):
 
 
 def configured_run_inputs(table):
-    """The configured run's outputs that the table reads, when the mapping names that run (else nothing)."""
+    """The configured runs' outputs that the table reads, for each run the mapping names (else nothing)."""
 
     def inputs(wildcards):
         rules_by_run = _paper_tables.step_rules(_paper_tables.load_table_runs(TABLE_RUNS), table)
-        run = SPADE.run_name
-        if run not in rules_by_run:
-            return []
-        if table in ("table7", "table8"):  # environment archives and metrics: complete once training is
-            return [OUT.run_summary(run)]
-        files = suite_files()
-        if "selected" in rules_by_run[run]:
-            files = files + [OUT.selected_checkpoint(run)]
+        files = []
+        for run in (run for run in RUNS if run in rules_by_run):
+            if table in ("table7", "table8"):  # environment archives and metrics: complete once training is
+                files.append(OUT.run_summary(run))
+                continue
+            files += run_suite_files(run)
+            if "selected" in rules_by_run[run]:
+                files.append(OUT.selected_checkpoint(run))
         return files
 
     return inputs
@@ -70,7 +70,7 @@ def mapped_runs_fingerprint(table):
 
     def fingerprint(wildcards):
         runs = _paper_tables.mapped_runs(_paper_tables.load_table_runs(TABLE_RUNS), table)
-        return _paper_tables.run_fingerprint(RUNS_ROOT, [run for run in runs if run != SPADE.run_name], table)
+        return _paper_tables.run_fingerprint(RUNS_ROOT, [run for run in runs if run not in RUNS], table)
 
     return fingerprint
 

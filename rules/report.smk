@@ -1,11 +1,12 @@
-# The run's own results: the tidy results table, a table and a figure drawn from its logs.
+# The runs' own results: the tidy results table of every configured run, a table and a figure drawn from each run's
+# logs.
 
 
 rule results_table:
     input:
         script=script("results_table.py"),
         evals=eval_files,
-        summary=OUT.run_summary(SPADE.run_name),
+        summary=[OUT.run_summary(run) for run in RUNS],
     output:
         OUT.results_table,
     log:
@@ -13,7 +14,7 @@ rule results_table:
     benchmark:
         OUT.benchmark("results_table")
     shell:
-        "{PYTHON} {input.script} --runs " + OUT.run_dir(SPADE.run_name) + " --evals {input.evals} --out {output} "
+        "{PYTHON} {input.script} --runs " + RUN_DIRS + " --evals {input.evals} --out {output} "
         "> {log} 2>&1"
 
 
@@ -26,6 +27,8 @@ rule run_table:
         OUT.run_table("{run}"),
     log:
         OUT.log("run_table_{run}"),
+    wildcard_constraints:
+        run=RUN_PATTERN,
     shell:
         "{PYTHON} {input.script} --results {input.results} --metrics "
         + OUT.run_metrics("{wildcards.run}")
@@ -41,6 +44,8 @@ rule training_figure:
         OUT.training_figure("{run}"),
     log:
         OUT.log("training_figure_{run}"),
+    wildcard_constraints:
+        run=RUN_PATTERN,
     shell:
         "{PYTHON} {input.script} --metrics " + OUT.run_metrics("{wildcards.run}")
         + " --results {input.results} --run {wildcards.run} --out {output} > {log} 2>&1"

@@ -196,10 +196,31 @@ def cmd_corpus_build(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from spade.trainer import train_run
-
     config = _config(args)
     corpus = config.corpus.path or args.corpus
+    backend = args.backend
+    if backend is None:
+        from spade.rlhf.launch import resolve_openrlhf
+
+        backend = "openrlhf" if resolve_openrlhf(config).enabled else "local"
+    if backend == "openrlhf":
+        from spade.rlhf import launch
+
+        try:
+            if args.dry_run:
+                print(launch.dry_run(config, args.run_dir, args.model, corpus if config.corpus.enabled else None))
+                return 0
+            summary = launch.launch(config, args.model, corpus if config.corpus.enabled else None, args.run_dir)
+        except launch.LaunchError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps(summary, indent=2))
+        return 0
+    if args.dry_run:
+        raise ConfigError("--dry-run shows the OpenRLHF command: use it with --backend openrlhf "
+                          "(the local trainer has nothing to preview)")
+    from spade.trainer import train_run
+
     summary = train_run(config, args.model, corpus if config.corpus.enabled else None, args.run_dir)
     print(json.dumps(summary, indent=2))
     return 0
@@ -344,10 +365,15 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--out", required=True)
     build.set_defaults(func=cmd_corpus_build)
 
-    train = groups.add_parser("train", parents=[common], help="run (or resume) self-play training locally")
+    train = groups.add_parser("train", parents=[common],
+                              help="run (or resume) self-play training: locally, or on GPUs through OpenRLHF")
     train.add_argument("--model", required=True, help="prepared model folder")
     train.add_argument("--corpus", default="", help="corpus JSONL (ignored when corpus.path is set)")
     train.add_argument("--run-dir", required=True)
+    train.add_argument("--backend", choices=("local", "openrlhf"), default=None,
+                       help="local trainer or OpenRLHF (Ray + vLLM + DeepSpeed); default: openrlhf.enabled")
+    train.add_argument("--dry-run", action="store_true",
+                       help="print the OpenRLHF placement, command and launch script; start and write nothing")
     train.set_defaults(func=cmd_train)
 
     evals = groups.add_parser("eval", help="benchmarks: run one, list them, select a checkpoint").add_subparsers(

@@ -1,7 +1,8 @@
 """The run configuration: one typed tree, loaded from layered YAML.
 
 Layers, later wins: the recipe ``configs/recipes/<recipe>.yaml`` (the paper's Table 5 values), the
-model card ``configs/models/<model_card>.yaml`` (under ``model:``), then the run file itself (for
+model card ``configs/models/<model_card>.yaml`` (under ``model:``), its GPU placement
+``configs/openrlhf/<model_card>.yaml`` when there is one (under ``openrlhf:``), then the run file itself (for
 example ``configs/default.yaml``, the toy CPU experiment) and command-line overrides. Every section
 is a dataclass whose fields carry a description and a default; ``spade config schema`` prints them.
 A bad key or value raises ``ConfigError`` naming the key, the value and what is allowed.
@@ -22,6 +23,7 @@ from spade.envs.validate import ValidationConfig
 from spade.evals.config import EvalConfig
 from spade.models import ModelCard
 from spade.rewards import INVALID_MODES
+from spade.rlhf.launch import OpenRLHFConfig
 from spade.sandbox.config import SandboxConfig
 
 __all__ = ["SpadeConfig", "ConfigError", "load_config", "deep_merge", "CONFIG_DIR"]
@@ -132,6 +134,8 @@ class SpadeConfig:
     validation: ValidationConfig = option(ValidationConfig(), "Checks a candidate environment must pass.")
     library_check: LibraryCheckConfig = option(LibraryCheckConfig(), "The built-in library's oracle/random check.")
     paper: PaperConfig = option(PaperConfig(), "The paper's tables, figures and quoted numbers (rules/paper_*.smk).")
+    openrlhf: OpenRLHFConfig = option(OpenRLHFConfig(), "GPU training through OpenRLHF: placement and engines "
+                                      "(docs/OPENRLHF.md, Launcher); presets in configs/openrlhf/<model_card>.yaml.")
 
     def __post_init__(self):
         seeds = self.validation.seeds
@@ -180,6 +184,9 @@ def resolve_layers(run: dict, config_dir: Path = CONFIG_DIR) -> dict:
     recipe = run.get("recipe", "games")
     card = run.get("model_card", "smollm2-135m")
     merged = deep_merge(_layer(recipe, "recipes", "recipe", config_dir), {"model": _layer(card, "models", "model_card", config_dir)})
+    preset = config_dir / "openrlhf" / f"{card}.yaml"
+    if preset.is_file():  # this backbone's GPU placement; a run file's `openrlhf:` keys still win
+        merged = deep_merge(merged, {"openrlhf": load_yaml(preset)})
     return deep_merge(merged, run)
 
 

@@ -1,0 +1,269 @@
+"""The OpenRLHF launcher (spade.rlhf.launch) against OpenRLHF 0.11.2's own argument parser.
+
+``probe_parser`` executes the installed ``openrlhf/cli/train_ppo_ray.py`` as ``__main__`` in a subprocess with
+ray, vLLM and the Ray actor modules stubbed: OpenRLHF's code builds its parser, argparse parses our argv, the
+script's post-parse checks run, and the run stops at the first line of ``train()``. Each command is also
+compared flag by flag with the parser's table (exact names, number of values, choices).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openrlhf", reason="openrlhf is not installed (pip install --no-deps openrlhf==0.11.2)")
+
+from spade.cli import main  # noqa: E402
+from spade.config import CONFIG_DIR, load_config  # noqa: E402
+from spade.configtools import ConfigError, from_dict  # noqa: E402
+from spade.rlhf import AGENT_FUNC_PATH, prepare_run  # noqa: E402
+from spade.rlhf import launch as L  # noqa: E402
+
+PAPER_RUNS = sorted((CONFIG_DIR / "paper").glob("*.yaml"))
+TOY_OVERRIDES = {"seed": 7, "train": {"kl_coef": 0.01}}
+
+
+def small_orl(**changes) -> L.OpenRLHFConfig:
+    values = dict(enabled=True, num_nodes=1, gpus_per_node=2, actor_num_nodes=1, actor_num_gpus_per_node=2,
+                  ref_num_nodes=1, ref_num_gpus_per_node=2, vllm_num_engines=2, vllm_tensor_parallel_size=1,
+                  vllm_gpu_memory_utilization=0.5, colocate_all_models=True, zero_stage=2, gradient_checkpointing=False,
+                  packing_samples=False, attn_implementation="sdpa", max_len=4096,
+                  extra_args=["--ds.experts_implementation", "eager"])
+    values.update(changes)
+    return from_dict(L.OpenRLHFConfig, values, "openrlhf")
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return load_config(CONFIG_DIR / "default.yaml", overrides=TOY_OVERRIDES)
+
+
+@pytest.fixture(scope="module")
+def paper():
+    """Every paper run: (name, config, argv), and one parser probe over all of them."""
+    runs = []
+    for path in PAPER_RUNS:
+        config = load_config(path)
+        argv = L.openrlhf_command(config, f"/scratch/runs/{config.run_name}", f"/scratch/models/{config.model.name}",
+                                  "/scratch/corpus.jsonl")
+        runs.append((path.stem, config, argv))
+    return runs, L.probe_parser([argv for _, _, argv in runs])
+
+
+def test_hand_written_command_for_a_small_config(toy, tmp_path):
+    # toy: 2 active skills x 1 env = 2 slots; at most 2 designer samples -> ceil(2 / (G-1 = 3)) = 1 pack
+    # -> 3 tickets per step; KL 0.01 > 0 -> reference on the actor's GPUs, k3 as a loss
+    run, model = tmp_path / "run", tmp_path / "model"
+    argv = L.openrlhf_command(toy, run, model, "corpus.jsonl", small_orl(), python="py")
+    expected = [
+        "py", "-m", "openrlhf.cli.train_ppo_ray",
+        "--actor.num_nodes", "1", "--actor.num_gpus_per_node", "2", "--ref.num_nodes", "1", "--ref.num_gpus_per_node", "2",
+        "--vllm.num_engines", "2", "--vllm.tensor_parallel_size", "1", "--vllm.gpu_memory_utilization", "0.5",
+        "--vllm.enable_prefix_caching", "--train.colocate_all", "--vllm.enable_sleep", "--ds.enable_sleep",
+        "--ds.zero_stage", "2", "--ds.param_dtype", "bf16", "--ds.attn_implementation", "sdpa",
+        "--actor.model_name_or_path", str(model), "--train.agent_func_path", str(AGENT_FUNC_PATH),
+        "--data.prompt_dataset", str(run / "tickets.jsonl"), "--data.input_key", "prompt", "--data.label_key", "label",
+        "--data.max_len", "4096",
+        "--rollout.batch_size", "3", "--rollout.n_samples_per_prompt", "4", "--rollout.micro_batch_size", "1",
+        "--rollout.temperature", "0.6", "--rollout.top_p", "1.0",
+        "--algo.advantage.estimator", "dr_grpo", "--reward.clip_range", "-1000", "1000",
+        "--algo.advantage.is_correction_level", "token", "--algo.advantage.is_correction_mode", "clip",
+        "--algo.advantage.is_correction_gating", "ratio", "--algo.advantage.is_correction_threshold", "0", "2.0",
+        "--actor.policy_loss_type", "ppo", "--actor.loss_agg_mode", "token-mean", "--actor.eps_clip_low_high", "0.2", "0.28",
+        "--algo.kl.init_coef", "0.01", "--algo.kl.use_loss", "--algo.kl.estimator", "k3",
+        "--actor.adam.lr", "1e-05", "--actor.adam.betas", "0.9", "0.98", "--actor.adam.weight_decay", "0.1",
+        "--actor.lr_scheduler", "constant", "--actor.lr_warmup_ratio", "0", "--actor.max_norm", "1.0",
+        "--train.batch_size", "16", "--train.micro_batch_size", "1", "--train.max_epochs", "1", "--train.num_episodes", "1",
+        "--train.seed", "7",
+        "--ckpt.path", str(run / "openrlhf" / "ckpt"), "--ckpt.save_steps", "2", "--ckpt.save_hf", "--ckpt.max_num", "2",
+        "--ckpt.load_enable", "--ckpt.output_dir", str(run / "openrlhf" / "final"),
+        "--logger.logging_steps", "1", "--logger.tensorboard_dir", str(run / "openrlhf" / "tensorboard"),
+        "--ds.experts_implementation", "eager",
+    ]
+    assert argv == expected
+    table = L.probe_parser([argv])
+    assert table["version"] == L.OPENRLHF_VERSION
+    assert L.check_command(argv, table, table["results"][0]) == []
+    parsed = table["results"][0]["parsed"]
+    assert parsed["rollout"]["batch_size"] == 3 and parsed["actor"]["eps_clip_low_high"] == [0.2, 0.28]
+    assert parsed["reward"]["clip_range"] == [-1000.0, 1000.0]
+    assert parsed["reward"]["remote_url"] == ["agent"]  # set by the script itself for an agent_func_path
+
+
+def test_every_paper_command_passes_openrlhf_parser(paper):
+    runs, table = paper
+    assert table["version"] == L.OPENRLHF_VERSION
+    assert len(runs) == len(PAPER_RUNS) >= 11
+    for (name, _, argv), result in zip(runs, table["results"]):
+        assert L.check_command(argv, table, result) == [], name
+        assert result["parsed"] is not None, name
+    assert "dr_grpo" in table["flags"]["--algo.advantage.estimator"]["choices"]
+    assert "token" in table["flags"]["--algo.advantage.is_correction_level"]["choices"]
+    assert "k3" in table["flags"]["--algo.kl.estimator"]["choices"]
+
+
+def test_paper_values_and_per_model_exceptions_reach_the_command(paper):
+    runs, table = paper
+    seen = set()
+    for (name, config, _), result in zip(runs, table["results"]):
+        args = result["parsed"]
+        card = config.model_card
+        seen.add(card)
+        # Table 5, read back from OpenRLHF's own parse of the command
+        assert args["actor"]["adam"]["lr"] == 1e-6 and args["actor"]["adam"]["betas"] == [0.9, 0.98], name
+        assert args["actor"]["adam"]["weight_decay"] == 0.1 and args["actor"]["lr_scheduler"] == "constant", name
+        assert args["actor"]["eps_clip_low_high"] == [0.2, 0.28], name
+        assert args["train"]["batch_size"] == 192 and args["rollout"]["n_samples_per_prompt"] == 16, name
+        assert args["rollout"]["temperature"] == 0.6, name
+        assert args["algo"]["advantage"]["estimator"] == "dr_grpo", name
+        assert args["algo"]["advantage"]["is_correction_threshold"] == [0.0, 2.0], name
+        # games runs keep a checkpoint every 16 steps (their run files); tool-use runs the recipe's 50
+        assert args["ckpt"]["save_steps"] == (16 if config.recipe == "games" else 50), name
+        assert args["train"]["seed"] == 0, name
+        # 24 slots; 24 designer samples at most -> ceil(24 / 15) = 2 packs (0 when the designer is frozen)
+        assert args["rollout"]["batch_size"] == (24 if not config.selfplay.train_designer else 26), name
+        if card == "qwen3-8b":  # KL 0.005 with a k3 loss against a reference; designer 20,000 tokens
+            assert args["algo"]["kl"]["init_coef"] == 0.005 and args["algo"]["kl"]["use_loss"], name
+            assert args["algo"]["kl"]["estimator"] == "k3", name
+            assert args["data"]["max_len"] == 16384 + 20000, name
+        else:
+            assert args["algo"]["kl"]["init_coef"] == 0.0 and not args["algo"]["kl"]["use_loss"], name
+            assert args["data"]["max_len"] == 32768, name
+        if card == "qwen3-30b-a3b-instruct-2507":
+            assert (args["actor"]["num_nodes"], args["actor"]["num_gpus_per_node"]) == (2, 8), name
+            assert (args["vllm"]["num_engines"], args["vllm"]["tensor_parallel_size"]) == (4, 4), name
+        else:
+            assert (args["actor"]["num_nodes"], args["actor"]["num_gpus_per_node"]) == (1, 8), name
+            assert (args["vllm"]["num_engines"], args["vllm"]["tensor_parallel_size"]) == (8, 1), name
+        assert args["train"]["colocate_all"] and args["vllm"]["enable_sleep"], name
+    assert seen == {"qwen3-4b-instruct-2507", "qwen3-8b", "qwen3-30b-a3b-instruct-2507"}
+
+
+def test_parser_check_catches_what_argparse_lets_through(toy, tmp_path):
+    argv = L.openrlhf_command(toy, tmp_path, tmp_path, "c.jsonl", small_orl())
+    abbreviated = argv + ["--train.agent_func", "x.py"]  # argparse accepts the abbreviation
+    short = list(argv)
+    del short[short.index("--actor.eps_clip_low_high") + 2]
+    renamed = [("--rollout_batch_size" if t == "--rollout.batch_size" else t) for t in argv]  # the old flat name
+    group1 = list(argv)
+    group1[group1.index("--rollout.n_samples_per_prompt") + 1] = "1"
+    table = L.probe_parser([abbreviated, short, renamed, group1])
+    r = table["results"]
+    assert r[0]["error"] is None
+    assert L.check_command(abbreviated, table, r[0]) == [
+        f"--train.agent_func is not a flag of OpenRLHF 0.11.2 ({table['source']})"]
+    assert any("takes nargs=2" in p and "gets 1" in p for p in L.check_command(short, table, r[1]))
+    assert any("--rollout_batch_size is not a flag" in p for p in L.check_command(renamed, table, r[2]))
+    assert "dr_grpo requires n_samples_per_prompt > 1" in r[3]["error"]
+
+
+def test_extra_args_are_validated(toy, tmp_path):
+    with pytest.raises(ConfigError, match="--train.async_enable, which must stay off"):
+        L.openrlhf_command(toy, tmp_path, tmp_path, "c", small_orl(extra_args=["--train.async_enable"]))
+    with pytest.raises(ConfigError, match=r"repeats --actor.adam.lr, which is set from train.learning_rate"):
+        L.openrlhf_command(toy, tmp_path, tmp_path, "c", small_orl(extra_args=["--actor.adam.lr", "1e-3"]))
+    with pytest.raises(ConfigError, match="must start with a flag"):
+        small_orl(extra_args=["grouped_mm"])
+    unknown = L.openrlhf_command(toy, tmp_path, tmp_path, "c", small_orl(extra_args=["--ds.no_such_flag", "1"]))
+    with pytest.raises(L.LaunchError, match="--ds.no_such_flag is not a flag"):
+        L.verify_command(unknown)
+
+
+def test_placement_rules(toy):
+    place = L.placement(toy, small_orl())
+    assert (place["actor"]["gpus"], place["ref"]["gpus"], place["vllm"]["gpus"], place["gpus_used"]) == (2, 2, 2, 2)
+    assert place["responses_per_step"] == 12 and place["notes"]  # 12 responses vs a global batch of 16
+    with pytest.raises(ConfigError, match=r"2 x 1 = 2\) must equal the actor's GPUs \(1\)"):
+        L.placement(toy, small_orl(actor_num_gpus_per_node=1, ref_num_gpus_per_node=1))
+    with pytest.raises(ConfigError, match="ref_num_nodes'/'ref_num_gpus_per_node' \\(1 x 1\\)"):
+        L.placement(toy, small_orl(ref_num_gpus_per_node=1))
+    # separate GPUs: actor 2 + reference 2 + vLLM 2 = 6 > 2
+    with pytest.raises(ConfigError, match="needs 6 GPUs but openrlhf.num_nodes x openrlhf.gpus_per_node is 1 x 2 = 2"):
+        L.placement(toy, small_orl(colocate_all_models=False))
+    with pytest.raises(ConfigError, match="train.global_batch' \\(16\\) must be a multiple of .* \\(6\\)"):
+        L.placement(toy, small_orl(gpus_per_node=3, actor_num_gpus_per_node=3, ref_num_gpus_per_node=3,
+                                   vllm_num_engines=3, train_micro_batch_size=2))  # 2 x 3 GPUs
+    with pytest.raises(ConfigError, match="max_len' \\(1024\\) is below agent.max_context_tokens \\(2048\\)"):
+        L.placement(toy, small_orl(max_len=1024))
+    with pytest.raises(ConfigError, match="vllm_gpu_memory_utilization"):
+        small_orl(vllm_gpu_memory_utilization=1.5)
+
+
+def test_command_agrees_with_prepare_run(toy, tmp_path):
+    argv = L.openrlhf_command(toy, tmp_path / "run", tmp_path / "m", "c.jsonl", small_orl())
+    prepared = prepare_run(toy, tmp_path / "run", tmp_path / "m", "c.jsonl", engines=2)
+    groups = dict(L.flag_groups(argv))
+    assert groups["--rollout.batch_size"] == [str(prepared["rollout_batch_size"])]
+    assert groups["--rollout.n_samples_per_prompt"] == [str(prepared["n_samples_per_prompt"])]
+    assert groups["--train.agent_func_path"] == [prepared["agent_func_path"]]
+    assert groups["--data.prompt_dataset"] == [prepared["prompt_dataset"]]
+    lines = Path(prepared["prompt_dataset"]).read_text().splitlines()
+    assert len(lines) == toy.selfplay.total_steps * 3  # one pass over the tickets = total_steps rollout batches
+
+
+def test_presets_cover_every_paper_backbone():
+    for path in PAPER_RUNS:
+        card = load_config(path).model_card
+        preset = L.load_preset(card)
+        assert preset, f"no configs/openrlhf/{card}.yaml"
+        orl = from_dict(L.OpenRLHFConfig, preset, "openrlhf")
+        assert orl.enabled and orl.colocate_all_models
+    assert not from_dict(L.OpenRLHFConfig, L.load_preset("smollm2-135m"), "openrlhf").enabled  # toy stays local
+    # the run file's own openrlhf keys win over the preset (what resolve_layers does once the section exists)
+    config = load_config(PAPER_RUNS[0])
+    assert L.resolve_openrlhf(config, {"num_nodes": 4}).num_nodes == 4
+
+
+def test_launch_scripts(tmp_path):
+    config = load_config(CONFIG_DIR / "paper" / "spade_games_30b.yaml")
+    script = L.launch_script(config, tmp_path / "run", tmp_path / "m", "c.jsonl")
+    argv = L.openrlhf_command(config, tmp_path / "run", tmp_path / "m", "c.jsonl", python=L.sys.executable)
+    assert L.shell_command(argv) in script
+    assert "scontrol show hostnames" in script and 'srun --overlap --nodes=1 --ntasks=1 -w "$node"' in script
+    assert "GPUS_WANTED=16" in script
+    remote = L.resolve_openrlhf(config, {"ray_address": "http://head:8265", "wandb_project": "spade"})
+    submitted = L.launch_script(config, tmp_path / "run", tmp_path / "m", "c.jsonl", remote)
+    assert "job submit --address \"$ADDRESS\"" in submitted and "srun" not in submitted
+    assert '"${WANDB_API_KEY:?set WANDB_API_KEY for wandb logging}"' in submitted  # expanded at run time only
+    for text in (script, submitted):
+        (tmp_path / "s.sh").write_text(text)
+        assert subprocess.run(["bash", "-n", str(tmp_path / "s.sh")]).returncode == 0
+
+
+def test_link_checkpoints(toy, tmp_path):
+    ckpt = L.run_paths(tmp_path)["ckpt"]
+    for step in toy.selfplay.checkpoint_steps():  # [2, 4]
+        (ckpt / f"global_step{step}_hf").mkdir(parents=True)
+        (ckpt / f"global_step{step}_hf" / "config.json").write_text("{}")
+    assert L.link_checkpoints(toy, tmp_path) == ["step_000002", "step_000004"]
+    assert (tmp_path / "checkpoints" / "step_000004" / "config.json").is_file()
+    (ckpt / "global_step4_hf" / "config.json").unlink()
+    with pytest.raises(L.LaunchError, match="global_step4_hf"):
+        L.link_checkpoints(toy, tmp_path)
+
+
+def test_cli_dry_run_prints_and_writes_nothing(tmp_path, capsys):
+    run = tmp_path / "runs" / "spade_games_8b"
+    rc = main(["train", "--config", str(CONFIG_DIR / "paper" / "spade_games_8b.yaml"), "--backend", "openrlhf",
+               "--dry-run", "--model", str(tmp_path / "m"), "--corpus", "c.jsonl", "--run-dir", str(run)])
+    out = capsys.readouterr().out
+    assert rc == 0 and not run.exists() and list(tmp_path.iterdir()) == []
+    assert "reference          1 node(s) x 8 GPUs (colocated with the actor)" in out
+    assert "--algo.kl.init_coef 0.005" in out and "--data.max_len 36384" in out
+    assert "parser check: every flag exists" in out
+
+
+@pytest.mark.skipif(not L.missing_gpu_modules(), reason="the GPU stack is installed here")
+def test_cli_without_gpu_stack_says_what_to_install(tmp_path, capsys):
+    rc = main(["train", "--config", str(CONFIG_DIR / "paper" / "spade_games_4b.yaml"), "--model", str(tmp_path / "m"),
+               "--corpus", "c.jsonl", "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "GPU training environment" in err and "vllm==0.29.0" in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_local_backend_rejects_dry_run(tmp_path, capsys):
+    rc = main(["train", "--backend", "local", "--dry-run", "--model", str(tmp_path), "--run-dir", str(tmp_path / "r")])
+    assert rc == 2 and "--backend openrlhf" in capsys.readouterr().err

@@ -1,0 +1,205 @@
+"""The workflow's plans (Snakemake dry runs, nothing executes): the toy default, the paper on a SLURM cluster
+(`snakemake --profile slurm all -n`), multi-run configs and the runs that cannot be trained yet."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+PAPER_RUNS = ["spade_games_4b", "spade_games_8b", "spade_games_30b", "spade_tool_use_4b", "spade_tool_use_8b",
+              "spade_tool_use_30b", "ablation_no_memory_30b", "ablation_no_corpus_30b",
+              "ablation_no_ed_training_30b", "ablation_ema_lp_30b", "ablation_two_skills_30b"]
+PENDING_RUNS = ["fixed_env_grpo_4b", "fixed_env_grpo_8b", "fixed_env_grpo_30b", "fixed_env_rlve_4b",
+                "fixed_env_rlve_8b", "fixed_env_rlve_30b", "ablation_fixed_ed_30b"]
+
+
+def snakemake(args, cwd=ROOT, timeout=120):
+    return subprocess.run(SNAKEMAKE + args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def jobs(output: str) -> list[dict]:
+    """The job blocks of a dry run: rule name, the `key: value` lines and the shell command."""
+    found = []
+    for block in re.split(r"\n(?=\[[^\]]+\]\n(?:local)?rule )", output):
+        match = re.search(r"^(?:local)?rule (\w+):\n(.*?)(?:^Shell command: (.*?)$|\Z)", block, re.S | re.M)
+        if not match:
+            continue
+        fields = dict(re.findall(r"^    (\w+): (.*)$", match.group(2), re.M))
+        found.append({"rule": match.group(1), **fields, "shell": match.group(3) or ""})
+    return found
+
+
+def job_stats(output: str) -> dict:
+    table = output.split("Job stats:")[1].split("Reasons:")[0]
+    return {name: int(count) for name, count in re.findall(r"^(\w+)\s+(\d+)$", table, re.M) if name != "total"}
+
+
+def resources(job: dict) -> dict:
+    return dict(item.split("=", 1) for item in job["resources"].split(", "))
+
+
+def test_default_plan_is_the_toy_pipeline(tmp_path):
+    """`snakemake -n` (the default config) in an empty folder plans the toy exactly: 4 steps, checkpoints every 2 -> steps 0, 2, 4 on
+    the one during-training benchmark; the local trainer with the toy config and no GPU resources."""
+    run = snakemake(["-n", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)])
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert job_stats(run.stdout) == {"build_corpus": 1, "library_check": 1, "prepare_model": 1, "evaluate": 3,
+                                     "train": 1, "results_table": 1, "run_table": 1, "training_figure": 1, "all": 1}
+    planned = jobs(run.stdout)
+    (train,) = [job for job in planned if job["rule"] == "train"]
+    assert train["wildcards"] == "run=toy" and "--backend" not in train["shell"]
+    assert '"run_name": "toy"' in train["shell"] and "--run-dir results/runs/toy " in train["shell"]
+    assert "gres" not in resources(train) and "gpu" not in resources(train)
+    steps = sorted(job["wildcards"] for job in planned if job["rule"] == "evaluate")
+    assert steps == [f"run=toy, benchmark=heldout_library, step={step}" for step in ("000000", "000002", "000004")]
+    assert "pending_run" not in run.stdout
+
+
+@pytest.fixture(scope="module")
+def slurm_plan():
+    pytest.importorskip("snakemake_executor_plugin_slurm", reason="snakemake-executor-plugin-slurm not installed")
+    run = snakemake(["--profile", "slurm", "all", "-n"], timeout=180)  # exactly as a user types it, from the root
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
+def test_slurm_profile_plans_every_paper_run_on_gpus(slurm_plan):
+    planned = jobs(slurm_plan)
+    stats = job_stats(slurm_plan)
+    assert stats["train"] == len(PAPER_RUNS) and stats["select_checkpoint"] == len(PAPER_RUNS)
+    assert stats["prepare_model"] == 3  # the three backbones, each prepared once for all its runs
+    trains = {job["wildcards"].removeprefix("run="): job for job in planned if job["rule"] == "train"}
+    assert sorted(trains) == sorted(PAPER_RUNS)
+    for run, job in trains.items():
+        assert "-m spade.cli train --backend openrlhf --config-json" in job["shell"], run
+        assert f'"run_name": "{run}"' in job["shell"] and f"--run-dir results/runs/{run} " in job["shell"]
+        res = resources(job)
+        # configs/openrlhf/<card>.yaml: one 8-GPU node for 4B and 8B, two for 30B-A3B
+        assert (res["nodes"], res["gres"]) == (("2" if run.endswith("_30b") else "1"), "gpu:8"), run
+        assert res["slurm_partition"] == "EDIT-gpu-partition" and res["cpus_per_gpu"] == "8"
+        assert res["runtime"] == "2880" and res["slurm_extra"] == "--exclusive"
+    # the 30B games run: 5 benchmarks during training x (base + a checkpoint every 16 of 400 steps) = 5 x 26
+    games_30b = [job for job in planned if job["rule"] == "evaluate" and "run=spade_games_30b," in job["wildcards"]]
+    assert len(games_30b) == 130
+    assert {resources(job)["gpu"] for job in games_30b} == {"1"}
+    assert {resources(job)["slurm_partition"] for job in games_30b} == {"EDIT-gpu-partition"}
+    base = [job for job in games_30b if job["wildcards"].endswith("step=000000")]
+    assert len(base) == 5 and all(job["input"] == "results/models/qwen3-30b-a3b-instruct-2507" for job in base)
+    evaluated = {re.search(r"run=(\w+),", job["wildcards"]).group(1) for job in planned if job["rule"] == "evaluate"}
+    assert evaluated == set(PAPER_RUNS)
+    (select,) = [job for job in planned if job["rule"] == "select_checkpoint" and job["wildcards"] == "run=spade_games_4b"]
+    assert resources(select)["slurm_partition"] == "EDIT-cpu-partition" and "gpu" not in resources(select)
+    for table in ("paper_table1", "paper_table2", "paper_table3", "paper_table6"):
+        assert stats[table] == 1
+
+
+def test_slurm_profile_lists_the_pending_runs(slurm_plan):
+    pending = {job["wildcards"].removeprefix("run="): job for job in jobs(slurm_plan) if job["rule"] == "pending_run"}
+    assert sorted(pending) == sorted(PENDING_RUNS)
+    for run, job in pending.items():
+        assert job["shell"].endswith("exit 1") and "issue 7" in job["shell"], run
+    assert "environment set with its official curriculum" in pending["fixed_env_rlve_8b"]["shell"]
+    assert "OpenAI-compatible endpoint" in pending["ablation_fixed_ed_30b"]["shell"]
+
+
+def test_pending_run_fails_at_once_saying_what_is_missing(tmp_path):
+    target = "results/runs/fixed_env_rlve_30b/summary.json"
+    run = snakemake(["--configfile", str(ROOT / "configs/paper.yaml"), "--directory", str(tmp_path), "--cores", "1",
+                     target])
+    assert run.returncode != 0
+    assert "run fixed_env_rlve_30b cannot be trained yet: Fixed-env RLVE" in run.stderr
+    assert "config key pending.fixed_env_rlve_30b" in run.stderr
+    assert not (tmp_path / target).exists()
+
+
+def test_paper_config_covers_every_run_the_artifacts_map():
+    """Every run a paper table (1, 2, 3, 6), figure or quoted number reads is configured or pending, and every run
+    file under configs/paper/ is configured."""
+    from spade import paper_figures, paper_numbers, paper_tables
+
+    paper = yaml.safe_load((ROOT / "configs/paper.yaml").read_text())
+    configured = {yaml.safe_load((ROOT / path).read_text())["run_name"] for path in paper["runs"]}
+    assert sorted(configured) == sorted(PAPER_RUNS) and sorted(paper["pending"]) == sorted(PENDING_RUNS)
+    assert sorted(paper["runs"]) == sorted(f"configs/paper/{p.name}" for p in (ROOT / "configs/paper").glob("*.yaml"))
+    tables = paper_tables.load_table_runs(ROOT / paper["paper"]["table_runs"])
+    figures = paper_figures.load_figure_runs(ROOT / paper["paper"]["figure_runs"])
+    numbers = paper_numbers.load_number_runs(ROOT / paper["paper"]["number_runs"])
+    mapped = {run for table in ("table1", "table2", "table3", "table6") for run in paper_tables.mapped_runs(tables, table)}
+    mapped |= {run for figure in figures["figures"] for run in paper_figures.figure_runs(figures, figure)}
+    mapped |= {run for group in paper_numbers.GROUPS for run in paper_numbers.group_runs(numbers, group)}
+    assert "fixed_env_rlve_4b" in mapped and "ablation_two_skills_30b" in mapped
+    assert mapped <= configured | set(PENDING_RUNS), mapped - configured - set(PENDING_RUNS)
+
+
+TINY_RUN = """run_name: {name}
+model_card: tiny-random
+seed: {seed}
+train: {{learning_rate: {lr}}}
+selfplay: {{total_steps: 2, checkpoint_every: 1, active_skills: 1, envs_per_skill: 1, group_size: 2,
+            regen_interval: 1, backfill: true}}
+eval: {{during_training: [heldout_library], final: [heldout_library], select_by: ["heldout_library:win_rate"]}}
+"""
+
+
+def write_multi(tmp_path, runs, extra=""):
+    """A multi-run config of tiny CPU runs, given as (name, seed, learning rate)."""
+    entries = []
+    for name, seed, lr in runs:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(TINY_RUN.format(name=name, seed=seed, lr=lr))
+        entries.append(str(path))
+    config = tmp_path / "multi.yaml"
+    config.write_text(yaml.safe_dump({"runs": entries}) + extra)
+    return config
+
+
+def test_multi_run_config_gives_each_job_its_own_run_config(tmp_path):
+    config = write_multi(tmp_path, [("alpha", 3, 0.001), ("beta", 3, 0.002)])
+    run = snakemake(["all", "-n", "--configfile", str(config), "--directory", str(tmp_path)])
+    assert run.returncode == 0, run.stderr[-3000:]
+    planned = jobs(run.stdout)
+    trains = {job["wildcards"]: job for job in planned if job["rule"] == "train"}
+    assert sorted(trains) == ["run=alpha", "run=beta"]
+    for name, lr in (("alpha", 0.001), ("beta", 0.002)):
+        shell = trains[f"run={name}"]["shell"]
+        assert f'"run_name": "{name}"' in shell and f'"learning_rate": {lr}' in shell and "train --backend local --config" in shell
+        assert "--corpus 'results/corpus/games.jsonl'" in shell  # both read the one games corpus
+    # steps 0, 1, 2 of each run on the one benchmark; one shared model folder; no pending runs
+    stats = job_stats(run.stdout)
+    assert stats["evaluate"] == 6 and stats["prepare_model"] == 1 and stats["select_checkpoint"] == 2
+    assert "pending_run" not in stats
+    (table,) = [job for job in planned if job["rule"] == "results_table"]
+    assert "--runs results/runs/alpha results/runs/beta --evals" in table["shell"]
+
+
+def test_multi_run_config_errors_name_the_bad_value(tmp_path):
+    duplicate = write_multi(tmp_path, [("alpha", 1, 0.001)])
+    data = yaml.safe_load(duplicate.read_text())
+    duplicate.write_text(yaml.safe_dump({"runs": data["runs"] * 2}))
+    run = snakemake(["-n", "--configfile", str(duplicate), "--directory", str(tmp_path)])
+    assert run.returncode != 0 and "two files with run_name 'alpha'" in run.stdout + run.stderr
+
+    missing = tmp_path / "missing.yaml"
+    missing.write_text(yaml.safe_dump({"runs": ["configs/paper/no_such_run.yaml"]}))
+    run = snakemake(["-n", "--configfile", str(missing), "--directory", str(tmp_path)])
+    message = run.stdout + run.stderr
+    assert run.returncode != 0 and "no_such_run.yaml" in message and "config key 'runs'" in message
+
+    clash = write_multi(tmp_path, [("alpha", 1, 0.001)], extra="pending: {alpha: needs something}\n")
+    run = snakemake(["-n", "--configfile", str(clash), "--directory", str(tmp_path)])
+    assert run.returncode != 0 and "run 'alpha' is both configured" in run.stdout + run.stderr
+
+    # two seeds build two different offline corpora: they cannot share results/corpus/games.jsonl
+    seeds = write_multi(tmp_path, [("alpha", 1, 0.001), ("beta", 2, 0.001)])
+    run = snakemake(["-n", "--configfile", str(seeds), "--directory", str(tmp_path)])
+    message = run.stdout + run.stderr
+    assert run.returncode != 0 and "corpus.path" in message
+    assert "runs 'alpha' and 'beta' share the corpus 'games' but differ in config keys corpus, selfplay.flavour, seed" \
+        in message
