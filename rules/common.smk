@@ -12,6 +12,7 @@
 
 import hashlib
 import json
+import os
 import re
 import shlex
 import sys
@@ -19,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from spade import paths
 from spade.config import ConfigError, SpadeConfig, deep_merge, resolve_layers
@@ -35,7 +37,13 @@ try:  # recipe < model card < run file and --config overrides; fail before any j
 except ConfigError as exc:
     raise WorkflowError(f"invalid configuration: {exc}")
 
-PYTHON = shlex.quote(sys.executable)  # the interpreter snakemake runs in (the project's venv)
+# The interpreter of the jobs: the venv snakemake runs in, or, under --software-deployment-method conda/apptainer,
+# the job's own environment (envs/*.yaml, containers/; docs/CONTAINERS.md)
+DEPLOYED = bool(set(workflow.deployment_settings.deployment_method) & {DeploymentMethod.CONDA, DeploymentMethod.APPTAINER})
+PYTHON = "python" if DEPLOYED else shlex.quote(sys.executable)
+GPU_IMAGE = os.environ.get("SPADE_GPU_IMAGE", "containers/spade-gpu.sif")  # containers/Apptainer.def, built once
+CPU_ENV = "../envs/spade-cpu.yaml"  # relative to rules/
+GPU_ENV = "../envs/spade-gpu.yaml"
 SCRIPT_DIR = Path(workflow.basedir) / "paper" / "scripts"  # works with --directory elsewhere
 
 

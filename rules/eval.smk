@@ -25,6 +25,10 @@ rule evaluate:
     wildcard_constraints:
         run=RUN_PATTERN,
     threads: workflow.cores
+    conda:
+        GPU_ENV
+    container:
+        GPU_IMAGE
     shell:
         "{PYTHON} -m spade.cli eval run --config-json " + CONFIG_ARG + " --model {params.model} --step {wildcards.step} "
         "--benchmark {wildcards.benchmark} --out {output} > {log} 2>&1"

@@ -41,6 +41,10 @@ rule train:
     threads: workflow.cores
     resources:
         **train_resources(),
+    conda:
+        GPU_ENV
+    container:
+        GPU_IMAGE
     shell:
         TRAIN_COMMAND + " --model {input.model} "
         "--corpus '{input.corpus}' --run-dir " + OUT.run_dir("{wildcards.run}") + " > {log} 2>&1"

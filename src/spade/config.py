@@ -21,6 +21,7 @@ from spade.envs.library import FLAVOURS
 from spade.envs.library_check import LibraryCheckConfig
 from spade.envs.validate import ValidationConfig
 from spade.evals.config import EvalConfig
+from spade.generation_vllm import InferenceConfig
 from spade.models import ModelCard
 from spade.rewards import INVALID_MODES
 from spade.rlhf.launch import OpenRLHFConfig
@@ -134,6 +135,8 @@ class SpadeConfig:
     validation: ValidationConfig = option(ValidationConfig(), "Checks a candidate environment must pass.")
     library_check: LibraryCheckConfig = option(LibraryCheckConfig(), "The built-in library's oracle/random check.")
     paper: PaperConfig = option(PaperConfig(), "The paper's tables, figures and quoted numbers (rules/paper_*.smk).")
+    inference: InferenceConfig = option(InferenceConfig(), "Generation backend of evaluation and local training "
+                                        "(hf or vllm) and the vLLM engine settings.")
     openrlhf: OpenRLHFConfig = option(OpenRLHFConfig(), "GPU training through OpenRLHF: placement and engines "
                                       "(docs/OPENRLHF.md, Launcher); presets in configs/openrlhf/<model_card>.yaml.")
 

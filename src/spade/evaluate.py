@@ -30,17 +30,21 @@ def make_benchmark(config: SpadeConfig, name: str):
 
 
 def hf_context(config: SpadeConfig, model_dir: str | Path, benchmark_name: str, batch_size: int) -> EvalContext:
-    """An evaluation context over the Hugging Face backend (a GPU when torch sees one, else the CPU)."""
+    """An evaluation context over the backend of ``inference.backend``: Hugging Face (a GPU when torch sees one,
+    else the CPU) or vLLM (a GPU; spade.generation_vllm)."""
     import torch
 
-    from spade.generation_hf import HFBackend
+    from spade.generation_vllm import build_backend
     from spade.models import load_model
     from spade.sandbox.pool import SandboxPool
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model, tokenizer = load_model(model_dir, device=device)
     ev = config.eval
-    backend = HFBackend(model, tokenizer, device=device, batch_size=batch_size, max_batch_tokens=ev.max_batch_tokens)
+    model = tokenizer = None
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if config.inference.backend == "hf":
+        model, tokenizer = load_model(model_dir, device=device)
+    backend = build_backend(config.inference, model_dir, model=model, tokenizer=tokenizer, device=device,
+                            batch_size=batch_size, max_batch_tokens=ev.max_batch_tokens)
     return EvalContext(backend, seed=ev.seed,
                        benchmark=benchmark_name, temperature=ev.temperature, top_p=ev.top_p,
                        max_new_tokens=ev.max_new_tokens, max_context_tokens=ev.max_context_tokens,

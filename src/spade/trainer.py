@@ -154,6 +154,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     from spade.designer.memory import EnvironmentMemory
     from spade.envs.validate import Validator
     from spade.generation_hf import HFBackend
+    from spade.generation_vllm import VLLMBackend
     from spade.models import load_model
     from spade.sandbox.pool import SandboxPool
     from spade.selfplay import SelfPlay, SelfPlayState, corpus_sampler, fresh_memory
@@ -177,8 +178,12 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     metrics_path = run_dir / "metrics.jsonl"
     _cut_metrics(metrics_path, start)
     sampler = corpus_sampler(config, corpus_path)
+    if config.inference.backend == "vllm":  # a vLLM engine beside the trainer; weights pushed after every update
+        backend = VLLMBackend.from_model_dir(latest or model_dir, config.inference)
+    else:  # shares the trainer's model object: always in sync
+        backend = HFBackend(model, tokenizer)
     with SandboxPool(config.sandbox) as pool:
-        core = SelfPlay(config, HFBackend(model, tokenizer), Validator(pool, config.validation), memory, sampler, state,
+        core = SelfPlay(config, backend, Validator(pool, config.validation), memory, sampler, state,
                         rejected_dir=run_dir / "rejected")
         ran = 0
         with Progress(transient=True) as progress:
@@ -186,6 +191,10 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
             for step in range(start, config.selfplay.total_steps):
                 samples, metrics, closed = core.rollout(step)
                 metrics.update({f"train_{k}": v for k, v in trainer.update(samples).items()})
+                if isinstance(backend, VLLMBackend):  # the engine samples the next step from the updated policy
+                    weights = run_dir / "rollout_weights"
+                    model.save_pretrained(weights)
+                    backend.reload_weights(weights)
                 metrics["samples"] = len(samples)
                 with metrics_path.open("a", encoding="utf-8") as handle:
                     handle.write(json.dumps(metrics, sort_keys=True) + "\n")
