@@ -47,6 +47,13 @@ def cut_to_limit(generation: Generation, limit: int, tokenizer) -> Generation:
                    logprobs=generation.logprobs[:limit], finish_reason="length")
 
 
+def generation_stats(results: Sequence[Generation], seconds: float) -> dict:
+    """A backend's ``last_stats`` after one ``generate`` call: prompts, new tokens, seconds, tokens per second."""
+    new_tokens = sum(len(g.completion_ids) for g in results)
+    return {"prompts": len(results), "new_tokens": new_tokens, "seconds": seconds,
+            "tokens_per_s": new_tokens / seconds if seconds > 0 else float("nan")}
+
+
 class GenerationBackend(Protocol):
     """What the self-play core needs from an inference engine."""
 

@@ -34,7 +34,7 @@ from typing import Sequence
 
 import torch
 
-from spade.generation import Generation, SamplingParams
+from spade.generation import Generation, SamplingParams, generation_stats
 
 log = logging.getLogger(__name__)
 
@@ -154,11 +154,8 @@ class HFBackend:
                     seeds = [row_seeds[i] for i in chunk]
                 for i, generation in zip(chunk, self._generate_batch([prompts[i] for i in chunk], params, seeds)):
                     results[i] = generation
-        elapsed = time.perf_counter() - started
-        new_tokens = sum(len(g.completion_ids) for g in results)
-        self.last_stats = {"prompts": len(prompts), "new_tokens": new_tokens, "seconds": elapsed,
-                           "tokens_per_s": new_tokens / elapsed if elapsed > 0 else float("nan")}
-        log.debug("generated %d tokens for %d prompts in %.2f s", new_tokens, len(prompts), elapsed)
+        self.last_stats = generation_stats(results, time.perf_counter() - started)
+        log.debug("generated %(new_tokens)d tokens for %(prompts)d prompts in %(seconds).2f s", self.last_stats)
         return results
 
     def _batches(self, order: list[int], prompts: list, max_new_tokens: int) -> list[list[int]]:

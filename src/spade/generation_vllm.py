@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Sequence
 
 from spade.configtools import ConfigError, option
-from spade.generation import Generation, SamplingParams
+from spade.generation import Generation, SamplingParams, generation_stats
 
 log = logging.getLogger(__name__)
 
@@ -217,11 +217,8 @@ class VLLMBackend:
             raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(prompts)} prompts")
         results = [self._to_generation(index, prompt, output, params)
                    for index, (prompt, output) in enumerate(zip(prompts, outputs))]
-        elapsed = time.perf_counter() - started
-        new_tokens = sum(len(g.completion_ids) for g in results)
-        self.last_stats = {"prompts": len(prompts), "new_tokens": new_tokens, "seconds": elapsed,
-                           "tokens_per_s": new_tokens / elapsed if elapsed > 0 else float("nan")}
-        log.debug("generated %d tokens for %d prompts in %.2f s", new_tokens, len(prompts), elapsed)
+        self.last_stats = generation_stats(results, time.perf_counter() - started)
+        log.debug("generated %(new_tokens)d tokens for %(prompts)d prompts in %(seconds).2f s", self.last_stats)
         return results
 
     def _to_generation(self, index: int, prompt: list[int], output, params: SamplingParams) -> Generation:
