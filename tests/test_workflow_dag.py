@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 PAPER_RUNS = ["spade_games_4b", "spade_games_8b", "spade_games_30b", "spade_tool_use_4b", "spade_tool_use_8b",
               "spade_tool_use_30b", "ablation_no_memory_30b", "ablation_no_corpus_30b",
-              "ablation_no_ed_training_30b", "ablation_ema_lp_30b", "ablation_two_skills_30b"]
-PENDING_RUNS = ["fixed_env_grpo_4b", "fixed_env_grpo_8b", "fixed_env_grpo_30b", "fixed_env_rlve_4b",
+              "ablation_no_ed_training_30b", "ablation_ema_lp_30b", "ablation_two_skills_30b",
+              "fixed_env_grpo_4b", "fixed_env_grpo_8b", "fixed_env_grpo_30b"]
+PENDING_RUNS = ["fixed_env_rlve_4b",
                 "fixed_env_rlve_8b", "fixed_env_rlve_30b", "ablation_fixed_ed_30b"]
 
 

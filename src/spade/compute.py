@@ -313,20 +313,24 @@ def estimate(config, assumptions: dict | None = None, path: str | Path = COMPUTE
     peak = assumptions["hardware"]["peak_tflops_bf16"]
     sp = config.selfplay
     slots = sp.active_skills * sp.envs_per_skill
-    regenerations = math.ceil(sp.total_steps / sp.regen_interval)
+    from spade.baselines import baseline_of
+
+    base = baseline_of(config)  # fixed modes design (fixed_env_grpo) or fill (fixed_pool, rlve) one set only
+    regenerations = {"spade": math.ceil(sp.total_steps / sp.regen_interval), "fixed_env_grpo": 1}.get(base.mode, 0)
+    hint_sets = regenerations if base.mode == "spade" else int(base.hint_arm)
     p, attempts = model["design_valid_rate"], sp.design_attempts
-    filled = slots if sp.backfill else slots * filled_share(p, attempts)
+    filled = slots if sp.backfill or base.mode in ("fixed_pool", "rlve") else slots * filled_share(p, attempts)
     designed_valid = slots * filled_share(p, attempts)
     tries = slots * expected_attempts(p, attempts)
 
     agent = agent_episode(config, model)
     no_hint = sp.total_steps * filled * sp.group_size
-    hinted = regenerations * filled * sp.group_size
+    hinted = hint_sets * filled * sp.group_size
     rollout = inference(agent, no_hint + hinted, model, peak)
 
     design = design_episode(config, model)
     designer = inference(design, regenerations * tries, model, peak)
-    designer.add(inference(hint_episode(config, model, design), regenerations * filled, model, peak))
+    designer.add(inference(hint_episode(config, model, design), hint_sets * filled, model, peak))
 
     kl = config.train.kl_coef > 0
     trained = training(agent, no_hint, model, peak, kl)

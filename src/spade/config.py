@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spade.agent import AgentConfig
+from spade.baselines import BaselineConfig
 from spade.configtools import ConfigError, from_dict, load_yaml, option
 from spade.designer.corpus import CorpusConfig
 from spade.designer.memory import MemoryConfig
@@ -139,6 +140,8 @@ class SpadeConfig:
                                         "(hf or vllm) and the vLLM engine settings.")
     openrlhf: OpenRLHFConfig = option(OpenRLHFConfig(), "GPU training through OpenRLHF: placement and engines "
                                       "(docs/OPENRLHF.md, Launcher); presets in configs/openrlhf/<model_card>.yaml.")
+    baseline: BaselineConfig = option(BaselineConfig(), "Environment source: SPADE's designer or a fixed-environment "
+                                      "baseline (spade.baselines).")
 
     def __post_init__(self):
         seeds = self.validation.seeds

@@ -12,6 +12,11 @@ samples into a policy update. Per step ``s`` with regeneration interval ``k``:
 2. play the no-hint arm (G episodes per environment, the agent's training data);
 3. agent advantages: z-score within each environment's G returns (spec 6).
 
+``baseline.mode`` (spade.baselines) switches the environment source: 'spade' is the above; the fixed
+modes ('fixed_env_grpo', 'fixed_pool', 'rlve') fill the set once at step 0 and keep it for the whole
+run; every k steps they only close the bookkeeping window (archive, window metrics) and open the next
+one on the same environments, with no designer call, no designer reward and no designer sample.
+
 All randomness derives from ``(config.seed, step, ...)``, so a resumed run repeats exactly.
 """
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass, field
 
+from spade import baselines
 from spade.advantages import designer_advantages, designer_upweight, grpo_advantages
 from spade.agent import EpisodeJob, EpisodeRunner
 from spade.config import SpadeConfig
@@ -54,8 +60,8 @@ class EnvSlot:
 
     env_id: str
     skill: str
-    step: int  # regeneration step that produced it
-    source: str  # "designer" or "backfill:<library name>"
+    step: int  # regeneration step that produced it (fixed modes: start of the current bookkeeping window)
+    source: str  # "designer", "backfill:<library name>", or a fixed pool's "library:<name>" / "rlve:<identifier>"
     code: str = ""
     class_name: str = ""
     kind: str = "game"
@@ -98,6 +104,8 @@ class SelfPlay:
         heldout = set(config.eval.heldout_library.environments)
         self.backfill_pool = [e for e in library() if e.name not in heldout and
                               (e.flavour == "tool_use") == (config.selfplay.flavour == "tool_use")]
+        baselines.check_config(config)
+        self.mode = baselines.baseline_of(config).mode
 
     # ----- helpers -------------------------------------------------------------------------------
     def _generate(self, chats: list, max_new_tokens: int, seed: int):
@@ -270,6 +278,8 @@ class SelfPlay:
         """
         cfg = self.config
         slots, samples, closed, metrics = self._envs(), [], [], {"step": step}
+        if self.mode in baselines.FIXED_MODES:
+            return self._begin_fixed(step, slots, metrics)
         if step % cfg.selfplay.regen_interval == 0:
             if slots:
                 samples += self.close_set(slots)
@@ -283,6 +293,53 @@ class SelfPlay:
                 slot.hint_returns = [r.final_return for r in hinted.get(slot.env_id, [])]
             metrics.update(self._design_metrics(slots))
         return slots, samples, closed, metrics
+
+    def _begin_fixed(self, step: int, slots: list, metrics: dict) -> tuple[list, list, list, dict]:
+        """``begin_step`` of a fixed mode: the set is made once (step 0, or the first step of a run that
+        has none) and kept; every k steps its window closes and the next opens on the same environments."""
+        closed = []
+        if not slots:
+            if self.mode == "fixed_env_grpo":
+                slots, _ = self.design(step)  # the same design + validation path, the same slot count
+                self.state.invalid_samples = []  # never rewarded: the designer is not trained
+                if baselines.baseline_of(self.config).hint_arm:
+                    self.write_hints(slots, step)
+                    hinted = self.play(slots, step, "hint")
+                    for slot in slots:
+                        slot.hint_returns = [r.final_return for r in hinted.get(slot.env_id, [])]
+            else:
+                slots = self.fill_pool(step)
+            metrics.update(self._design_metrics(slots))
+            metrics["env_source"] = self.mode
+        elif step % self.config.selfplay.regen_interval == 0:
+            closed = [asdict(s) for s in slots]
+            metrics.update(self._closed_metrics(slots))
+            for slot in slots:  # a new window on the same environments (ids and code unchanged)
+                slot.step, slot.wins, slot.episodes, slot.distinct_rewards = step, 0, 0, []
+                slot.hint_returns, slot.paired_returns, slot.regret, slot.designer_reward = [], [], None, None
+        return slots, [], closed, metrics
+
+    def fill_pool(self, step: int) -> list:
+        """The slots of a fixed procedural pool ('fixed_pool', 'rlve'): the source's environments sampled
+        (seeded) into the run's slot count, each validated in the sandbox like a designed candidate."""
+        cfg = self.config
+        source = baselines.make_source(cfg)
+        n_slots = cfg.selfplay.active_skills * cfg.selfplay.envs_per_skill
+        chosen = baselines.assign_entries(source.entries(), n_slots, baselines.pool_seed(cfg))
+        reports: dict = {}
+        slots = []
+        for i, entry in enumerate(chosen):
+            if entry.name not in reports:
+                reports[entry.name] = self.validator.validate(entry.code)
+            report = reports[entry.name]
+            if not report.valid:
+                raise RuntimeError(f"baseline.mode {self.mode!r}: environment {entry.origin} failed validation in the "
+                                   f"sandbox ({report.reason}): {report.message[:1500]}")
+            slot = EnvSlot(f"s{step:05d}-{entry.name}-{i}", entry.skill, step, entry.origin, valid=True,
+                           code=report.code, class_name=report.class_name, kind=report.kind)
+            slot.reports.append(report.to_dict())
+            slots.append(slot)
+        return slots
 
     def record_play(self, slot: EnvSlot, records: list, step: int) -> list:
         """Book one slot's no-hint episodes of step ``step`` (window wins, regret at the regeneration
@@ -310,7 +367,7 @@ class SelfPlay:
 
     # ----- metrics -------------------------------------------------------------------------------
     def _design_metrics(self, slots: list) -> dict:
-        attempts = [report for slot in slots for report in slot.reports]
+        attempts = [] if self.mode in baselines.POOL_MODES else [report for slot in slots for report in slot.reports]
         designed_valid = sum(s.valid and s.source == "designer" for s in slots)
         return {
             "regenerated": True,

@@ -1,0 +1,313 @@
+"""Where the environments of a run come from: SPADE's designer, or a fixed pool (issue 7, deliverable 1).
+
+The ``baseline:`` section of a run config picks the environment source of the self-play core:
+
+``spade`` (default)
+    The designer writes a new set every ``selfplay.regen_interval`` steps (Algorithm 1).
+``fixed_env_grpo``
+    The paper's Fixed-env GRPO row: the same backbone designs one set at step 0, through the same
+    design prompts, intake and sandboxed validation and with the same number of slots; the agent then
+    trains on that frozen set for the whole run. The designer is never called again, gets no reward
+    and no training samples. ``baseline.hint_arm`` decides whether hints are written and the hint arm
+    is played at step 0 (measurement of regret only; off by default, as the paper's baseline has no
+    designer reward).
+``fixed_pool``
+    A procedural pool that runs here, a labelled stand-in for Fixed-env RLVE: environments of our
+    built-in library (``baseline.pool_envs``: names, or ``["all"]`` for every library environment of
+    the run's flavour and skills, held-out evaluation environments excluded), sampled with a seed into
+    the slots at step 0 and never replaced.
+``rlve``
+    RLVE's environment set (github.com/Zhiyuan-Zeng/RLVE) from a local checkout at
+    ``baseline.rlve_path``, through :class:`RLVESource`.
+
+In every fixed mode the set is kept for the whole run, but its bookkeeping window still closes every
+``selfplay.regen_interval`` steps: the window's win rates are archived as ``envs/set_<window start>.json``
+(same environment ids and code in every file), so the learnability analyses read a fixed run like a
+SPADE run. Only step 0 is a regeneration step in the metrics.
+
+Environment sources follow :class:`EnvironmentSource`: ``entries()`` returns :class:`PoolEntry` rows,
+each a complete environment file for our runtime (one class with ``reset``/``step``), which the core
+validates in the sandbox like a designed candidate before it fills a slot.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from spade.configtools import ConfigError, option
+from spade.seeding import derive_seed
+
+MODES = ("spade", "fixed_env_grpo", "fixed_pool", "rlve")
+FIXED_MODES = ("fixed_env_grpo", "fixed_pool", "rlve")
+POOL_MODES = ("fixed_pool", "rlve")  # modes whose environments do not come from the designer
+
+
+@dataclass(frozen=True)
+class BaselineConfig:
+    mode: str = option("spade", "Environment source: 'spade' (designer, regenerated every k steps), "
+                       "'fixed_env_grpo' (the backbone designs one set at step 0, frozen), 'fixed_pool' (built-in "
+                       "library pool, a stand-in for Fixed-env RLVE) or 'rlve' (RLVE's environments from "
+                       "baseline.rlve_path).", choices=MODES)
+    hint_arm: bool = option(False, "fixed_env_grpo only: write hints and play the hint arm at step 0 to measure "
+                            "regret (analysis only; the designer gets no reward either way).")
+    pool_envs: list = option(["all"], "fixed_pool: built-in library environment names, or ['all'] for every "
+                             "library environment of the run's flavour and skills (held-out ones excluded).")
+    pool_seed_offset: int = option(0, "fixed_pool/rlve: added to the master seed for sampling the pool into slots.")
+    rlve_path: str = option("", "rlve: path of a local checkout of github.com/Zhiyuan-Zeng/RLVE (holds Gym/).")
+    rlve_environments: list = option(["all"], "rlve: RLVE environment identifiers (keys of "
+                                     "Gym.environments.identifier2environment), or ['all'].")
+    rlve_difficulty: int = option(0, "rlve: difficulty level every RLVE environment is held at (the number of "
+                                  "parameter-controller updates; RLVE's fixed-difficulty setting).", min=0)
+    rlve_python: str = option("", "rlve: Python interpreter that can import the checkout's Gym package (used to "
+                              "list its environments); empty = this interpreter.")
+
+
+def baseline_of(config) -> BaselineConfig:
+    """The ``baseline`` section of ``config`` (the default when the config tree has none)."""
+    return getattr(config, "baseline", None) or BaselineConfig()
+
+
+def check_config(config) -> None:
+    """Cross-section checks of a fixed mode; raise ``ConfigError`` naming the key and the fix."""
+    base = baseline_of(config)
+    if base.mode == "spade":
+        return
+    if config.selfplay.train_designer:
+        raise ConfigError(f"config key 'baseline.mode' is {base.mode!r}, which never trains the designer, but "
+                          "'selfplay.train_designer' is true; set selfplay.train_designer: false (the OpenRLHF "
+                          "ticket plan reserves designer packs from it)")
+    if base.hint_arm and base.mode != "fixed_env_grpo":
+        raise ConfigError(f"config key 'baseline.hint_arm' is true, but baseline.mode {base.mode!r} has no designer "
+                          "to write hints; it applies to 'fixed_env_grpo' only")
+    if base.mode == "rlve":
+        rlve_checkout(base.rlve_path)
+
+
+# ----- sources ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PoolEntry:
+    """One environment of a fixed pool: a complete environment file for our runtime."""
+
+    name: str  # unique within the source
+    skill: str  # curriculum skill label (RLVE environments: 'rlve')
+    code: str  # the environment file
+    origin: str  # 'library:<name>' or 'rlve:<identifier>'; becomes the slot's source
+
+
+@runtime_checkable
+class EnvironmentSource(Protocol):
+    """What a fixed-pool source provides: ``entries()`` lists every environment it offers, in a stable
+    order; the core samples them into the slots (seeded) and validates each in the sandbox."""
+
+    label: str
+
+    def entries(self) -> list[PoolEntry]: ...
+
+
+class LibrarySource:
+    """Environments of our built-in library (src/spade/envs/library/)."""
+
+    label = "library"
+
+    def __init__(self, config):
+        from spade.envs.library import get_env, library
+
+        heldout = set(config.eval.heldout_library.environments)
+        tool_use = config.selfplay.flavour == "tool_use"
+        names = list(baseline_of(config).pool_envs)
+        if not names:
+            raise ConfigError("config key 'baseline.pool_envs' is empty; give library environment names or ['all']")
+        if names == ["all"]:
+            chosen = [e for e in library() if e.name not in heldout and (e.flavour == "tool_use") == tool_use
+                      and e.skill in config.selfplay.skills]
+            if not chosen:
+                raise ConfigError("config key 'baseline.pool_envs' is ['all'], but the built-in library has no "
+                                  f"environment of flavour {config.selfplay.flavour!r} with a skill in "
+                                  f"selfplay.skills {list(config.selfplay.skills)} outside eval.heldout_library")
+        else:
+            known = [e.name for e in library()]
+            chosen = []
+            for name in names:
+                if name not in known:
+                    raise ConfigError(f"config key 'baseline.pool_envs' names {name!r}, which is not a built-in "
+                                      f"library environment; allowed: 'all' or any of {known}")
+                if name in heldout:
+                    raise ConfigError(f"config key 'baseline.pool_envs' names {name!r}, which is a held-out "
+                                      "evaluation environment (eval.heldout_library.environments); training on it "
+                                      "would contaminate the evaluation")
+                chosen.append(get_env(name))
+        self.envs = chosen
+
+    def entries(self) -> list[PoolEntry]:
+        return [PoolEntry(e.name, e.skill, e.source(), f"library:{e.name}") for e in self.envs]
+
+
+def rlve_checkout(path: str) -> Path:
+    """The RLVE checkout at ``path``, checked for the two registries the adapter reads."""
+    if not path:
+        raise ConfigError("config key 'baseline.rlve_path' is empty, but baseline.mode 'rlve' needs a local checkout "
+                          "of github.com/Zhiyuan-Zeng/RLVE (git clone it and set baseline.rlve_path to the folder "
+                          "that holds Gym/)")
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise ConfigError(f"config key 'baseline.rlve_path' is {path!r}, which is not a folder; provide a local "
+                          "checkout of github.com/Zhiyuan-Zeng/RLVE (the folder that holds Gym/)")
+    for part in ("Gym/environments/__init__.py", "Gym/parameter_controllers/__init__.py"):
+        if not (root / part).is_file():
+            raise ConfigError(f"config key 'baseline.rlve_path' is {path!r}, but {root / part} is missing; the "
+                              "folder must be a checkout of github.com/Zhiyuan-Zeng/RLVE (Gym.environments."
+                              "identifier2environment and Gym.parameter_controllers.identifier2controller)")
+    return root.resolve()
+
+
+_LIST_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from Gym.environments import identifier2environment
+from Gym.parameter_controllers import identifier2controller
+print(json.dumps(sorted(set(identifier2environment) & set(identifier2controller))))
+"""
+
+# The environment file rendered for one RLVE environment. RLVE's interface (Gym/environment.py):
+# cls(**kwargs).generator(seed=int, parameter=dict) -> bool; .prompt_generator() -> str;
+# .verifier(response) -> {"reward", "accuracy", "format_score", ...}; a ParameterController's
+# get_parameter_list() gives the parameters of its current difficulty and update() raises it by one.
+_RLVE_TEMPLATE = '''"""RLVE environment {identifier!r} at difficulty {difficulty} (rendered by spade.baselines.RLVESource).
+
+Single turn: the prompt is RLVE's own problem text; the reward is RLVE's verifier accuracy (0 or 1).
+"""
+
+import random
+import sys
+
+RLVE_PATH = {path!r}
+IDENTIFIER = {identifier!r}
+DIFFICULTY = {difficulty}
+GENERATION_TRIES = 16
+
+if RLVE_PATH not in sys.path:
+    sys.path.insert(0, RLVE_PATH)
+
+from Gym.environments import identifier2environment
+from Gym.parameter_controllers import identifier2controller
+
+
+class {class_name}:
+    def __init__(self, max_turns=1, **kwargs):
+        self.max_turns = max_turns
+        self.problem = None
+        self.reset()
+
+    def reset(self, seed=None):
+        rng = random.Random(0 if seed is None else seed)
+        controller = identifier2controller[IDENTIFIER]()
+        for _ in range(DIFFICULTY):
+            controller.update()
+        parameters = controller.get_parameter_list()
+        for _ in range(GENERATION_TRIES):
+            problem = identifier2environment[IDENTIFIER]()
+            if problem.generator(seed=rng.randrange(2 ** 31), parameter=dict(rng.choice(parameters))):
+                self.problem = problem
+                break
+        else:
+            raise RuntimeError(f"RLVE environment {{IDENTIFIER}} generated no problem in {{GENERATION_TRIES}} tries")
+        return self.problem.prompt_generator(), {{"environment": IDENTIFIER, "difficulty": DIFFICULTY}}
+
+    def step(self, action):
+        result = self.problem.verifier(str(action))
+        accuracy = float(result.get("accuracy", 0.0))
+        won = accuracy >= 1.0
+        return ("Correct." if won else "Incorrect."), accuracy, True, False, {{"won": won}}
+'''
+
+
+class RLVESource:
+    """RLVE's environments as files for our runtime (adapter; RLVE's format read from its repository).
+
+    RLVE registers each environment twice by identifier: ``Gym.environments.identifier2environment``
+    (a ``VerifiableEnvironment`` class: ``generator(seed, parameter)``, ``prompt_generator()``,
+    ``verifier(response)``) and ``Gym.parameter_controllers.identifier2controller`` (its difficulty
+    schedule). For each chosen identifier this source renders a single-turn environment file that imports
+    RLVE from the checkout, draws a problem of the fixed difficulty ``baseline.rlve_difficulty`` from the
+    episode seed, and rewards RLVE's verifier accuracy. The files run inside our sandbox, so the sandbox
+    must see the checkout and RLVE's own dependencies; where it does not, validation rejects them
+    (``load_failed``) and the core stops with that reason.
+    """
+
+    label = "rlve"
+
+    def __init__(self, config):
+        base = baseline_of(config)
+        self.root = rlve_checkout(base.rlve_path)
+        self.difficulty = base.rlve_difficulty
+        available = self.available(base.rlve_python or sys.executable)
+        wanted = list(base.rlve_environments)
+        if not wanted:
+            raise ConfigError("config key 'baseline.rlve_environments' is empty; give RLVE identifiers or ['all']")
+        if wanted == ["all"]:
+            wanted = available
+        for name in wanted:
+            if name not in available:
+                shown = available[:20] + (["..."] if len(available) > 20 else [])
+                raise ConfigError(f"config key 'baseline.rlve_environments' names {name!r}, which the RLVE checkout "
+                                  f"{self.root} does not register; allowed: 'all' or any of {shown}")
+        if not wanted:
+            raise ConfigError(f"the RLVE checkout {self.root} (config key 'baseline.rlve_path') registers no "
+                              "environment with both a class and a parameter controller")
+        self.identifiers = wanted
+
+    def available(self, python: str) -> list:
+        """Identifiers registered in both RLVE registries (listed in a child interpreter)."""
+        try:
+            done = subprocess.run([python, "-c", _LIST_SCRIPT, str(self.root)], capture_output=True, text=True,
+                                  timeout=300, check=False)
+        except OSError as exc:
+            raise ConfigError(f"config key 'baseline.rlve_python' ({python!r}) cannot run: {exc}") from None
+        if done.returncode != 0:
+            raise ConfigError(f"importing RLVE's Gym from config key 'baseline.rlve_path' ({str(self.root)!r}) with "
+                              f"{python} failed; install RLVE's requirements there or point baseline.rlve_python at "
+                              f"an interpreter that has them:\n{done.stderr[-2000:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def render(self, identifier: str) -> str:
+        class_name = "Rlve" + "".join(part.capitalize() for part in re.split(r"[^0-9A-Za-z]+", identifier) if part)
+        return _RLVE_TEMPLATE.format(identifier=identifier, difficulty=self.difficulty, path=str(self.root),
+                                     class_name=class_name)
+
+    def entries(self) -> list[PoolEntry]:
+        return [PoolEntry(name, "rlve", self.render(name), f"rlve:{name}") for name in self.identifiers]
+
+
+def make_source(config) -> EnvironmentSource:
+    """The fixed-pool source of ``config`` (modes 'fixed_pool' and 'rlve')."""
+    mode = baseline_of(config).mode
+    if mode == "fixed_pool":
+        return LibrarySource(config)
+    if mode == "rlve":
+        return RLVESource(config)
+    raise ConfigError(f"config key 'baseline.mode' is {mode!r}, which has no fixed-pool source; allowed: {POOL_MODES}")
+
+
+def assign_entries(entries: list, n_slots: int, seed: int) -> list:
+    """Sample ``entries`` into ``n_slots`` slots, seeded: without repeats while the pool lasts, then each
+    entry once more per round (every round reshuffled), so repeats are as even as possible."""
+    if not entries:
+        raise ValueError("a fixed pool needs at least one environment")
+    rng = random.Random(seed)
+    chosen: list = []
+    while len(chosen) < n_slots:
+        order = list(entries)
+        rng.shuffle(order)
+        chosen += order[: n_slots - len(chosen)]
+    return chosen
+
+
+def pool_seed(config) -> int:
+    return derive_seed(config.seed + baseline_of(config).pool_seed_offset, "fixed-pool")

@@ -1,0 +1,296 @@
+"""The environment-source switch of the self-play core (``baseline.mode``, spade.baselines).
+
+Every test drives ``SelfPlay`` with a scripted backend on the tiny model's tokenizer: design prompts
+get a fixed valid environment (the library's knapsack), hint prompts a fixed hint, agent prompts a fixed
+answer; so every sample and metric is reproducible and every designer call is counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import textwrap
+
+import pytest
+from scripted_backend import ScriptedBackend
+
+from spade.baselines import BaselineConfig, LibrarySource, RLVESource, assign_entries
+from spade.config import SpadeConfig, resolve_layers
+from spade.configtools import ConfigError, from_dict, option
+from spade.designer.memory import EnvironmentMemory
+from spade.envs.library import get_env
+from spade.envs.validate import Validator
+from spade.selfplay import SelfPlay
+
+DESIGN = "Here it is:\n```python\n" + get_env("knapsack_selection").source() + "```\n"
+
+TINY = {
+    "model_card": "tiny-random",
+    "selfplay": {"active_skills": 1, "envs_per_skill": 2, "group_size": 2, "regen_interval": 2,
+                 "design_attempts": 1, "backfill": False, "skills": ["optimization", "logical_deduction"]},
+    "designer": {"hint_max_new_tokens": 16},
+    "agent": {"max_turns": 2, "max_new_tokens": 8},
+    "corpus": {"enabled": False},
+    "eval": {"heldout_library": {"environments": ["crt_residue_puzzle"], "episodes": 2}},
+}
+FIXED = {"selfplay": {"train_designer": False}}
+
+# Digest of the 'spade' trace below (steps 0-2) computed with src/spade/selfplay.py as it was before the
+# baseline switch (git 5c99fb7): the default mode must reproduce it sample for sample, metric for metric.
+SPADE_GOLDEN = "baf7700bc8367ed4bde957bb0f81fb0168753b9fa752a3a18952566e3eb5f913"
+
+if "baseline" in {f.name for f in dataclasses.fields(SpadeConfig)}:
+    _Config = SpadeConfig
+else:  # the section as the lead adds it to spade.config.SpadeConfig (one field; see the report)
+    _Config = dataclasses.make_dataclass(
+        "SpadeConfigWithBaseline",
+        [("baseline", BaselineConfig, option(BaselineConfig(), "Environment source: SPADE or a fixed-environment "
+                                             "baseline (spade.baselines)."))],
+        bases=(SpadeConfig,), frozen=True)
+
+
+def config_with(*layers: dict):
+    """``load_config(overrides=...)`` with the baseline section: recipe < model card < merged layers."""
+    from spade.config import deep_merge
+
+    data: dict = {}
+    for layer in (TINY,) + layers:
+        data = deep_merge(data, layer)
+    return from_dict(_Config, resolve_layers(data))
+
+
+def role_of(text: str) -> str:
+    return ("design" if "You are an environment designer" in text else
+            "hint" if "write one short hint" in text else "agent")
+
+
+def make_core(config, pool, tokenizer):
+    replies = {"design": DESIGN, "hint": "<hint>Take the densest items first.</hint>", "agent": "\\boxed{0}"}
+    backend = ScriptedBackend(tokenizer, lambda text, seed: replies[role_of(text)])
+    core = SelfPlay(config, backend, Validator(pool), EnvironmentMemory(config.memory), None)
+    return core, backend
+
+
+def roles(backend) -> list:
+    return [role_of(text) for texts, _, _ in backend.calls for text in texts]
+
+
+def run_steps(core, steps: int) -> list:
+    return [core.rollout(step) for step in range(steps)]
+
+
+def trace_digest(steps: list) -> str:
+    rows = []
+    for samples, metrics, closed in steps:
+        rows.append({
+            "samples": [[s.role, hashlib.sha256(json.dumps(s.token_ids).encode()).hexdigest(), s.loss_mask.count(1),
+                         round(s.advantage, 9), round(s.weight, 9), s.delayed] for s in samples],
+            "metrics": metrics,
+            "closed": [[r["env_id"], r["source"], r["wins"], r["episodes"], r["regret"], r["designer_reward"]]
+                       for r in closed],
+        })
+    return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def test_spade_mode_is_unchanged(pool, tiny_model):
+    _, tokenizer = tiny_model
+    default, _ = make_core(config_with(), pool, tokenizer)
+    steps = run_steps(default, 3)
+    assert trace_digest(steps) == SPADE_GOLDEN
+    explicit, backend = make_core(config_with({"baseline": {"mode": "spade"}}), pool, tokenizer)
+    assert trace_digest(run_steps(explicit, 3)) == SPADE_GOLDEN
+    # the designer is called at both regeneration steps and its samples mature when set 0 closes
+    assert roles(backend).count("design") == 4 and roles(backend).count("hint") == 4
+    assert sum(s.role == "designer" for s in steps[2][0]) == 2 and "env_source" not in steps[0][1]
+
+
+def test_fixed_env_grpo_designs_once_and_trains_only_the_agent(pool, tiny_model):
+    _, tokenizer = tiny_model
+    spade_core, _ = make_core(config_with(), pool, tokenizer)
+    spade0 = spade_core.rollout(0)
+    core, backend = make_core(config_with(FIXED, {"baseline": {"mode": "fixed_env_grpo"}}), pool, tokenizer)
+    steps = run_steps(core, 5)
+    calls = roles(backend)
+    assert calls[:2] == ["design", "design"] and calls[2:].count("design") == 0 and "hint" not in calls
+    envs = core._envs()
+    assert [e.env_id for e in envs] == ["s00000-optimization-0", "s00000-optimization-1"]
+    assert all(e.source == "designer" and e.valid for e in envs)
+    assert all(s.role == "agent" and not s.delayed for samples, _, _ in steps for s in samples)
+    assert [len(samples) for samples, _, _ in steps] == [4] * 5  # 2 envs x G = 2, every step
+    # step 0: the same design and play as SPADE's step 0 -> the same agent samples, the same design metrics
+    assert [s.token_ids for s in steps[0][0]] == [s.token_ids for s in spade0[0] if s.role == "agent"]
+    assert [s.advantage for s in steps[0][0]] == [s.advantage for s in spade0[0] if s.role == "agent"]
+    only_spade = set(spade0[1]) - set(steps[0][1])
+    assert only_spade == set() and set(steps[0][1]) - set(spade0[1]) == {"env_source"}
+    for key in ("slots", "design_attempts", "designer_valid", "valid_env_rate", "episodes", "agent_mean_return"):
+        assert steps[0][1][key] == spade0[1][key], key
+    assert steps[0][1]["mean_regret"] is None and spade0[1]["mean_regret"] == 0.0  # no hint arm
+    # windows close at steps 2 and 4 on the same environments; only step 0 is a regeneration
+    assert [bool(closed) for _, _, closed in steps] == [False, False, True, False, True]
+    assert [[r["env_id"] for r in closed] for _, _, closed in steps if closed] == [[e.env_id for e in envs]] * 2
+    assert [r["step"] for r in steps[2][2]] == [0, 0] and [r["step"] for r in steps[4][2]] == [2, 2]
+    assert all(r["episodes"] == 4 and r["designer_reward"] is None for r in steps[2][2] + steps[4][2])  # 2 steps x G 2
+    assert [m.get("regenerated", False) for _, m, _ in steps] == [True, False, False, False, False]
+    assert [e.code for e in envs] == [r["code"] for r in steps[4][2]]
+    assert len(core.memory.records) == 0 and core.state.invalid_samples == []
+
+
+def test_fixed_env_grpo_hint_arm_measures_regret_once(pool, tiny_model):
+    _, tokenizer = tiny_model
+    core, backend = make_core(config_with(FIXED, {"baseline": {"mode": "fixed_env_grpo", "hint_arm": True}}),
+                              pool, tokenizer)
+    steps = run_steps(core, 3)
+    assert roles(backend).count("hint") == 2 and roles(backend).count("design") == 2
+    assert steps[0][1]["mean_regret"] == 0.0  # the scripted agent answers the same with and without the hint
+    assert all(s.role == "agent" for samples, _, _ in steps for s in samples)
+
+
+def test_fixed_modes_refuse_designer_training_and_stray_hint_arm():
+    with pytest.raises(ConfigError, match="selfplay.train_designer"):
+        from spade.baselines import check_config
+
+        check_config(config_with({"baseline": {"mode": "fixed_env_grpo"}}))
+    with pytest.raises(ConfigError, match="baseline.hint_arm"):
+        check_config(config_with(FIXED, {"baseline": {"mode": "fixed_pool", "hint_arm": True}}))
+    with pytest.raises(ConfigError, match="baseline.mode.*allowed values"):
+        config_with({"baseline": {"mode": "fixed"}})
+
+
+def test_fixed_pool_plays_library_environments_without_the_designer(pool, tiny_model):
+    _, tokenizer = tiny_model
+    config = config_with(FIXED, {"baseline": {"mode": "fixed_pool",
+                                              "pool_envs": ["knapsack_selection", "knights_knaves_puzzle"]},
+                                 "selfplay": {"envs_per_skill": 3}})
+    core, backend = make_core(config, pool, tokenizer)
+    steps = run_steps(core, 3)
+    assert set(roles(backend)) == {"agent"}  # no design, no hint call
+    envs = core._envs()
+    # 3 slots from 2 entries: the first shuffled round, then one more; both environments appear
+    assert len(envs) == 3 and {e.source for e in envs} == {"library:knapsack_selection", "library:knights_knaves_puzzle"}
+    assert {e.class_name for e in envs} == {"KnapsackSelection", "KnightsKnavesPuzzle"} and all(e.valid for e in envs)
+    assert [r["env_id"] for r in steps[2][2]] == [e.env_id for e in envs]
+    metrics = steps[0][1]
+    assert metrics["env_source"] == "fixed_pool" and metrics["design_attempts"] == 0 and metrics["slots"] == 3
+    assert metrics["designer_valid"] == 0 and metrics["empty_share"] == 0.0
+    assert all(s.role == "agent" for samples, _, _ in steps for s in samples)
+    assert [len(samples) for samples, _, _ in steps] == [6, 6, 6]
+
+
+def test_fixed_pool_selection_and_errors():
+    # 'all' = the library environments of the run's flavour and skills (optimization, logical deduction),
+    # held-out ones excluded: read off the catalog by hand
+    source = LibrarySource(config_with(FIXED, {"baseline": {"mode": "fixed_pool"}}))
+    assert sorted(e.name for e in source.envs) == ["job_order_game", "knapsack_selection", "knights_knaves_puzzle",
+                                                   "oil_field_survey", "secret_profile_probe"]
+    with pytest.raises(ConfigError, match=r"baseline.pool_envs.*'no_such_env'.*allowed"):
+        LibrarySource(config_with(FIXED, {"baseline": {"mode": "fixed_pool", "pool_envs": ["no_such_env"]}}))
+    with pytest.raises(ConfigError, match=r"'crt_residue_puzzle', which is a held-out"):
+        LibrarySource(config_with(FIXED, {"baseline": {"mode": "fixed_pool", "pool_envs": ["crt_residue_puzzle"]}}))
+    # seeded sampling: no repeat while the pool lasts, then one more round
+    picked = assign_entries(["a", "b", "c"], 7, seed=5)
+    assert sorted(picked[:3]) == ["a", "b", "c"] and sorted(picked[3:6]) == ["a", "b", "c"] and len(picked) == 7
+    assert picked == assign_entries(["a", "b", "c"], 7, seed=5)
+
+
+FAKE_ENVIRONMENTS = '''
+class Parity:
+    """RLVE-shaped: is the sum of the listed numbers even? (answer between <answer> tags)"""
+
+    def __init__(self, **kwargs):
+        self.parameter = None
+
+    def generator(self, seed, parameter):
+        import random
+        rng = random.Random(seed)
+        self.numbers = [rng.randint(0, 9) for _ in range(parameter["n"])]
+        self.parameter = dict(parameter, reference_answer="even" if sum(self.numbers) % 2 == 0 else "odd")
+        return True
+
+    def prompt_generator(self):
+        return f"Is the sum of {self.numbers} even or odd? Answer in <answer></answer>."
+
+    def verifier(self, response):
+        import re
+        match = re.search(r"<answer>(.*?)</answer>", response)
+        if match is None:
+            return {"reward": -1.0, "accuracy": 0, "format_score": 0}
+        right = match.group(1).strip() == self.parameter["reference_answer"]
+        return {"reward": float(right), "accuracy": int(right), "format_score": 1}
+
+
+class NoController(Parity):
+    pass
+
+
+identifier2environment = {"Parity": Parity, "NoController": NoController}
+'''
+FAKE_CONTROLLERS = '''
+class ParityController:
+    def __init__(self):
+        self.n = 2
+
+    def get_parameter_list(self):
+        return [{"n": self.n}]
+
+    def update(self):
+        self.n += 1
+
+
+identifier2controller = {"Parity": ParityController}
+'''
+
+
+def fake_rlve(root):
+    for folder, text in (("Gym/environments", FAKE_ENVIRONMENTS), ("Gym/parameter_controllers", FAKE_CONTROLLERS)):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "__init__.py").write_text(textwrap.dedent(text))
+    (root / "Gym/__init__.py").write_text("")
+    return root
+
+
+def test_rlve_mode_fails_clearly_without_a_checkout(tmp_path, pool, tiny_model):
+    with pytest.raises(ConfigError, match=r"'baseline.rlve_path' is empty.*Zhiyuan-Zeng/RLVE"):
+        config = config_with(FIXED, {"baseline": {"mode": "rlve"}})
+        make_core(config, pool, tiny_model[1])
+    missing = str(tmp_path / "nowhere")
+    with pytest.raises(ConfigError, match=rf"'baseline.rlve_path' is '{missing}', which is not a folder"):
+        make_core(config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": missing}}), pool, tiny_model[1])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match=r"Gym/environments/__init__.py is missing"):
+        make_core(config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(tmp_path / "empty")}}), pool,
+                  tiny_model[1])
+
+
+def test_rlve_adapter_renders_runnable_environments(tmp_path):
+    root = fake_rlve(tmp_path / "RLVE")
+    config = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_difficulty": 1}})
+    source = RLVESource(config)
+    assert source.identifiers == ["Parity"]  # NoController has no difficulty schedule: not offered
+    (entry,) = source.entries()
+    assert (entry.name, entry.skill, entry.origin) == ("Parity", "rlve", "rlve:Parity")
+    namespace: dict = {}
+    exec(compile(entry.code, "rlve_parity.py", "exec"), namespace)  # the rendered file, run in-process
+    env = namespace["RlveParity"]()
+    prompt, info = env.reset(seed=3)
+    assert info == {"environment": "Parity", "difficulty": 1} and prompt.count(",") == 2  # n = 2 + 1 update
+    assert env.reset(seed=3)[0] == prompt  # same seed, same problem
+    answer = env.problem.parameter["reference_answer"]
+    wrong = "odd" if answer == "even" else "even"
+    assert env.step(f"<answer>{answer}</answer>")[1:3] == (1.0, True)
+    env.reset(seed=3)
+    assert env.step(f"<answer>{wrong}</answer>")[1] == 0.0 and env.step("no tags")[1] == 0.0
+    with pytest.raises(ConfigError, match=r"'baseline.rlve_environments' names 'Sudoku'.*allowed.*Parity"):
+        RLVESource(config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root),
+                                                    "rlve_environments": ["Sudoku"]}}))
+
+
+def test_rlve_mode_validates_in_the_sandbox(tmp_path, pool, tiny_model):
+    """The sandbox (bwrap) binds only the system and our package: a checkout outside them is rejected at
+    validation with a message naming the environment and the reason; no slot is filled silently."""
+    root = fake_rlve(tmp_path / "RLVE")
+    config = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root)}})
+    core, backend = make_core(config, pool, tiny_model[1])
+    with pytest.raises(RuntimeError, match=r"rlve:Parity failed validation in the sandbox \(load_failed\)"):
+        core.rollout(0)
+    assert backend.calls == []
