@@ -188,7 +188,7 @@ def train_resources():
 
 
 EVAL_SHARED = ["eval.seed", "eval.temperature", "eval.top_p", "eval.max_new_tokens", "eval.max_context_tokens",
-               "eval.max_items", "model", "sandbox"]  # what every evaluation's results depend on
+               "eval.max_items", "model", "sandbox", "inference"]  # what every evaluation's results depend on
 
 
 def eval_config_hash(wildcards):

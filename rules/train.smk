@@ -28,7 +28,8 @@ rule train:
         corpus=corpus_input,
     params:
         config=run_config_hash("run_name", "seed", "model", "selfplay", "designer", "agent", "reward", "train",
-                               "corpus", "memory", "sandbox", "validation", "eval.heldout_library.environments"),
+                               "corpus", "memory", "sandbox", "validation", "eval.heldout_library.environments",
+                               "baseline", "designer_feedback", "inference", "openrlhf"),
         **TRAIN_PARAMS,
     output:
         OUT.run_summary("{run}"),

@@ -17,6 +17,7 @@ from spade.agent import AgentConfig
 from spade.baselines import BaselineConfig
 from spade.configtools import ConfigError, from_dict, load_yaml, option
 from spade.designer.corpus import CorpusConfig
+from spade.designer.feedback import DesignerFeedbackConfig
 from spade.designer.memory import MemoryConfig
 from spade.envs.library import FLAVOURS
 from spade.envs.library_check import LibraryCheckConfig
@@ -134,6 +135,8 @@ class SpadeConfig:
     eval: EvalConfig = option(EvalConfig(), "Evaluation of checkpoints: the benchmark suite (spec 9).")
     sandbox: SandboxConfig = option(SandboxConfig(), "The sandbox that runs generated code.")
     validation: ValidationConfig = option(ValidationConfig(), "Checks a candidate environment must pass.")
+    designer_feedback: DesignerFeedbackConfig = option(
+        DesignerFeedbackConfig(), "Feedback revisions of rejected design candidates (issue 7; off = paper).")
     library_check: LibraryCheckConfig = option(LibraryCheckConfig(), "The built-in library's oracle/random check.")
     paper: PaperConfig = option(PaperConfig(), "The paper's tables, figures and quoted numbers (rules/paper_*.smk).")
     inference: InferenceConfig = option(InferenceConfig(), "Generation backend of evaluation and local training "

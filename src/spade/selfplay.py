@@ -29,6 +29,7 @@ from spade import baselines
 from spade.advantages import designer_advantages, designer_upweight, grpo_advantages
 from spade.agent import EpisodeJob, EpisodeRunner
 from spade.config import SpadeConfig
+from spade.designer.feedback import revision_chat
 from spade.designer.memory import EnvironmentMemory, MemoryRecord
 from spade.designer.prompts import agent_system_prompt, design_prompt, extract_hint, hint_prompt
 from spade.designer.skills import active_skills, sample_domain, sample_variant
@@ -144,21 +145,41 @@ class SelfPlay:
             chats = [self._design_chat(slot, step, attempt) for slot in todo]
             prompts, generations = self._generate(chats, cfg.designer.max_new_tokens,
                                                   derive_seed(cfg.seed, "design", step, attempt))
-            for slot, prompt, generation in zip(todo, prompts, generations):
-                slot.attempts += 1
-                report = self.validator.validate(generation.text)
-                slot.reports.append(report.to_dict())
-                sample = self._sample_dict(prompt, generation)
-                if report.valid:
-                    slot.valid, slot.code, slot.class_name, slot.kind = True, report.code, report.class_name, report.kind
-                    slot.designer_sample = sample
-                else:
-                    invalid.append({**sample, "skill": slot.skill})
-                    if self.rejected_dir is not None:
-                        store_rejection(self.rejected_dir, generation.text, report)
+            pending = [(slot, chat, generation, self._judge(slot, prompt, generation, invalid, 0))
+                       for slot, chat, prompt, generation in zip(todo, chats, prompts, generations)]
+            feedback = cfg.designer_feedback
+            for revision in range(1, feedback.revisions + 1):  # feedback mode (issue 7, 2b); 0 = paper
+                pending = [(slot, chat, generation, report) for slot, chat, generation, report in pending
+                           if not report.valid]
+                if not pending:
+                    break
+                chats = [revision_chat(chat, generation.text, report.to_dict(), revision, feedback.revisions,
+                                       feedback.answer_chars, feedback.report_chars)
+                         for _, chat, generation, report in pending]
+                prompts, generations = self._generate(chats, cfg.designer.max_new_tokens,
+                                                      derive_seed(cfg.seed, "design-revision", step, attempt, revision))
+                pending = [(slot, chat, generation, self._judge(slot, prompt, generation, invalid, revision))
+                           for (slot, *_), chat, prompt, generation in zip(pending, chats, prompts, generations)]
         if cfg.selfplay.backfill:
             self._backfill(slots, step)
         return slots, invalid
+
+    def _judge(self, slot: EnvSlot, prompt: list, generation, invalid: list, revision: int):
+        """Validate one designer generation for ``slot`` (``revision`` 0 = first answer, 1.. = feedback
+        revisions) and book it: the report, the designer sample, a kept rejection."""
+        slot.attempts += 1
+        report = self.validator.validate(generation.text)
+        slot.reports.append({**report.to_dict(), "generated_tokens": len(generation.completion_ids),
+                             "revision": revision})
+        sample = self._sample_dict(prompt, generation)
+        if report.valid:
+            slot.valid, slot.code, slot.class_name, slot.kind = True, report.code, report.class_name, report.kind
+            slot.designer_sample = sample
+        else:
+            invalid.append({**sample, "skill": slot.skill})
+            if self.rejected_dir is not None:
+                store_rejection(self.rejected_dir, generation.text, report)
+        return report
 
     def _design_chat(self, slot: EnvSlot, step: int, attempt: int) -> list:
         cfg = self.config
@@ -375,6 +396,7 @@ class SelfPlay:
             "design_attempts": len(attempts),
             "designer_valid": designed_valid,
             "valid_env_rate": designed_valid / len(attempts) if attempts else 0.0,
+            "design_generated_tokens": sum(r.get("generated_tokens", 0) for r in attempts),
             "backfilled_share": sum(s.source.startswith("backfill") for s in slots) / len(slots) if slots else 0.0,
             "empty_share": sum(not s.valid for s in slots) / len(slots) if slots else 0.0,
             "reject_reasons": _count(r["reason"] for r in attempts if not r["valid"]),
@@ -396,12 +418,17 @@ class SelfPlay:
         }
 
     def _play_metrics(self, slots: list, records: list, delayed: list) -> dict:
+        groups: dict = {}  # env_id -> returns of this step's no-hint episodes (one GRPO group)
+        for record in records:
+            groups.setdefault(record.env_id, []).append(record.final_return)
         by_skill: dict = {}
         for slot in slots:
             if slot.episodes:
                 by_skill.setdefault(slot.skill, []).append(slot.win_rate)
         return {
             "episodes": len(records),
+            "agent_groups": len(groups),
+            "useful_groups": sum(max(g) - min(g) > 0 for g in groups.values()),  # non-zero reward variance
             "agent_win_rate": _mean([float(r.won) for r in records]),
             "agent_mean_return": _mean([r.final_return for r in records]),
             "mean_turns": _mean([r.turns for r in records]),
