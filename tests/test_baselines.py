@@ -40,8 +40,6 @@ FIXED = {"selfplay": {"train_designer": False}}
 SPADE_GOLDEN = "baf7700bc8367ed4bde957bb0f81fb0168753b9fa752a3a18952566e3eb5f913"
 
 
-
-
 def config_with(*layers: dict):
     """``load_config(overrides=...)`` with the baseline section: recipe < model card < merged layers."""
     from spade.config import deep_merge
