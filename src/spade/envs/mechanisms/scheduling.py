@@ -71,15 +71,13 @@ def smith_order(processing, weights):
     return sorted(range(len(processing)), key=lambda j: (processing[j] / weights[j], j))
 
 
-class Scheduling(MechanismFamily):
-    name = "scheduling"
-    title = "Single-machine scheduling, total weighted completion time"
-    solver = "Smith's rule (order by p_j / w_j)"
-    config_cls = SchedulingConfig
-    env_functions = (utility, advance)
+class JobSequencing(MechanismFamily):
+    """What the single-machine families (this one, weighted tardiness) share: jobs with processing times and
+    hidden weights (a range is shown until 'inspect'), 'run X' commands, brute force over all orders."""
+
     commands_help = "Commands: run X (next job; 'run X Y' runs several in order) | inspect X | finish."
 
-    def sample(self, config, rng):
+    def sample_jobs(self, config, rng) -> dict:
         n = config.jobs
         processing = [rng.randint(1, config.max_processing) for _ in range(n)]
         weights = [rng.randint(1, config.max_weight) for _ in range(n)]
@@ -89,6 +87,45 @@ class Scheduling(MechanismFamily):
             ranges.append([low, low + config.range_width])
         return {"processing": processing, "weights": weights, "ranges": ranges, "labels": list(LETTERS[:n])}
 
+    def brute_force(self, params):
+        utility_fn = self.env_functions[0]
+        return max(utility_fn(params, list(p)) for p in itertools.permutations(range(len(params["processing"]))))
+
+    def actions(self, params, decisions):
+        return [f"run {params['labels'][j]}" for j in decisions]
+
+    def reveals(self, params):
+        return {label: f"Job {label} has weight exactly {params['weights'][j]}." for j, label in enumerate(params["labels"])}
+
+    def job_intro(self, params, presentation, job_extra, cost_text: str) -> str:
+        """The first observation: ``job_extra(j)`` adds family-specific facts to job j's description."""
+        jobs = []
+        for j, label in enumerate(params["labels"]):
+            if presentation == "written":
+                weight = f"weight {params['weights'][j]}"
+            else:
+                low, high = params["ranges"][j]
+                weight = f"weight between {low} and {high}"
+            jobs.append(f"{label} (processing time {params['processing'][j]}{job_extra(j)}, {weight})")
+        return "\n".join([
+            "One machine must process these jobs, one at a time, without idle time: " + "; ".join(jobs) + ".",
+            cost_text,
+            "One command per turn inside \\boxed{...}: 'run X' runs job X next; "
+            + ("'inspect X' reveals job X's exact weight; " if presentation == "agentic" else "")
+            + "'finish' stops (remaining jobs never run).",
+        ])
+
+
+class Scheduling(JobSequencing):
+    name = "scheduling"
+    title = "Single-machine scheduling, total weighted completion time"
+    solver = "Smith's rule (order by p_j / w_j)"
+    config_cls = SchedulingConfig
+    env_functions = (utility, advance)
+
+    def sample(self, config, rng):
+        return self.sample_jobs(config, rng)
+
     def solve(self, params):
         order = smith_order(params["processing"], params["weights"])
         return utility(params, order), order
@@ -97,32 +134,10 @@ class Scheduling(MechanismFamily):
         mids = [max((low + high) / 2, 1e-9) for low, high in params["ranges"]]
         return smith_order(params["processing"], mids)
 
-    def brute_force(self, params):
-        return max(utility(params, list(p)) for p in itertools.permutations(range(len(params["processing"]))))
-
-    def actions(self, params, decisions):
-        return [f"run {params['labels'][j]}" for j in decisions]
-
-    def reveals(self, params):
-        return {label: f"Job {label} has weight exactly {params['weights'][j]}." for j, label in enumerate(params["labels"])}
-
     def intro(self, params, presentation, probe_budget):
-        jobs = []
-        for j, label in enumerate(params["labels"]):
-            if presentation == "written":
-                weight = f"weight {params['weights'][j]}"
-            else:
-                low, high = params["ranges"][j]
-                weight = f"weight between {low} and {high}"
-            jobs.append(f"{label} (processing time {params['processing'][j]}, {weight})")
-        return "\n".join([
-            "One machine must process these jobs, one at a time, without idle time: " + "; ".join(jobs) + ".",
-            "Your cost is the sum over jobs of weight x completion time; a job you never run counts as completing at "
-            f"{2 * sum(params['processing'])}. Minimise the cost.",
-            "One command per turn inside \\boxed{...}: 'run X' runs job X next; "
-            + ("'inspect X' reveals job X's exact weight; " if presentation == "agentic" else "")
-            + "'finish' stops (remaining jobs never run).",
-        ])
+        return self.job_intro(params, presentation, lambda j: "",
+                              "Your cost is the sum over jobs of weight x completion time; a job you never run counts "
+                              f"as completing at {2 * sum(params['processing'])}. Minimise the cost.")
 
 
 register_mechanism(Scheduling())

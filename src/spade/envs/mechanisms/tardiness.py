@@ -10,16 +10,14 @@ first (greedy on the visible due dates, no probing). Idle: run nothing.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 from spade.configtools import option
 from spade.envs.mechanisms.base import (
-    MechanismFamily,
     SamplerConfig,
     register_mechanism,
 )
-from spade.envs.mechanisms.scheduling import LETTERS, advance
+from spade.envs.mechanisms.scheduling import JobSequencing, advance
 
 MAX_JOBS = 12
 
@@ -50,25 +48,18 @@ def utility(params, decisions):
     return float(-total)
 
 
-class Tardiness(MechanismFamily):
+class Tardiness(JobSequencing):
     name = "tardiness"
     title = "Single-machine total weighted tardiness"
     solver = "dynamic programming over subsets of jobs"
     config_cls = TardinessConfig
     env_functions = (utility, advance)
-    commands_help = "Commands: run X (next job; 'run X Y' runs several in order) | inspect X | finish."
 
     def sample(self, config, rng):
-        n = config.jobs
-        processing = [rng.randint(1, config.max_processing) for _ in range(n)]
-        weights = [rng.randint(1, config.max_weight) for _ in range(n)]
-        limit = max(1, int(config.due_tightness * sum(processing)))
-        due = [rng.randint(1, limit) for _ in range(n)]
-        ranges = []
-        for w in weights:
-            low = max(0, w - rng.randint(0, config.range_width))
-            ranges.append([low, low + config.range_width])
-        return {"processing": processing, "weights": weights, "due": due, "ranges": ranges, "labels": list(LETTERS[:n])}
+        params = self.sample_jobs(config, rng)
+        limit = max(1, int(config.due_tightness * sum(params["processing"])))
+        params["due"] = [rng.randint(1, limit) for _ in range(config.jobs)]
+        return params
 
     def solve(self, params):
         p, w, d = params["processing"], params["weights"], params["due"]
@@ -90,32 +81,10 @@ class Tardiness(MechanismFamily):
     def default_policy(self, params):
         return sorted(range(len(params["due"])), key=lambda j: (params["due"][j], j))
 
-    def brute_force(self, params):
-        return max(utility(params, list(p)) for p in itertools.permutations(range(len(params["processing"]))))
-
-    def actions(self, params, decisions):
-        return [f"run {params['labels'][j]}" for j in decisions]
-
-    def reveals(self, params):
-        return {label: f"Job {label} has weight exactly {params['weights'][j]}." for j, label in enumerate(params["labels"])}
-
     def intro(self, params, presentation, probe_budget):
-        jobs = []
-        for j, label in enumerate(params["labels"]):
-            if presentation == "written":
-                weight = f"weight {params['weights'][j]}"
-            else:
-                low, high = params["ranges"][j]
-                weight = f"weight between {low} and {high}"
-            jobs.append(f"{label} (processing time {params['processing'][j]}, due {params['due'][j]}, {weight})")
-        return "\n".join([
-            "One machine must process these jobs, one at a time, without idle time: " + "; ".join(jobs) + ".",
-            "A job finishing after its due date costs weight x lateness; a job you never run counts as finishing at "
-            f"{2 * sum(params['processing'])}. Minimise the total weighted lateness.",
-            "One command per turn inside \\boxed{...}: 'run X' runs job X next; "
-            + ("'inspect X' reveals job X's exact weight; " if presentation == "agentic" else "")
-            + "'finish' stops (remaining jobs never run).",
-        ])
+        return self.job_intro(params, presentation, lambda j: f", due {params['due'][j]}",
+                              "A job finishing after its due date costs weight x lateness; a job you never run counts "
+                              f"as finishing at {2 * sum(params['processing'])}. Minimise the total weighted lateness.")
 
 
 register_mechanism(Tardiness())
