@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAPER_CONFIGS = sorted((ROOT / "configs" / "paper").glob("*.yaml"))
 PENDING = {  # runs whose method our code cannot express yet (issue 7): no config file on purpose
     "fixed_env_grpo_4b", "fixed_env_grpo_8b", "fixed_env_grpo_30b",
-    "fixed_env_rlve_4b", "fixed_env_rlve_8b", "fixed_env_rlve_30b", "ablation_fixed_ed_30b",
+    "fixed_env_rlve_4b", "fixed_env_rlve_8b", "fixed_env_rlve_30b",
 }
 
 

@@ -16,9 +16,8 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 PAPER_RUNS = ["spade_games_4b", "spade_games_8b", "spade_games_30b", "spade_tool_use_4b", "spade_tool_use_8b",
               "spade_tool_use_30b", "ablation_no_memory_30b", "ablation_no_corpus_30b",
               "ablation_no_ed_training_30b", "ablation_ema_lp_30b", "ablation_two_skills_30b",
-              "fixed_env_grpo_4b", "fixed_env_grpo_8b", "fixed_env_grpo_30b"]
-PENDING_RUNS = ["fixed_env_rlve_4b",
-                "fixed_env_rlve_8b", "fixed_env_rlve_30b", "ablation_fixed_ed_30b"]
+              "ablation_fixed_ed_30b", "fixed_env_grpo_4b", "fixed_env_grpo_8b", "fixed_env_grpo_30b"]
+PENDING_RUNS = ["fixed_env_rlve_4b", "fixed_env_rlve_8b", "fixed_env_rlve_30b"]
 
 
 def snakemake(args, cwd=ROOT, timeout=120):
@@ -107,7 +106,6 @@ def test_slurm_profile_lists_the_pending_runs(slurm_plan):
     for run, job in pending.items():
         assert job["shell"].endswith("exit 1") and "issue 7" in job["shell"], run
     assert "environment set with its official curriculum" in pending["fixed_env_rlve_8b"]["shell"]
-    assert "OpenAI-compatible endpoint" in pending["ablation_fixed_ed_30b"]["shell"]
 
 
 def test_pending_run_fails_at_once_saying_what_is_missing(tmp_path):

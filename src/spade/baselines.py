@@ -19,6 +19,13 @@ The ``baseline:`` section of a run config picks the environment source of the se
 ``rlve``
     RLVE's environment set (github.com/Zhiyuan-Zeng/RLVE) from a local checkout at
     ``baseline.rlve_path``, through :class:`RLVESource`.
+``fixed_external_designer``
+    The paper's "fixed ED" ablation: a model behind an OpenAI-compatible chat-completions endpoint
+    (``baseline.external_base_url``, ``baseline.external_model``, its key read from the environment variable
+    named by ``baseline.external_api_key_env``) writes every environment set and its hints, with corpus
+    grounding and memory as in SPADE and the same regeneration every ``selfplay.regen_interval`` steps
+    (:mod:`spade.designer.external`). Only the agent is trained: the external designer yields no designer
+    samples, and its reward is computed for logging only.
 
 In every fixed mode the set is kept for the whole run, but its bookkeeping window still closes every
 ``selfplay.regen_interval`` steps: the window's win rates are archived as ``envs/set_<window start>.json``
@@ -44,17 +51,19 @@ from typing import Protocol, runtime_checkable
 from spade.configtools import ConfigError, option
 from spade.seeding import derive_seed
 
-MODES = ("spade", "fixed_env_grpo", "fixed_pool", "rlve")
+MODES = ("spade", "fixed_env_grpo", "fixed_pool", "rlve", "fixed_external_designer")
 FIXED_MODES = ("fixed_env_grpo", "fixed_pool", "rlve")
 POOL_MODES = ("fixed_pool", "rlve")  # modes whose environments do not come from the designer
+EXTERNAL_MODE = "fixed_external_designer"  # SPADE's loop with an external, untrained designer
 
 
 @dataclass(frozen=True)
 class BaselineConfig:
     mode: str = option("spade", "Environment source: 'spade' (designer, regenerated every k steps), "
                        "'fixed_env_grpo' (the backbone designs one set at step 0, frozen), 'fixed_pool' (built-in "
-                       "library pool, a stand-in for Fixed-env RLVE) or 'rlve' (RLVE's environments from "
-                       "baseline.rlve_path).", choices=MODES)
+                       "library pool, a stand-in for Fixed-env RLVE), 'rlve' (RLVE's environments from "
+                       "baseline.rlve_path) or 'fixed_external_designer' (an untrained model behind an "
+                       "OpenAI-compatible endpoint designs every k steps).", choices=MODES)
     hint_arm: bool = option(False, "fixed_env_grpo only: write hints and play the hint arm at step 0 to measure "
                             "regret (analysis only; the designer gets no reward either way).")
     pool_envs: list = option(["all"], "fixed_pool: built-in library environment names, or ['all'] for every "
@@ -67,6 +76,21 @@ class BaselineConfig:
                                   "parameter-controller updates; RLVE's fixed-difficulty setting).", min=0)
     rlve_python: str = option("", "rlve: Python interpreter that can import the checkout's Gym package (used to "
                               "list its environments); empty = this interpreter.")
+    external_base_url: str = option("", "fixed_external_designer: base URL of the OpenAI-compatible API, up to "
+                                    "(not including) /chat/completions, e.g. https://api.openai.com/v1.")
+    external_model: str = option("", "fixed_external_designer: model name sent as 'model' (the paper: GPT-5.5).")
+    external_api_key_env: str = option("OPENAI_API_KEY", "fixed_external_designer: NAME of the environment "
+                                       "variable holding the API key (the key never goes into a config).")
+    external_timeout_s: float = option(600.0, "fixed_external_designer: timeout of one HTTP request in seconds.",
+                                       min=1e-3)
+    external_retries: int = option(4, "fixed_external_designer: retries of a request after a transient failure "
+                                   "(connection error, timeout, HTTP 408/409/425/429/5xx).", min=0)
+    external_backoff_s: float = option(2.0, "fixed_external_designer: first retry delay in seconds, doubled per "
+                                       "retry (a larger numeric Retry-After wins; capped at 60 s).", min=0.0)
+    external_concurrency: int = option(8, "fixed_external_designer: requests in flight at once.", min=1)
+    external_max_tokens_field: str = option("max_tokens", "fixed_external_designer: request field of the token "
+                                            "limit ('max_completion_tokens' for endpoints that reject max_tokens).",
+                                            choices=("max_tokens", "max_completion_tokens"))
 
 
 def baseline_of(config) -> BaselineConfig:
@@ -84,10 +108,24 @@ def check_config(config) -> None:
                           "'selfplay.train_designer' is true; set selfplay.train_designer: false (the OpenRLHF "
                           "ticket plan reserves designer packs from it)")
     if base.hint_arm and base.mode != "fixed_env_grpo":
-        raise ConfigError(f"config key 'baseline.hint_arm' is true, but baseline.mode {base.mode!r} has no designer "
-                          "to write hints; it applies to 'fixed_env_grpo' only")
+        raise ConfigError(f"config key 'baseline.hint_arm' is true, but it applies to baseline.mode 'fixed_env_grpo' "
+                          f"only, not {base.mode!r} (the pool modes have no designer to write hints; "
+                          "'fixed_external_designer' always plays the hint arm, as SPADE does)")
     if base.mode == "rlve":
         rlve_checkout(base.rlve_path)
+    if base.mode == EXTERNAL_MODE:
+        check_external(base)
+
+
+def check_external(base: BaselineConfig) -> None:
+    """The endpoint settings of 'fixed_external_designer' are set (the key itself is read when the backend
+    is built: :meth:`spade.designer.external.ExternalDesignerBackend.from_config`)."""
+    for key, hint in (("external_base_url", "the OpenAI-compatible API's base URL, e.g. https://api.openai.com/v1"),
+                      ("external_model", "the designer model's name at that endpoint"),
+                      ("external_api_key_env", "the name of the environment variable holding the API key")):
+        if not str(getattr(base, key)).strip():
+            raise ConfigError(f"config key 'baseline.{key}' is empty, but baseline.mode 'fixed_external_designer' "
+                              f"needs it: set it to {hint}")
 
 
 # ----- sources ------------------------------------------------------------------------------------

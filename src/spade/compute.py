@@ -316,8 +316,10 @@ def estimate(config, assumptions: dict | None = None, path: str | Path = COMPUTE
     from spade.baselines import baseline_of
 
     base = baseline_of(config)  # fixed modes design (fixed_env_grpo) or fill (fixed_pool, rlve) one set only
-    regenerations = {"spade": math.ceil(sp.total_steps / sp.regen_interval), "fixed_env_grpo": 1}.get(base.mode, 0)
-    hint_sets = regenerations if base.mode == "spade" else int(base.hint_arm)
+    external = base.mode == "fixed_external_designer"  # designs and hints run on the external endpoint, not here
+    every_k = math.ceil(sp.total_steps / sp.regen_interval)
+    regenerations = {"spade": every_k, "fixed_env_grpo": 1, "fixed_external_designer": every_k}.get(base.mode, 0)
+    hint_sets = regenerations if base.mode in ("spade", "fixed_external_designer") else int(base.hint_arm)
     p, attempts = model["design_valid_rate"], sp.design_attempts
     filled = slots if sp.backfill or base.mode in ("fixed_pool", "rlve") else slots * filled_share(p, attempts)
     designed_valid = slots * filled_share(p, attempts)
@@ -329,8 +331,10 @@ def estimate(config, assumptions: dict | None = None, path: str | Path = COMPUTE
     rollout = inference(agent, no_hint + hinted, model, peak)
 
     design = design_episode(config, model)
-    designer = inference(design, regenerations * tries, model, peak)
-    designer.add(inference(hint_episode(config, model, design), hint_sets * filled, model, peak))
+    designer = Work()
+    if not external:
+        designer.add(inference(design, regenerations * tries, model, peak))
+        designer.add(inference(hint_episode(config, model, design), hint_sets * filled, model, peak))
 
     kl = config.train.kl_coef > 0
     trained = training(agent, no_hint, model, peak, kl)

@@ -16,6 +16,9 @@ samples into a policy update. Per step ``s`` with regeneration interval ``k``:
 modes ('fixed_env_grpo', 'fixed_pool', 'rlve') fill the set once at step 0 and keep it for the whole
 run; every k steps they only close the bookkeeping window (archive, window metrics) and open the next
 one on the same environments, with no designer call, no designer reward and no designer sample.
+'fixed_external_designer' runs the loop above, but designs and hints come from an external model
+(spade.designer.external) that is never trained: no designer samples; its designer reward is computed
+and logged only.
 
 All randomness derives from ``(config.seed, step, ...)``, so a resumed run repeats exactly.
 """
@@ -107,11 +110,18 @@ class SelfPlay:
                               (e.flavour == "tool_use") == (config.selfplay.flavour == "tool_use")]
         baselines.check_config(config)
         self.mode = baselines.baseline_of(config).mode
+        self.designer_backend = None  # designs and hints through self.backend unless an external model writes them
+        if self.mode == baselines.EXTERNAL_MODE:
+            from spade.designer.external import ExternalDesignerBackend
+
+            self.designer_backend = ExternalDesignerBackend.from_config(config)
 
     # ----- helpers -------------------------------------------------------------------------------
     def _generate(self, chats: list, max_new_tokens: int, seed: int):
-        prompts = [self.runner.chat.first_prompt(chat) for chat in chats]
         params = SamplingParams(self.config.designer.temperature, 1.0, max_new_tokens)
+        if self.designer_backend is not None:  # external designer: text only, no prompt tokens, never trained
+            return [[] for _ in chats], self.designer_backend.generate_chats(chats, params, seed)
+        prompts = [self.runner.chat.first_prompt(chat) for chat in chats]
         generations = self.backend.generate(prompts, params, seed)
         return prompts, generations
 
@@ -169,13 +179,15 @@ class SelfPlay:
         revisions) and book it: the report, the designer sample, a kept rejection."""
         slot.attempts += 1
         report = self.validator.validate(generation.text)
-        slot.reports.append({**report.to_dict(), "generated_tokens": len(generation.completion_ids),
+        tokens = getattr(generation, "completion_tokens", None)  # an external designer reports its usage
+        slot.reports.append({**report.to_dict(),
+                             "generated_tokens": len(generation.completion_ids) if tokens is None else tokens,
                              "revision": revision})
-        sample = self._sample_dict(prompt, generation)
+        sample = None if self.designer_backend is not None else self._sample_dict(prompt, generation)
         if report.valid:
             slot.valid, slot.code, slot.class_name, slot.kind = True, report.code, report.class_name, report.kind
             slot.designer_sample = sample
-        else:
+        elif sample is not None:
             invalid.append({**sample, "skill": slot.skill})
             if self.rejected_dir is not None:
                 store_rejection(self.rejected_dir, generation.text, report)
@@ -266,7 +278,7 @@ class SelfPlay:
                    else invalid_penalty(cfg.designer.invalid, cfg.designer.invalid_penalty))
         if penalty is not None:
             rewards += [(sample, penalty, sample["skill"]) for sample in self.state.invalid_samples]
-        if not rewards or not cfg.selfplay.train_designer:
+        if not rewards or not cfg.selfplay.train_designer or self.designer_backend is not None:
             return []
         advantages = designer_advantages([r for _, r, _ in rewards], [skill for _, _, skill in rewards])
         # spec 6: min(N_RA_samples / N_envs * k, cap), with N_RA_samples the agent samples of one step
@@ -313,6 +325,8 @@ class SelfPlay:
             for slot in slots:
                 slot.hint_returns = [r.final_return for r in hinted.get(slot.env_id, [])]
             metrics.update(self._design_metrics(slots))
+            if self.designer_backend is not None:
+                metrics["env_source"] = self.mode
         return slots, samples, closed, metrics
 
     def _begin_fixed(self, step: int, slots: list, metrics: dict) -> tuple[list, list, list, dict]:
