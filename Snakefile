@@ -23,6 +23,7 @@ include: "rules/paper_tables.smk"
 include: "rules/paper_figures.smk"
 include: "rules/paper_numbers.smk"
 include: "rules/paper_pdf.smk"  # after the tables, figures and numbers: it lists their outputs
+include: "rules/toy_ablations.smk"
 
 
 rule all:
@@ -38,6 +39,6 @@ rule all:
 
 
 onsuccess:
-    print(f"\nResults of run{'s' if len(RUNS) > 1 else ''} {', '.join(repr(run) for run in RUNS)}:")
+    print(f"\nResults of run{'s' if len(MAIN_RUNS) > 1 else ''} {', '.join(repr(run) for run in MAIN_RUNS)}:")
     for path in run_outputs():
         print(f"  {path}")

@@ -7,8 +7,13 @@
 #               `pending` names runs our code cannot train yet (each gets a rule that fails at once, saying why).
 #               The other top-level keys configure the workflow-wide rules (results_dir, paper.*, the library
 #               check); `results_dir` also replaces every run file's, so that all runs share one results folder.
+# A single-run config may also have the key `toy_ablations` (configs/default.yaml): run name -> settings laid over
+# the run's own, one extra run per entry (the ablations and baselines at toy scale). They are trained and evaluated
+# only for the target `toy_ablations` and the paper artifacts that map them, never for the default target.
 # RUNS maps each configured run's name to its typed config; every run-level rule (train, evaluate,
-# select_checkpoint, ...) reads its run's own config through the `run` wildcard.
+# select_checkpoint, ...) reads its run's own config through the `run` wildcard. MAIN_RUNS are the runs of the
+# default target (`all`), the results and suite tables and `eval_toy`: every run of a multi-run config, the run
+# itself of a single-run config.
 
 import hashlib
 import json
@@ -28,7 +33,7 @@ from spade.configtools import from_dict, load_yaml
 from spade.evals import registry
 from spade.rlhf.launch import resolve_openrlhf
 
-WORKFLOW_KEYS = ("runs", "pending")  # keys of a multi-run config that are not run settings
+WORKFLOW_KEYS = ("runs", "pending", "toy_ablations")  # workflow keys that are not run settings
 MULTI_RUN = "runs" in config
 WORKFLOW_CONFIG = {key: value for key, value in config.items() if key not in WORKFLOW_KEYS}
 
@@ -105,15 +110,54 @@ else:
                             "key 'runs', e.g. configs/paper.yaml)")
     RUNS, _RUN_DATA = {SPADE.run_name: SPADE}, {SPADE.run_name: WORKFLOW_CONFIG}
     PENDING = {}
+MAIN_RUNS = list(RUNS)
+
+
+def _load_toy_ablations(entries, base):
+    """The extra runs of config key `toy_ablations` -> ({name: SpadeConfig}, {name: settings}); each entry's settings
+    are laid over `base` (the single run's own settings) with `run_name` set to the entry's name."""
+    if not isinstance(entries, dict) or not entries:
+        raise WorkflowError(f"invalid configuration: config key 'toy_ablations' must map run names to the settings "
+                            f"each changes (e.g. toy_no_memory: {{memory: {{enabled: false}}}}), got {entries!r:.200}")
+    typed, raw = {}, {}
+    for name, overlay in entries.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in RUNS:
+            raise WorkflowError(f"invalid configuration: config key 'toy_ablations' has run name {name!r}; allowed: "
+                                f"letters, digits, '_', '.', '-', and not the main run's name {SPADE.run_name!r}")
+        if not isinstance(overlay, dict) or "run_name" in overlay or "results_dir" in overlay:
+            raise WorkflowError(f"invalid configuration: config key 'toy_ablations.{name}' must be a mapping of the "
+                                "settings the run changes (without run_name, which is the entry's name, and "
+                                f"results_dir, which all runs share), got {overlay!r:.200}")
+        data = deep_merge(deep_merge(base, overlay), {"run_name": name})
+        try:
+            typed[name] = from_dict(SpadeConfig, resolve_layers(data))
+        except ConfigError as exc:
+            raise WorkflowError(f"invalid configuration: config key 'toy_ablations.{name}': {exc}")
+        raw[name] = data
+    return typed, raw
+
+
+if "toy_ablations" in config:
+    if MULTI_RUN:
+        raise WorkflowError("invalid configuration: config key 'toy_ablations' needs a single-run config (the toy, "
+                            "configs/default.yaml); a multi-run config lists every run under 'runs'")
+    _ablation_typed, _ablation_data = _load_toy_ablations(config["toy_ablations"], WORKFLOW_CONFIG)
+    RUNS.update(_ablation_typed)
+    _RUN_DATA.update(_ablation_data)
+TOY_ABLATIONS = [run for run in RUNS if run not in MAIN_RUNS]
 
 CONFIG_JSON = shlex.quote(json.dumps(WORKFLOW_CONFIG, sort_keys=True))  # the merged config, overrides included
 RUN_JSON = {name: shlex.quote(json.dumps(data, sort_keys=True)) for name, data in _RUN_DATA.items()}
 OUT = paths.ResultPaths(SPADE.results_dir)
 
-# How a run-level rule's command receives its run's config. A single-run config keeps the text `{CONFIG_JSON}` (the
-# text of a shell command is what Snakemake's code trigger compares, so results recorded under it stay valid); a
-# multi-run config passes each job its own run's JSON through the parameter `config_json` (run_json_params()).
-CONFIG_ARG = "{params.config_json}" if MULTI_RUN else "{CONFIG_JSON}"
+# How a run-level rule's command receives its run's config: with one run, the text `{CONFIG_JSON}`; with several
+# (a multi-run config, or toy ablations), each job gets its own run's JSON through the parameter `config_json`
+# (run_json_params()).
+PER_RUN_JSON = len(RUNS) > 1 or MULTI_RUN
+CONFIG_ARG = "{params.config_json}" if PER_RUN_JSON else "{CONFIG_JSON}"
+# The same for the outputs runs share (a model folder, a corpus): a single-run config builds them from its own config
+# (its toy ablations must agree with it on the sections they are built from: _sources).
+SHARED_CONFIG_ARG = "{params.config_json}" if MULTI_RUN else "{CONFIG_JSON}"
 
 
 def _regex(names):
@@ -155,7 +199,7 @@ def run_config_hash(*keys):
 
 def run_json_params():
     """The parameter carrying a job's run config (multi-run configs only; see CONFIG_ARG)."""
-    return {"config_json": lambda wildcards: RUN_JSON[wildcards.run]} if MULTI_RUN else {}
+    return {"config_json": lambda wildcards: RUN_JSON[wildcards.run]} if PER_RUN_JSON else {}
 
 
 def _openrlhf(name, settings):
@@ -268,8 +312,8 @@ def run_eval_files(run):
 
 
 def eval_files(wildcards=None):
-    """The curves of every configured run."""
-    return [path for run in RUNS for path in run_eval_files(run)]
+    """The curves of every main run."""
+    return [path for run in MAIN_RUNS for path in run_eval_files(run)]
 
 
 def selection_files(wildcards):
@@ -280,23 +324,24 @@ def selection_files(wildcards):
 
 
 def run_suite_files(run):
-    """`eval.final` benchmarks of one run on the base model and the final checkpoint, plus its curves."""
+    """`eval.final` benchmarks of one run on the base model and the final checkpoint, plus its curves. A toy ablation
+    evaluates only its final checkpoint: its base model is the main run's, whose base row the tables use."""
     settings = RUNS[run]
-    final = [0, settings.selfplay.checkpoint_steps()[-1]]
+    final = ([] if run in TOY_ABLATIONS else [0]) + [settings.selfplay.checkpoint_steps()[-1]]
     extra = [OUT.eval_file(run, step, name) for name in settings.eval.final for step in final]
     return list(dict.fromkeys(run_eval_files(run) + extra))
 
 
 def suite_files(wildcards=None):
-    """The suite files of every configured run."""
-    return [path for run in RUNS for path in run_suite_files(run)]
+    """The suite files of every main run."""
+    return [path for run in MAIN_RUNS for path in run_suite_files(run)]
 
 
-RUN_DIRS = " ".join(OUT.run_dir(run) for run in RUNS)  # the --runs argument of the tables over every run
+RUN_DIRS = " ".join(OUT.run_dir(run) for run in MAIN_RUNS)  # the --runs argument of the tables over the main runs
 
 
 def run_outputs():
-    return [OUT.results_table] + [path for run in RUNS for path in (OUT.run_table(run), OUT.training_figure(run))]
+    return [OUT.results_table] + [path for run in MAIN_RUNS for path in (OUT.run_table(run), OUT.training_figure(run))]
 
 
 def pending_outputs():
@@ -307,4 +352,4 @@ def pending_outputs():
 def paper_run_outputs():
     """Multi-run configs: every run's suite (base and final checkpoint on every benchmark, the curves) and its
     selected checkpoint, and the pending runs' failing targets (the paper target itself is added in the Snakefile)."""
-    return suite_files() + [OUT.selected_checkpoint(run) for run in RUNS] + pending_outputs()
+    return suite_files() + [OUT.selected_checkpoint(run) for run in MAIN_RUNS] + pending_outputs()

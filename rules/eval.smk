@@ -70,7 +70,7 @@ rule suite_table:
     input:
         script=script("results_table.py"),
         evals=suite_files,
-        summary=[OUT.run_summary(run) for run in RUNS],
+        summary=[OUT.run_summary(run) for run in MAIN_RUNS],
     output:
         OUT.suite_table,
     log:
@@ -87,5 +87,5 @@ rule eval_toy:
     input:
         suite_files,
         OUT.suite_table,
-        [OUT.selected_checkpoint(run) for run in RUNS],
+        [OUT.selected_checkpoint(run) for run in MAIN_RUNS],
         [] if MULTI_RUN else [OUT.eval_throughput_json],

@@ -24,7 +24,7 @@ rule prepare_model:
     wildcard_constraints:
         card=_regex(MODEL_CARDS),
     shell:
-        "{PYTHON} -m spade.cli model prepare --config-json " + CONFIG_ARG + " --out {output} > {log} 2>&1"
+        "{PYTHON} -m spade.cli model prepare --config-json " + SHARED_CONFIG_ARG + " --out {output} > {log} 2>&1"
 
 
 rule build_corpus:
@@ -40,4 +40,4 @@ rule build_corpus:
     wildcard_constraints:
         kind=_regex(CORPUS_KINDS),
     shell:
-        "{PYTHON} -m spade.cli corpus build --config-json " + CONFIG_ARG + " --out {output} > {log} 2>&1"
+        "{PYTHON} -m spade.cli corpus build --config-json " + SHARED_CONFIG_ARG + " --out {output} > {log} 2>&1"

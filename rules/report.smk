@@ -6,7 +6,7 @@ rule results_table:
     input:
         script=script("results_table.py"),
         evals=eval_files,
-        summary=[OUT.run_summary(run) for run in RUNS],
+        summary=[OUT.run_summary(run) for run in MAIN_RUNS],
     output:
         OUT.results_table,
     log:

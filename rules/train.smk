@@ -11,9 +11,9 @@ def train_backend(wildcards):
     return "openrlhf" if is_gpu_run(wildcards.run) else "local"
 
 
-# The command: a single-run config keeps the exact text it always had (plus `--backend openrlhf` for a GPU run); a
-# multi-run config names each job's backend.
-if MULTI_RUN:
+# The command: a config with one run keeps the exact text it always had (plus `--backend openrlhf` for a GPU run);
+# with several runs (multi-run, toy ablations) each job names its backend.
+if PER_RUN_JSON:
     TRAIN_COMMAND = "{PYTHON} -m spade.cli train --backend {params.backend} --config-json " + CONFIG_ARG
     TRAIN_PARAMS = {"backend": train_backend, **run_json_params()}
 else:

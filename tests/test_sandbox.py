@@ -190,3 +190,46 @@ def test_open_failures_are_classified(pool):
     assert pool.open("def (", "Env").opened.kind == "env_error"
     outcome = pool.open("while True:\n    pass", "Env").opened
     assert outcome.kind == "timeout" and outcome.ended
+
+
+def test_read_only_paths_are_visible_read_only_and_nothing_else_is():
+    """sandbox.read_only_paths: a listed host folder is readable inside bwrap but not writable; a sibling is absent.
+    (The sandbox runs as nobody, so the folders must be world-readable, and each episode's private /tmp hides
+    anything under /tmp: pytest's tmp_path fails both.)"""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    root = Path(tempfile.mkdtemp(prefix="spade-ro-", dir="/var/tmp"))
+    root.chmod(0o755)
+    shared, other = root / "shared", root / "other"
+    shared.mkdir(), other.mkdir()
+    (shared / "data.txt").write_text("visible")
+    (other / "data.txt").write_text("hidden")
+    body = f'''        out = []
+        for path in ({str(shared / "data.txt")!r}, {str(other / "data.txt")!r}):
+            try:
+                out.append(open(path).read())
+            except OSError:
+                out.append("absent")
+        try:
+            open({str(shared / "new.txt")!r}, "w").write("x")
+            out.append("written")
+        except OSError:
+            out.append("read-only")
+        return " ".join(out), 0.0, False, False, {{}}'''
+    config = SandboxConfig(isolation="bwrap", workers=1, limits=FAST_LIMITS, read_only_paths=[str(shared)])
+    with SandboxPool(config) as bound:
+        with bound.open(env_source(body), "Env", seed=0) as episode:
+            observation = episode.step("x").value[0]
+    written = (shared / "new.txt").exists()
+    shutil.rmtree(root)
+    assert observation == "visible absent read-only" and not written
+
+
+def test_read_only_paths_reject_relative_and_root():
+    from spade.config import ConfigError
+
+    for bad in ("relative/dir", "/", "/proc", "/tmp/rlve"):
+        with pytest.raises(ConfigError, match=r"sandbox\.read_only_paths.*" + repr(bad).replace("/", "\\/")[:6]):
+            SandboxConfig(read_only_paths=[bad])

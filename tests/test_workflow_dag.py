@@ -54,12 +54,44 @@ def test_default_plan_is_the_toy_pipeline(tmp_path):
                                      "train": 1, "results_table": 1, "run_table": 1, "training_figure": 1, "all": 1}
     planned = jobs(run.stdout)
     (train,) = [job for job in planned if job["rule"] == "train"]
-    assert train["wildcards"] == "run=toy" and "--backend" not in train["shell"]
+    assert train["wildcards"] == "run=toy" and "train --backend local --config-json" in train["shell"]
+    assert "toy_ablations" not in train["shell"]  # a workflow key: the run's own config never carries it
     assert '"run_name": "toy"' in train["shell"] and "--run-dir results/runs/toy " in train["shell"]
     assert "gres" not in resources(train) and "gpu" not in resources(train)
     steps = sorted(job["wildcards"] for job in planned if job["rule"] == "evaluate")
     assert steps == [f"run=toy, benchmark=heldout_library, step={step}" for step in ("000000", "000002", "000004")]
     assert "pending_run" not in run.stdout
+
+
+def test_toy_ablations_plan_every_mode_and_the_ablation_artifacts(tmp_path):
+    """`snakemake toy_ablations -n`: one training per entry of config key toy_ablations besides the toy, each with its
+    own settings; an ablation evaluates its curves and eval.final at the last checkpoint only (the base is the toy's)."""
+    ablations = yaml.safe_load((ROOT / "configs/default.yaml").read_text())["toy_ablations"]
+    run = snakemake(["-n", "toy_ablations", "--configfile", str(ROOT / "configs/default.yaml"), "--directory",
+                     str(tmp_path)])
+    assert run.returncode == 0, run.stderr[-3000:]
+    stats = job_stats(run.stdout)
+    assert stats["train"] == 1 + len(ablations)
+    for name in ("paper_table3", "paper_table6", "paper_fig6", "paper_fig10", "paper_fig11", "paper_fig13",
+                 "paper_fig14", "paper_fig18", "toy_ablations"):
+        assert stats[name] == 1, name
+    planned = jobs(run.stdout)
+    trains = {job["wildcards"].removeprefix("run="): job for job in planned if job["rule"] == "train"}
+    assert sorted(trains) == sorted(["toy", *ablations])
+    assert '"memory": {"enabled": false, "n_positive": 1}' in trains["toy_no_memory"]["shell"]
+    assert '"reward": "ema_lp"' in trains["toy_ema_lp"]["shell"] and '"ema_lp"' not in trains["toy"]["shell"]
+    evals = {job["wildcards"] for job in planned if job["rule"] == "evaluate"}
+    assert "run=toy_no_memory, benchmark=reasoning_gym_hard, step=000004" in evals
+    assert "run=toy_no_memory, benchmark=reasoning_gym_hard, step=000000" not in evals
+    assert "run=toy_no_memory, benchmark=heldout_library, step=000000" in evals  # the curve starts at the base
+    assert not any("bfcl" in wildcards and "run=toy," not in wildcards for wildcards in evals)
+
+
+def test_toy_ablations_bad_entry_names_the_key(tmp_path):
+    run = snakemake(["-n", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path),
+                     "--config", "toy_ablations={'toy_x': {'memory': {'enabld': False}}}"])
+    assert run.returncode != 0
+    assert "toy_ablations.toy_x" in run.stdout + run.stderr and "enabld" in run.stdout + run.stderr
 
 
 @pytest.fixture(scope="module")

