@@ -147,12 +147,28 @@ if "toy_ablations" in config:
 TOY_ABLATIONS = [run for run in RUNS if run not in MAIN_RUNS]
 
 CONFIG_JSON = shlex.quote(json.dumps(WORKFLOW_CONFIG, sort_keys=True))  # the merged config, overrides included
-RUN_JSON = {name: shlex.quote(json.dumps(data, sort_keys=True)) for name, data in _RUN_DATA.items()}
+
+
+class ConfigText:
+    """A job's config JSON as a `params` value that Snakemake's params trigger does not record: it compares only the
+    values it can represent (strings, numbers, containers), and this is none of them. Without it, a changed key that
+    a rule does not read (an evaluation key for `train`) would rerun the rule, whose `config` hash says otherwise."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __str__(self):  # what the shell command gets
+        return self.text
+
+
+RUN_JSON = {name: ConfigText(shlex.quote(json.dumps(data, sort_keys=True))) for name, data in _RUN_DATA.items()}
 OUT = paths.ResultPaths(SPADE.results_dir)
 
 # How a run-level rule's command receives its run's config: with one run, the text `{CONFIG_JSON}`; with several
 # (a multi-run config, or toy ablations), each job gets its own run's JSON through the parameter `config_json`
-# (run_json_params()).
+# (run_json_params(), a ConfigText). Either way Snakemake's triggers see only the `config` hash of the sections the
+# rule reads: the code trigger compares the command's template (`{CONFIG_JSON}` is the same text whatever the
+# config holds) and the params trigger skips a ConfigText.
 PER_RUN_JSON = len(RUNS) > 1 or MULTI_RUN
 CONFIG_ARG = "{params.config_json}" if PER_RUN_JSON else "{CONFIG_JSON}"
 # The same for the outputs runs share (a model folder, a corpus): a single-run config builds them from its own config
@@ -266,13 +282,13 @@ def _corpus_kind(settings):
 
 MODEL_CARDS = _sources("model folder", ["model"], lambda settings: settings.model.name,
                        "give one of them a model card of its own (configs/models/, another `name`)")
-MODEL_CARDS.setdefault(SPADE.model.name, (SPADE, CONFIG_JSON))  # the workflow's own model (eval_throughput)
+MODEL_CARDS.setdefault(SPADE.model.name, (SPADE, ConfigText(CONFIG_JSON)))  # the workflow's own model (eval_throughput)
 if MULTI_RUN:
     CORPUS_KINDS = _sources("corpus", ["corpus", "selfplay.flavour", "seed"], _corpus_kind,
                             "point one of them at a corpus of its own (corpus.path), e.g. one built with "
                             "`spade corpus build --config <its run file> --out <file>`")
 else:  # the corpus of the run's flavour can be built (`snakemake results/corpus/games.jsonl`) even if the run reads none
-    CORPUS_KINDS = {"tool_use" if SPADE.selfplay.flavour == "tool_use" else "games": (SPADE, CONFIG_JSON)}
+    CORPUS_KINDS = {"tool_use" if SPADE.selfplay.flavour == "tool_use" else "games": (SPADE, ConfigText(CONFIG_JSON))}
 
 
 def library_outputs():
