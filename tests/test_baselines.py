@@ -279,12 +279,34 @@ def test_rlve_adapter_renders_runnable_environments(tmp_path):
                                                     "rlve_environments": ["Sudoku"]}}))
 
 
-def test_rlve_mode_validates_in_the_sandbox(tmp_path, pool, tiny_model):
-    """The sandbox (bwrap) binds only the system and our package: a checkout outside them is rejected at
-    validation with a message naming the environment and the reason; no slot is filled silently."""
-    root = fake_rlve(tmp_path / "RLVE")
-    config = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root)}})
-    core, backend = make_core(config, pool, tiny_model[1])
-    with pytest.raises(RuntimeError, match=r"rlve:Parity failed validation in the sandbox \(load_failed\)"):
-        core.rollout(0)
-    assert backend.calls == []
+def test_rlve_mode_validates_in_the_sandbox(tiny_model):
+    """Under bwrap the sandbox sees only the system, our package and sandbox.read_only_paths: a checkout outside them
+    stops the run at once, naming the key; listed there (world-readable, not under /tmp), its environments pass the
+    sandboxed validation and fill the slots. The pytest tmp_path is neither, so the checkout goes to /var/tmp."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from conftest import FAST_LIMITS
+
+    from spade.sandbox import SandboxConfig, SandboxPool
+
+    folder = Path(tempfile.mkdtemp(prefix="spade-rlve-", dir="/var/tmp"))
+    try:
+        folder.chmod(0o755)
+        root = fake_rlve(folder / "RLVE")
+        for path in [folder, *folder.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        hidden = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root)}})
+        with pytest.raises(ConfigError, match=r"'baseline.rlve_path' is .*cannot see.*sandbox.read_only_paths"):
+            make_core(hidden, None, tiny_model[1])
+        config = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root)},
+                                     "sandbox": {"read_only_paths": [str(folder)]}})
+        with SandboxPool(SandboxConfig(workers=1, limits=FAST_LIMITS, read_only_paths=[str(folder)])) as pool:
+            core, backend = make_core(config, pool, tiny_model[1])
+            samples, metrics = core.rollout(0)[:2]
+        envs = core._envs()
+        assert envs and all(e.valid and e.source == "rlve:Parity" for e in envs)
+        assert metrics["env_source"] == "rlve" and set(roles(backend)) == {"agent"}
+    finally:
+        shutil.rmtree(folder)

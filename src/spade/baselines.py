@@ -15,7 +15,10 @@ The ``baseline:`` section of a run config picks the environment source of the se
     A procedural pool that runs here, a labelled stand-in for Fixed-env RLVE: environments of our
     built-in library (``baseline.pool_envs``: names, or ``["all"]`` for every library environment of
     the run's flavour and skills, held-out evaluation environments excluded), sampled with a seed into
-    the slots at step 0 and never replaced.
+    the slots at step 0 and never replaced. With ``baseline.pool_source: mechanisms`` the pool is instead
+    made of solved mechanism families (after VHD-Play, :class:`MechanismSource`): each family of
+    ``baseline.mechanism_families`` rendered from ``baseline.mechanism_instances`` sampler seeds, each
+    instance admitted by checks C1-C3 in the sandbox before it enters the pool.
 ``rlve``
     RLVE's environment set (github.com/Zhiyuan-Zeng/RLVE) from a local checkout at
     ``baseline.rlve_path``, through :class:`RLVESource`.
@@ -25,7 +28,10 @@ The ``baseline:`` section of a run config picks the environment source of the se
     named by ``baseline.external_api_key_env``) writes every environment set and its hints, with corpus
     grounding and memory as in SPADE and the same regeneration every ``selfplay.regen_interval`` steps
     (:mod:`spade.designer.external`). Only the agent is trained: the external designer yields no designer
-    samples, and its reward is computed for logging only.
+    samples, and its reward is computed for logging only. With ``baseline.external_serve: base_model`` the
+    local trainer serves a frozen copy of the run's own base model on a loopback port instead
+    (:mod:`spade.designer.serve`) and points the client at it: the toy-scale stand-in for the paper's
+    GPT-5.5, through the same HTTP client path; no endpoint keys or API key are needed then.
 
 In every fixed mode the set is kept for the whole run, but its bookkeeping window still closes every
 ``selfplay.regen_interval`` steps: the window's win rates are archived as ``envs/set_<window start>.json``
@@ -44,7 +50,7 @@ import random
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -55,6 +61,20 @@ MODES = ("spade", "fixed_env_grpo", "fixed_pool", "rlve", "fixed_external_design
 FIXED_MODES = ("fixed_env_grpo", "fixed_pool", "rlve")
 POOL_MODES = ("fixed_pool", "rlve")  # modes whose environments do not come from the designer
 EXTERNAL_MODE = "fixed_external_designer"  # SPADE's loop with an external, untrained designer
+POOL_SOURCES = ("library", "mechanisms")  # what 'fixed_pool' draws from
+MECHANISM_PRESENTATIONS = ("agentic", "written", "written_out")  # = spade.envs.mechanisms.PRESENTATIONS
+# Curriculum skill (spade.envs.library.GAME_SKILLS) that labels a mechanism family's slots; a family missing
+# here is labelled 'mechanism:<family>'.
+MECHANISM_SKILLS = {
+    "knapsack": "optimization",
+    "inventory": "optimization",
+    "scheduling": "optimization",
+    "tardiness": "logical_deduction",
+    "facility": "spatial_reasoning",
+    "lp": "mathematical_reasoning",
+    "stopping": "mathematical_reasoning",
+}
+MECHANISM_DRAWS_PER_INSTANCE = 4  # pool seeds tried per wanted instance before a family counts as failed
 
 
 @dataclass(frozen=True)
@@ -69,6 +89,21 @@ class BaselineConfig:
     pool_envs: list = option(["all"], "fixed_pool: built-in library environment names, or ['all'] for every "
                              "library environment of the run's flavour and skills (held-out ones excluded).")
     pool_seed_offset: int = option(0, "fixed_pool/rlve: added to the master seed for sampling the pool into slots.")
+    pool_source: str = option("library", "fixed_pool: where the pool comes from: 'library' (built-in environments, "
+                              "baseline.pool_envs) or 'mechanisms' (solved mechanism families after VHD-Play, "
+                              "baseline.mechanism_*).", choices=POOL_SOURCES)
+    mechanism_families: list = option(["all"], "fixed_pool with pool_source 'mechanisms': mechanism family names "
+                                      "(spade.envs.mechanisms), or ['all'] for every registered family.")
+    mechanism_instances: int = option(2, "pool_source 'mechanisms': instances (sampler seeds) per family; seeds "
+                                      "derive from seed + pool_seed_offset and never equal an "
+                                      "eval.heldout_mechanisms instance.", min=1)
+    mechanism_presentation: str = option("agentic", "pool_source 'mechanisms': presentation the pool is rendered in "
+                                         "('agentic': hidden values + inspect; 'written': parameters shown, stateful; "
+                                         "'written_out': parameters shown, one turn).", choices=MECHANISM_PRESENTATIONS)
+    mechanism_admission: bool = option(True, "pool_source 'mechanisms': run admission checks C1-C3 (optimal, default "
+                                       "and idle drivers, replayed twice, in the sandbox) on every instance; a "
+                                       "rejected instance is skipped (counted in its entries' provenance) and the "
+                                       "family's next pool seed is drawn.")
     rlve_path: str = option("", "rlve: path of a local checkout of github.com/Zhiyuan-Zeng/RLVE (holds Gym/).")
     rlve_environments: list = option(["all"], "rlve: RLVE environment identifiers (keys of "
                                      "Gym.environments.identifier2environment), or ['all'].")
@@ -76,6 +111,9 @@ class BaselineConfig:
                                   "parameter-controller updates; RLVE's fixed-difficulty setting).", min=0)
     rlve_python: str = option("", "rlve: Python interpreter that can import the checkout's Gym package (used to "
                               "list its environments); empty = this interpreter.")
+    rlve_import_paths: list = option([], "rlve: further folders the rendered environments put on sys.path inside the "
+                                     "sandbox (e.g. a site-packages holding RLVE's requirements); like the checkout "
+                                     "they must be listed in sandbox.read_only_paths to be visible under bwrap.")
     external_base_url: str = option("", "fixed_external_designer: base URL of the OpenAI-compatible API, up to "
                                     "(not including) /chat/completions, e.g. https://api.openai.com/v1.")
     external_model: str = option("", "fixed_external_designer: model name sent as 'model' (the paper: GPT-5.5).")
@@ -91,6 +129,14 @@ class BaselineConfig:
     external_max_tokens_field: str = option("max_tokens", "fixed_external_designer: request field of the token "
                                             "limit ('max_completion_tokens' for endpoints that reject max_tokens).",
                                             choices=("max_tokens", "max_completion_tokens"))
+    external_serve: str = option("", "fixed_external_designer: '' = use the endpoint above; 'base_model' = the "
+                                 "local trainer starts an OpenAI-compatible server of the run's base model, frozen "
+                                 "(spade serve-designer, loopback, a free port, no key), points the client at it "
+                                 "and stops it at the end: the toy stand-in for the paper's GPT-5.5.",
+                                 choices=("", "base_model"))
+    external_serve_timeout_s: float = option(600.0, "fixed_external_designer with external_serve: seconds to wait "
+                                             "for the local server to load the model and answer GET /v1/models.",
+                                             min=1.0)
 
 
 def baseline_of(config) -> BaselineConfig:
@@ -101,6 +147,15 @@ def baseline_of(config) -> BaselineConfig:
 def check_config(config) -> None:
     """Cross-section checks of a fixed mode; raise ``ConfigError`` naming the key and the fix."""
     base = baseline_of(config)
+    if base.pool_source != "library":
+        if base.mode != "fixed_pool":
+            raise ConfigError(f"config key 'baseline.pool_source' is {base.pool_source!r}, but it applies to "
+                              f"baseline.mode 'fixed_pool' only, not {base.mode!r}; set baseline.mode: fixed_pool or "
+                              "baseline.pool_source: library")
+        check_mechanism_pool(config)
+    if base.external_serve and base.mode != EXTERNAL_MODE:
+        raise ConfigError(f"config key 'baseline.external_serve' is {base.external_serve!r}, but it applies to "
+                          f"baseline.mode '{EXTERNAL_MODE}' only, not {base.mode!r}; set it to ''")
     if base.mode == "spade":
         return
     if config.selfplay.train_designer:
@@ -113,13 +168,17 @@ def check_config(config) -> None:
                           "'fixed_external_designer' always plays the hint arm, as SPADE does)")
     if base.mode == "rlve":
         rlve_checkout(base.rlve_path)
+        check_rlve_visible(config)
     if base.mode == EXTERNAL_MODE:
         check_external(base)
 
 
 def check_external(base: BaselineConfig) -> None:
     """The endpoint settings of 'fixed_external_designer' are set (the key itself is read when the backend
-    is built: :meth:`spade.designer.external.ExternalDesignerBackend.from_config`)."""
+    is built: :meth:`spade.designer.external.ExternalDesignerBackend.from_config`). With ``external_serve``
+    the run fills them in itself (:func:`spade.designer.serve.local_designer`)."""
+    if base.external_serve:
+        return
     for key, hint in (("external_base_url", "the OpenAI-compatible API's base URL, e.g. https://api.openai.com/v1"),
                       ("external_model", "the designer model's name at that endpoint"),
                       ("external_api_key_env", "the name of the environment variable holding the API key")):
@@ -136,7 +195,8 @@ class PoolEntry:
     name: str  # unique within the source
     skill: str  # curriculum skill label (RLVE environments: 'rlve')
     code: str  # the environment file
-    origin: str  # 'library:<name>' or 'rlve:<identifier>'; becomes the slot's source
+    origin: str  # 'library:<name>', 'rlve:<identifier>' or 'mechanism:<family>:<seed>:<params hash>'; the slot's source
+    provenance: dict = field(default_factory=dict)  # where it came from (mechanism instances: MechanismSource)
 
 
 @runtime_checkable
@@ -187,6 +247,137 @@ class LibrarySource:
         return [PoolEntry(e.name, e.skill, e.source(), f"library:{e.name}") for e in self.envs]
 
 
+def check_mechanism_pool(config) -> list:
+    """The families of ``baseline.pool_source: mechanisms``; unknown names and a tool-use run raise ``ConfigError``."""
+    from spade.evals.heldout_mechanisms import resolve_families
+
+    if config.selfplay.flavour == "tool_use":
+        raise ConfigError("config key 'baseline.pool_source' is 'mechanisms', whose environments are games, but "
+                          "'selfplay.flavour' is 'tool_use'; use a game flavour or baseline.pool_source: library")
+    return resolve_families(baseline_of(config).mechanism_families, "baseline.mechanism_families")
+
+
+class MechanismSource:
+    """Solved mechanism families (``spade.envs.mechanisms``, after VHD-Play) rendered as a fixed pool.
+
+    For each family of ``baseline.mechanism_families`` the source draws pool seeds
+    ``derive_seed(seed + pool_seed_offset, 'mechanism-pool', family, i)`` for i = 0, 1, ... and keeps an
+    instance unless (a) its seed is one that ``eval.heldout_mechanisms`` evaluates, or its parameters hash
+    equals that of an evaluated instance of the family (``heldout_collisions``), or (b) admission C1-C3
+    rejects it (``rejected``, by reason; only with ``baseline.mechanism_admission``). Drawing stops at
+    ``baseline.mechanism_instances`` kept instances, or fails with ``RuntimeError`` after
+    ``MECHANISM_DRAWS_PER_INSTANCE`` x that many draws. Each entry is the instance rendered in
+    ``baseline.mechanism_presentation``; its provenance holds the family, pool seed, draw index, sampler
+    attempt, parameters hash, u*, u0, u_idle, the admission report and the family's draw counts.
+
+    Admission needs a sandbox: ``pool`` (the run's ``SandboxPool``), else one is started from
+    ``config.sandbox`` for the duration of ``entries()``.
+    """
+
+    label = "mechanisms"
+
+    def __init__(self, config, pool=None):
+        base = baseline_of(config)
+        self.config, self.pool = config, pool
+        self.families = check_mechanism_pool(config)
+        self.instances, self.presentation = base.mechanism_instances, base.mechanism_presentation
+        self.admission = base.mechanism_admission
+        self.root_seed = config.seed + base.pool_seed_offset
+        self.stats: dict = {}  # family -> {"drawn", "kept", "heldout_collisions", "rejected": {reason: n}}
+        self._entries: list | None = None
+
+    def pool_seed(self, family: str, index: int) -> int:
+        return derive_seed(self.root_seed, "mechanism-pool", family, index)
+
+    def heldout(self) -> tuple[set, dict]:
+        """(every evaluated sampler seed, family -> parameters hashes of its evaluated instances)."""
+        from spade.envs.mechanisms import sample_instance
+        from spade.evals.heldout_mechanisms import heldout_seeds
+
+        section = getattr(getattr(self.config, "eval", None), "heldout_mechanisms", None)
+        if section is None:
+            return set(), {}
+        seeds = heldout_seeds(section)
+        hashes = {family: {sample_instance(family, s).params_hash for s in family_seeds}
+                  for family, family_seeds in seeds.items() if family in self.families}
+        return {s for family_seeds in seeds.values() for s in family_seeds}, hashes
+
+    def entries(self) -> list[PoolEntry]:
+        if self._entries is None:
+            if self.admission and self.pool is None:
+                from spade.sandbox.pool import SandboxPool
+
+                with SandboxPool(self.config.sandbox) as pool:
+                    self._entries = self._build(pool)
+            else:
+                self._entries = self._build(self.pool)
+        return list(self._entries)
+
+    def _build(self, pool) -> list[PoolEntry]:
+        from spade.envs.mechanisms import AdmissionConfig, admit, drivers_for, render, sample_instance
+
+        heldout_seed_set, heldout_hashes = self.heldout()
+        validation = getattr(self.config, "validation", None)
+        entries = []
+        for family in self.families:
+            stats = {"drawn": 0, "kept": 0, "heldout_collisions": 0, "rejected": {}}
+            self.stats[family] = stats
+            kept = []
+            for index in range(MECHANISM_DRAWS_PER_INSTANCE * self.instances):
+                if len(kept) == self.instances:
+                    break
+                seed = self.pool_seed(family, index)
+                stats["drawn"] += 1
+                if seed in heldout_seed_set:
+                    stats["heldout_collisions"] += 1
+                    continue
+                instance = sample_instance(family, seed)
+                if instance.params_hash in heldout_hashes.get(family, set()):
+                    stats["heldout_collisions"] += 1
+                    continue
+                code = render(instance, self.presentation)
+                report = None
+                if self.admission:
+                    report = admit(code, drivers_for(instance, self.presentation), pool, AdmissionConfig(),
+                                   reference_u_star=instance.u_star, validation=validation)
+                    if not report.admitted:
+                        for reason in report.reasons:
+                            stats["rejected"][reason] = stats["rejected"].get(reason, 0) + 1
+                        continue
+                kept.append((index, instance, code, report))
+            if len(kept) < self.instances:
+                raise RuntimeError(f"baseline.pool_source 'mechanisms': family {family!r} kept {len(kept)} of "
+                                   f"{self.instances} instances (baseline.mechanism_instances) after {stats['drawn']} "
+                                   f"pool seeds; held-out collisions {stats['heldout_collisions']}, admission "
+                                   f"rejections {stats['rejected']}")
+            stats["kept"] = len(kept)
+            for index, instance, code, report in kept:
+                provenance = {"family": family, "seed": instance.seed, "draw": index, "attempt": instance.attempt,
+                              "params_hash": instance.params_hash, "u_star": instance.u_star, "u0": instance.u0,
+                              "u_idle": instance.u_idle, "presentation": self.presentation,
+                              "admission": None if report is None else report.to_dict(), "family_draws": dict(stats)}
+                skill = MECHANISM_SKILLS.get(family, f"mechanism:{family}")
+                origin = f"mechanism:{family}:{instance.seed}:{instance.params_hash}"
+                entries.append(PoolEntry(f"{family}-{instance.seed}", skill, code, origin, provenance))
+        return entries
+
+
+def check_rlve_visible(config) -> None:
+    """Under bwrap the sandbox sees no host folder it is not given: the RLVE checkout and every
+    ``baseline.rlve_import_paths`` entry must lie inside a ``sandbox.read_only_paths`` folder."""
+    if config.sandbox.isolation not in ("auto", "bwrap"):
+        return  # the weaker levels see the host filesystem
+    base = baseline_of(config)
+    shared = [Path(p).resolve() for p in config.sandbox.read_only_paths]
+    for key, path in [("baseline.rlve_path", base.rlve_path)] + [("baseline.rlve_import_paths", p)
+                                                                   for p in base.rlve_import_paths]:
+        real = Path(path).expanduser().resolve()
+        if not any(real == folder or folder in real.parents for folder in shared):
+            raise ConfigError(f"config key '{key}' is {path!r}, which the bwrap sandbox cannot see: add {str(real)!r} "
+                              f"(or a folder above it, world-readable, not under /tmp) to sandbox.read_only_paths "
+                              f"(now {list(config.sandbox.read_only_paths)})")
+
+
 def rlve_checkout(path: str) -> Path:
     """The RLVE checkout at ``path``, checked for the two registries the adapter reads."""
     if not path:
@@ -226,12 +417,14 @@ import random
 import sys
 
 RLVE_PATH = {path!r}
+IMPORT_PATHS = {import_paths!r}
 IDENTIFIER = {identifier!r}
 DIFFICULTY = {difficulty}
 GENERATION_TRIES = 16
 
-if RLVE_PATH not in sys.path:
-    sys.path.insert(0, RLVE_PATH)
+for folder in reversed([RLVE_PATH, *IMPORT_PATHS]):
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
 
 from Gym.environments import identifier2environment
 from Gym.parameter_controllers import identifier2controller
@@ -285,6 +478,7 @@ class RLVESource:
         base = baseline_of(config)
         self.root = rlve_checkout(base.rlve_path)
         self.difficulty = base.rlve_difficulty
+        self.import_paths = list(base.rlve_import_paths)
         available = self.available(base.rlve_python or sys.executable)
         wanted = list(base.rlve_environments)
         if not wanted:
@@ -317,16 +511,21 @@ class RLVESource:
     def render(self, identifier: str) -> str:
         class_name = "Rlve" + "".join(part.capitalize() for part in re.split(r"[^0-9A-Za-z]+", identifier) if part)
         return _RLVE_TEMPLATE.format(identifier=identifier, difficulty=self.difficulty, path=str(self.root),
+                                     import_paths=[str(Path(p).expanduser().resolve()) for p in self.import_paths],
                                      class_name=class_name)
 
     def entries(self) -> list[PoolEntry]:
         return [PoolEntry(name, "rlve", self.render(name), f"rlve:{name}") for name in self.identifiers]
 
 
-def make_source(config) -> EnvironmentSource:
-    """The fixed-pool source of ``config`` (modes 'fixed_pool' and 'rlve')."""
-    mode = baseline_of(config).mode
+def make_source(config, pool=None) -> EnvironmentSource:
+    """The fixed-pool source of ``config`` (modes 'fixed_pool' and 'rlve'). ``pool``: the run's sandbox pool,
+    used by sources that replay their environments before handing them over (``MechanismSource``)."""
+    base = baseline_of(config)
+    mode = base.mode
     if mode == "fixed_pool":
+        if base.pool_source == "mechanisms":
+            return MechanismSource(config, pool)
         return LibrarySource(config)
     if mode == "rlve":
         return RLVESource(config)

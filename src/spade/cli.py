@@ -8,6 +8,8 @@
     spade eval list | spade eval select --results FILE... --out FILE | spade eval throughput --model DIR --out FILE
     spade config schema
     spade compute [RUN_FILE ...] [--json | --markdown] [--assumptions FILE]
+    spade serve-designer --model DIR [--host 127.0.0.1] [--port N]
+    spade fidelity --model DIR --out FILE [--families NAME ...] [--instances N] [--first-seed N]
 
 Every command accepts ``--config FILE`` (repeatable, merged in order; default ``configs/default.yaml``
 when it exists) and ``--isolation LEVEL`` to override ``sandbox.isolation``.
@@ -204,7 +206,13 @@ def cmd_train(args) -> int:
 
         backend = "openrlhf" if resolve_openrlhf(config).enabled else "local"
     if backend == "openrlhf":
+        from spade.baselines import baseline_of
         from spade.rlhf import launch
+
+        if baseline_of(config).external_serve:
+            raise ConfigError("config key 'baseline.external_serve' starts a local designer server in the local "
+                              "trainer only; with --backend openrlhf serve the model yourself (spade serve-designer) "
+                              "and set baseline.external_base_url / external_model instead")
 
         try:
             if args.dry_run:
@@ -278,6 +286,33 @@ def cmd_eval_select(args) -> int:
                                  "select_by": list(config.eval.select_by), "inputs": sorted(map(str, args.results)),
                                  "provenance": stamp(config)})
     print(f"best checkpoint of {config.run_name}: step {step} (suite average {average:.4f}) -> {args.out}")
+    return 0
+
+
+def cmd_fidelity(args) -> int:
+    from spade.designer.fidelity import designer_backend, fidelity_config, run_fidelity, summary_lines
+    from spade.io import atomic_write_json
+
+    config = _config(args)
+    settings = fidelity_config(families=args.families, instances=args.instances, first_seed=args.first_seed)
+    backend = designer_backend(config, args.model)
+    with _pool(config) as pool:
+        report = run_fidelity(config, backend, pool, settings, progress=True, model=str(args.model))
+    atomic_write_json(args.out, report)
+    print("\n".join(summary_lines(report)) + f"\n-> {args.out}")
+    return 0
+
+
+def cmd_serve_designer(args) -> int:
+    from spade.designer.serve import serve
+
+    logging.getLogger().setLevel(logging.INFO)  # the server's log is the run's designer_server.log
+    try:
+        serve(args.model, args.host, args.port, args.name, args.max_tokens, args.seed, args.device, args.ready_file,
+              args.exit_with_parent, args.context)
+    except (FileNotFoundError, OSError) as exc:  # no prepared model there, or the port is taken
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -408,12 +443,36 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--json", action="store_true", help="print the estimates with every count as JSON")
     output.add_argument("--markdown", action="store_true", help="print a Markdown table")
     compute.set_defaults(func=cmd_compute)
+
+    fidelity = groups.add_parser("fidelity", parents=[common],
+                                 help="designer fidelity: implement solved mechanisms from theta, replay the reference")
+    fidelity.add_argument("--model", required=True, help="model or checkpoint folder (the designer)")
+    fidelity.add_argument("--out", required=True, help="JSON report to write (atomically)")
+    fidelity.add_argument("--families", nargs="+", help="mechanism families (default: all registered)")
+    fidelity.add_argument("--instances", type=int, help="instances per family (default 1)")
+    fidelity.add_argument("--first-seed", type=int, help="sampler seed of the first instance (default 20000)")
+    fidelity.set_defaults(func=cmd_fidelity)
+
+    served = groups.add_parser("serve-designer", help="an OpenAI-compatible chat-completions server over a prepared "
+                               "model (the toy stand-in for the fixed external designer)")
+    served.add_argument("--model", required=True, help="prepared model folder (served frozen)")
+    served.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    served.add_argument("--port", type=int, default=8000, help="port (0 = a free one, see --ready-file)")
+    served.add_argument("--name", default="", help="model name to announce (default: local-<folder name>)")
+    served.add_argument("--max-tokens", type=int, default=1024, help="token limit of requests that give none")
+    served.add_argument("--seed", type=int, default=0, help="seeds the requests that carry no seed")
+    served.add_argument("--device", default="cpu", help="torch device of the model")
+    served.add_argument("--context", type=int, default=-1, help="refuse prompt + max_tokens above this many tokens "
+                        "(-1 = the model's max_position_embeddings, 0 = no check)")
+    served.add_argument("--ready-file", default="", help="write host, port and base_url here (JSON) once bound")
+    served.add_argument("--exit-with-parent", action="store_true", help="stop when the starting process is gone")
+    served.set_defaults(func=cmd_serve_designer)
     return parser
 
 
 def main(argv: list | None = None) -> int:
     args = build_parser().parse_args(argv)
-    pipeline_stage = args.group in ("model", "corpus", "train", "eval")  # their logs are the rule logs
+    pipeline_stage = args.group in ("model", "corpus", "train", "eval", "fidelity")  # their logs are the rule logs
     logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) or pipeline_stage else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     from spade.envs.intake import IntakeError

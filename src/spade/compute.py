@@ -249,6 +249,10 @@ def eval_episodes(config, name: str, bench: dict, where: str) -> float:
         n = len(section.games) * section.episodes
     elif name == "heldout_library":
         n = len(section.environments) * section.episodes
+    elif name == "heldout_mechanisms":
+        from spade.evals.heldout_mechanisms import heldout_seeds
+
+        n = sum(len(seeds) for seeds in heldout_seeds(section).values()) * len(section.presentations)
     elif name == "bfcl_multi_turn":
         n = len(section.categories) * cut(items(), section.max_entries_per_category)
     elif name == "tau2":

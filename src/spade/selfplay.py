@@ -77,6 +77,7 @@ class EnvSlot:
     paired_returns: list = field(default_factory=list)  # [G] no-hint returns on the same seeds
     wins: int = 0  # no-hint wins over the window
     episodes: int = 0  # no-hint episodes over the window
+    return_sum: float = 0.0  # sum of the no-hint returns R_A over the window (mean R_A for designer.reward ema_lp)
     distinct_rewards: list = field(default_factory=list)  # reward values observed (figure 16)
     designer_sample: dict | None = None  # token ids / mask / log-probs of the generation that made it
     regret: float | None = None
@@ -85,6 +86,10 @@ class EnvSlot:
     @property
     def win_rate(self) -> float | None:
         return self.wins / self.episodes if self.episodes else None
+
+    @property
+    def mean_return(self) -> float | None:
+        return self.return_sum / self.episodes if self.episodes else None
 
 
 @dataclass
@@ -253,13 +258,14 @@ class SelfPlay:
         cfg, rcfg = self.config, self.config.reward
         designed = [s for s in slots if s.valid and s.source == "designer"]
         if cfg.designer.reward == "ema_lp" and designed:
-            means = {}
+            means = {}  # Eqs. 4-6 use the mean return R_A, which differs from the win rate under partial rewards
             for slot in designed:
-                means.setdefault(slot.skill, []).append(slot.win_rate or 0.0)
+                means.setdefault(slot.skill, []).append(slot.mean_return or 0.0)
             state = ema_update(EMAState(**self.state.ema), {k: sum(v) / len(v) for k, v in means.items()},
                                rcfg.ema_g_fast, rcfg.ema_g_slow)
             self.state.ema = {"fast": dict(state.fast), "slow": dict(state.slow)}
-            potentials = learning_potential([s.win_rate or 0.0 for s in designed], [s.skill for s in designed], state.slow)
+            potentials = learning_potential([s.mean_return or 0.0 for s in designed], [s.skill for s in designed],
+                                            state.slow)
             for slot, value in zip(designed, potentials):
                 slot.designer_reward = value
         for slot in designed:
@@ -351,6 +357,7 @@ class SelfPlay:
             metrics.update(self._closed_metrics(slots))
             for slot in slots:  # a new window on the same environments (ids and code unchanged)
                 slot.step, slot.wins, slot.episodes, slot.distinct_rewards = step, 0, 0, []
+                slot.return_sum = 0.0
                 slot.hint_returns, slot.paired_returns, slot.regret, slot.designer_reward = [], [], None, None
         return slots, [], closed, metrics
 
@@ -358,7 +365,7 @@ class SelfPlay:
         """The slots of a fixed procedural pool ('fixed_pool', 'rlve'): the source's environments sampled
         (seeded) into the run's slot count, each validated in the sandbox like a designed candidate."""
         cfg = self.config
-        source = baselines.make_source(cfg)
+        source = baselines.make_source(cfg, pool=self.validator.pool)
         n_slots = cfg.selfplay.active_skills * cfg.selfplay.envs_per_skill
         chosen = baselines.assign_entries(source.entries(), n_slots, baselines.pool_seed(cfg))
         reports: dict = {}
@@ -372,7 +379,7 @@ class SelfPlay:
                                    f"sandbox ({report.reason}): {report.message[:1500]}")
             slot = EnvSlot(f"s{step:05d}-{entry.name}-{i}", entry.skill, step, entry.origin, valid=True,
                            code=report.code, class_name=report.class_name, kind=report.kind)
-            slot.reports.append(report.to_dict())
+            slot.reports.append({**report.to_dict(), **({"pool_entry": entry.provenance} if entry.provenance else {})})
             slots.append(slot)
         return slots
 
@@ -388,6 +395,7 @@ class SelfPlay:
             if slot.hint_returns:
                 slot.regret = regret(slot.hint_returns, returns, paired=self.config.agent.paired_arms)
         slot.wins += sum(r.won for r in records)
+        slot.return_sum += sum(returns)
         slot.episodes += len(records)
         slot.distinct_rewards = sorted(set(slot.distinct_rewards) | {r.rewards[-1] for r in records if r.rewards})
         return grpo_advantages(returns, [0] * len(returns)).tolist()

@@ -152,6 +152,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     from rich.progress import Progress
 
     from spade.designer.memory import EnvironmentMemory
+    from spade.designer.serve import local_designer
     from spade.envs.validate import Validator
     from spade.generation_hf import HFBackend
     from spade.generation_vllm import VLLMBackend
@@ -182,8 +183,9 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
         backend = VLLMBackend.from_model_dir(latest or model_dir, config.inference)
     else:  # shares the trainer's model object: always in sync
         backend = HFBackend(model, tokenizer)
-    with SandboxPool(config.sandbox) as pool:
-        core = SelfPlay(config, backend, Validator(pool, config.validation), memory, sampler, state,
+    # baseline.external_serve: a frozen copy of the base model served on loopback for the designer (stopped on exit)
+    with local_designer(config, model_dir, run_dir) as core_config, SandboxPool(config.sandbox) as pool:
+        core = SelfPlay(core_config, backend, Validator(pool, config.validation), memory, sampler, state,
                         rejected_dir=run_dir / "rejected")
         ran = 0
         with Progress(transient=True) as progress:

@@ -17,7 +17,9 @@ those. Whether the endpoint honours ``seed`` is up to the provider (OpenAI docum
 Transient failures (connection errors, timeouts, HTTP 408/409/425/429 and 5xx) are retried with
 exponential backoff (``backoff_s * 2**try``, or the server's numeric ``Retry-After`` when larger, capped at
 60 s); other HTTP errors stop at once. Every error names the status and the URL; the API key travels only
-in the ``Authorization`` header and is removed from any error text.
+in the ``Authorization`` header and is removed from any error text. With ``baseline.external_serve`` the
+endpoint is the run's own loopback server (:mod:`spade.designer.serve`), which takes no key: the client
+then sends no ``Authorization`` header at all.
 """
 
 from __future__ import annotations
@@ -80,6 +82,15 @@ class ExternalDesignerBackend:
 
         base = baseline_of(config)
         check_external(base)
+        if base.external_serve:  # the run's own loopback server (spade.designer.serve): no key, no header
+            if not base.external_base_url:
+                raise ConfigError(f"config key 'baseline.external_serve' is {base.external_serve!r}, but no local "
+                                  "server was started for this core: only the local trainer (spade train --backend "
+                                  "local) starts it; elsewhere run `spade serve-designer` and set "
+                                  "baseline.external_base_url and external_model instead")
+            return cls(base.external_base_url, base.external_model, "", base.external_timeout_s,
+                       base.external_retries, base.external_backoff_s, base.external_concurrency,
+                       base.external_max_tokens_field)
         key = os.environ.get(base.external_api_key_env, "")
         if not key:
             raise ConfigError(f"the environment variable {base.external_api_key_env!r} (named by config key "
@@ -134,7 +145,9 @@ class ExternalDesignerBackend:
 
     # ----- transport -----------------------------------------------------------------------------
     def _post(self, data: bytes) -> bytes:
-        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self._key}"}
+        headers = {"Content-Type": "application/json"}
+        if self._key:  # an empty key (the run's own local server) sends no Authorization header
+            headers["Authorization"] = f"Bearer {self._key}"
         failures = []
         for attempt in range(self.retries + 1):
             request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")

@@ -86,9 +86,13 @@ class AdmissionReport:
         return data
 
 
-def drivers_for(instance: MechanismInstance) -> dict:
-    """The three admission drivers of a solved instance: name -> action lines."""
-    return {"optimal": list(instance.optimal_actions), "default": list(instance.default_actions), "idle": ["finish"]}
+def drivers_for(instance: MechanismInstance, presentation: str = "agentic") -> dict:
+    """The three admission drivers of a solved instance: name -> action lines. In the 'written_out'
+    presentation the whole decision list is one action (its lines joined with '; ')."""
+    drivers = {"optimal": list(instance.optimal_actions), "default": list(instance.default_actions), "idle": ["finish"]}
+    if presentation == "written_out":
+        drivers = {name: ["; ".join(lines)] for name, lines in drivers.items()}
+    return drivers
 
 
 def _replay(pool, code, class_name, max_turns, driver, index, actions, seed) -> Replay:
@@ -188,4 +192,5 @@ def admit_instance(instance: MechanismInstance, pool: SandboxPool, presentation:
     """Render ``instance`` and admit it with its own drivers and its reference u*."""
     from spade.envs.mechanisms.render import render
 
-    return admit(render(instance, presentation), drivers_for(instance), pool, config, reference_u_star=instance.u_star)
+    return admit(render(instance, presentation), drivers_for(instance, presentation), pool, config,
+                 reference_u_star=instance.u_star)

@@ -23,7 +23,9 @@ from dataclasses import asdict, dataclass, field
 
 from spade.configtools import option
 
-PRESENTATIONS = ("agentic", "written")
+# agentic: hidden values + 'inspect'; written: every parameter shown, still stateful (VHD-Play's "informed");
+# written_out: every parameter shown, the whole decision list submitted in one turn (spade.envs.mechanisms.render).
+PRESENTATIONS = ("agentic", "written", "written_out")
 
 
 @dataclass(frozen=True)
