@@ -22,7 +22,8 @@ include: "rules/report.smk"
 include: "rules/paper_tables.smk"
 include: "rules/paper_figures.smk"
 include: "rules/paper_numbers.smk"
-include: "rules/paper_pdf.smk"  # after the tables, figures and numbers: it lists their outputs
+include: "rules/paper_comparison.smk"
+include: "rules/paper_pdf.smk"  # after the tables, figures, numbers and comparison: it lists their outputs
 include: "rules/toy_ablations.smk"
 
 

@@ -53,9 +53,11 @@ if not PAPER_ENGINE_FOUND:
 
 
 rule paper:
-    """Every paper table, figure and quoted number from whatever results exist, and the PDF when LaTeX is found."""
+    """Every paper table, figure and quoted number, the environment-source comparison (ours), from whatever results
+    exist, and the PDF when LaTeX is found."""
     input:
         rules.paper_tables.input,
         rules.paper_figures.input,
         rules.paper_numbers.input,
+        rules.paper_comparison.input,
         [PAPER_PDF] if PAPER_ENGINE_FOUND else [],

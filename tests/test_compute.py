@@ -170,7 +170,8 @@ def test_paper_configs_load_and_estimate():
 
 
 def mapped_run_names() -> set:
-    """Every run name the paper-scale mapping files name, read by the loaders the rules use."""
+    """Every run name the paper-scale mapping files name (tables, figures, numbers, the comparison), read by the
+    loaders the rules use."""
     from spade import paper_figures, paper_tables
 
     tables = paper_tables.load_table_runs(ROOT / "paper" / "table_runs.yaml")
@@ -184,6 +185,10 @@ def mapped_run_names() -> set:
 
         numbers = paper_numbers.load_number_runs(numbers_file)
         names |= {r for g in paper_numbers.GROUPS for r in paper_numbers.group_runs(numbers, g)}
+    from spade import paper_comparison  # the environment-source comparison (rules/paper_comparison.smk)
+
+    names |= set(paper_comparison.comparison_runs(paper_comparison.load_comparison_runs(
+        ROOT / "paper" / "comparison_runs.yaml")))
     return {n for n in names if n}
 
 

@@ -16,7 +16,9 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 PAPER_RUNS = ["spade_games_4b", "spade_games_8b", "spade_games_30b", "spade_tool_use_4b", "spade_tool_use_8b",
               "spade_tool_use_30b", "ablation_no_memory_30b", "ablation_no_corpus_30b",
               "ablation_no_ed_training_30b", "ablation_ema_lp_30b", "ablation_two_skills_30b",
-              "ablation_fixed_ed_30b", "fixed_env_grpo_4b", "fixed_env_grpo_8b", "fixed_env_grpo_30b"]
+              "ablation_fixed_ed_30b", "fixed_env_grpo_4b", "fixed_env_grpo_8b", "fixed_env_grpo_30b",
+              "comparison_feedback_30b", "comparison_calibration_30b", "comparison_fixed_pool_30b",
+              "comparison_mechanisms_30b"]
 PENDING_RUNS = ["fixed_env_rlve_4b", "fixed_env_rlve_8b", "fixed_env_rlve_30b"]
 
 
@@ -73,7 +75,7 @@ def test_toy_ablations_plan_every_mode_and_the_ablation_artifacts(tmp_path):
     stats = job_stats(run.stdout)
     assert stats["train"] == 1 + len(ablations)
     for name in ("paper_table3", "paper_table6", "paper_fig6", "paper_fig10", "paper_fig11", "paper_fig13",
-                 "paper_fig14", "paper_fig18", "toy_ablations"):
+                 "paper_fig14", "paper_fig18", "paper_env_sources_table", "paper_env_sources_figure", "toy_ablations"):
         assert stats[name] == 1, name
     planned = jobs(run.stdout)
     trains = {job["wildcards"].removeprefix("run="): job for job in planned if job["rule"] == "train"}
@@ -117,13 +119,14 @@ def test_slurm_profile_plans_every_paper_run_on_gpus(slurm_plan):
         assert (res["nodes"], res["gres"]) == (("2" if run.endswith("_30b") else "1"), "gpu:8"), run
         assert res["slurm_partition"] == "EDIT-gpu-partition" and res["cpus_per_gpu"] == "8"
         assert res["runtime"] == "2880" and res["slurm_extra"] == "--exclusive"
-    # the 30B games run: 5 benchmarks during training x (base + a checkpoint every 16 of 400 steps) = 5 x 26
+    # the 30B games run: 5 benchmarks during training x (base + a checkpoint every 16 of 400 steps) = 5 x 26, and
+    # heldout_mechanisms (eval.final) on the base and the last checkpoint
     games_30b = [job for job in planned if job["rule"] == "evaluate" and "run=spade_games_30b," in job["wildcards"]]
-    assert len(games_30b) == 130
+    assert len(games_30b) == 130 + 2
     assert {resources(job)["gpu"] for job in games_30b} == {"1"}
     assert {resources(job)["slurm_partition"] for job in games_30b} == {"EDIT-gpu-partition"}
     base = [job for job in games_30b if job["wildcards"].endswith("step=000000")]
-    assert len(base) == 5 and all(job["input"] == "results/models/qwen3-30b-a3b-instruct-2507" for job in base)
+    assert len(base) == 6 and all(job["input"] == "results/models/qwen3-30b-a3b-instruct-2507" for job in base)
     evaluated = {re.search(r"run=(\w+),", job["wildcards"]).group(1) for job in planned if job["rule"] == "evaluate"}
     assert evaluated == set(PAPER_RUNS)
     (select,) = [job for job in planned if job["rule"] == "select_checkpoint" and job["wildcards"] == "run=spade_games_4b"]

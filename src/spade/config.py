@@ -113,6 +113,8 @@ class PaperConfig:
     table_runs: str = option("paper/table_runs.yaml", "Run mapping of the paper tables (see the file's header).")
     figure_runs: str = option("paper/figure_runs.yaml", "Run mapping of the paper figures (see the file's header).")
     number_runs: str = option("paper/number_runs.yaml", "Run mapping of the numbers quoted in the paper's text.")
+    comparison_runs: str = option("paper/comparison_runs.yaml", "Run mapping of the environment-source comparison "
+                                  "(ours, not in the paper: which run stands for which source; see the file's header).")
     latex_engine: str = option("latexmk", "LaTeX driver for paper/main.tex: 'latexmk' (pdflatex via latexmk), "
                                "'pdflatex' (run twice) or 'tectonic'.", choices=("latexmk", "pdflatex", "tectonic"))
 
