@@ -22,6 +22,24 @@ class HeldoutLibraryConfig:
     max_turns: int = option(25, "Most agent turns per episode (paper: 25, the agent's training limit).", min=1)
 
 
+def run_episodes(jobs: list, ctx: EvalContext, max_turns: int, prompts: dict) -> list:
+    """Episodes of a held-out environment suite, as in training but without hints: the agent's system prompts,
+    the evaluation's sampling settings (``ctx``), a per-episode seed from each job."""
+    from spade.agent import AgentConfig, EpisodeRunner
+
+    agent = AgentConfig(max_turns=max_turns, max_new_tokens=ctx.max_new_tokens,
+                        max_context_tokens=ctx.max_context_tokens, temperature=ctx.temperature, top_p=ctx.top_p)
+    return EpisodeRunner(ctx.backend, ctx.pool, agent, prompts).run(jobs, ctx.seed, per_episode_seeds=True)
+
+
+def episode_texts(episode, tokenizer) -> tuple[str, str]:
+    """(the prompt up to the first reply, every turn's reply concatenated) of one episode, decoded."""
+    mask = episode.loss_mask
+    first_reply = mask.index(1) if 1 in mask else len(mask)
+    sampled = [t for t, m in zip(episode.token_ids, mask) if m]
+    return tokenizer.decode(episode.token_ids[:first_reply]), tokenizer.decode(sampled, skip_special_tokens=True)
+
+
 @register_benchmark
 class HeldoutLibrary(Benchmark):
     name = "heldout_library"
@@ -42,7 +60,7 @@ class HeldoutLibrary(Benchmark):
         return items
 
     def play(self, items, ctx: EvalContext) -> list[ItemRecord]:
-        from spade.agent import AgentConfig, EpisodeJob, EpisodeRunner
+        from spade.agent import EpisodeJob
         from spade.designer.prompts import agent_system_prompt
         from spade.envs.intake import intake
         from spade.envs.library import get_env
@@ -52,20 +70,14 @@ class HeldoutLibrary(Benchmark):
             code = intake(get_env(item.payload["env"]).source())
             jobs.append(EpisodeJob(item.payload["env"], code.code, code.class_name, item.payload["kind"],
                                    ctx.item_seed(item.id)))
-        agent = AgentConfig(max_turns=self.config.max_turns, max_new_tokens=ctx.max_new_tokens,
-                            max_context_tokens=ctx.max_context_tokens, temperature=ctx.temperature, top_p=ctx.top_p)
-        runner = EpisodeRunner(ctx.backend, ctx.pool, agent, prompts)
-        episodes = runner.run(jobs, ctx.seed, per_episode_seeds=True)
-        tokenizer = ctx.backend.tokenizer
+        episodes = run_episodes(jobs, ctx, self.config.max_turns, prompts)
         records = []
         for item, episode in zip(items, episodes):
-            mask = episode.loss_mask
-            first_reply = mask.index(1) if 1 in mask else len(mask)
-            sampled = [t for t, m in zip(episode.token_ids, mask) if m]  # every turn's reply, concatenated
+            first_prompt, response = episode_texts(episode, ctx.backend.tokenizer)
             records.append(ItemRecord(
                 id=item.id,
-                prompt_hash=prompt_hash(tokenizer.decode(episode.token_ids[:first_reply])),
-                response=tokenizer.decode(sampled, skip_special_tokens=True),
+                prompt_hash=prompt_hash(first_prompt),
+                response=response,
                 score=1.0 if episode.won else 0.0,
                 turns=episode.turns,
                 tokens=episode.generated_tokens,

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from spade.configtools import ConfigError, option
 from spade.evals.base import (Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash,
                               register_benchmark)
+from spade.evals.heldout import episode_texts, run_episodes
 
 PRESENTATION_ORDER = ("written_out", "written", "agentic")  # the presentations, most to least informed
 
@@ -102,7 +103,7 @@ class HeldoutMechanisms(Benchmark):
         return items
 
     def play(self, items, ctx: EvalContext) -> list[ItemRecord]:
-        from spade.agent import AgentConfig, EpisodeJob, EpisodeRunner
+        from spade.agent import EpisodeJob
         from spade.designer.prompts import agent_system_prompt
         from spade.envs.intake import intake
         from spade.envs.mechanisms import render, sample_instance
@@ -114,21 +115,15 @@ class HeldoutMechanisms(Benchmark):
                 instances[key] = sample_instance(*key)
             code = intake(render(instances[key], item.payload["presentation"]))
             jobs.append(EpisodeJob(item.id, code.code, code.class_name, "game", ctx.item_seed(item.id)))
-        agent = AgentConfig(max_turns=self.config.max_turns, max_new_tokens=ctx.max_new_tokens,
-                            max_context_tokens=ctx.max_context_tokens, temperature=ctx.temperature, top_p=ctx.top_p)
-        runner = EpisodeRunner(ctx.backend, ctx.pool, agent, {"game": agent_system_prompt("game")})
-        episodes = runner.run(jobs, ctx.seed, per_episode_seeds=True)
-        tokenizer = ctx.backend.tokenizer
+        episodes = run_episodes(jobs, ctx, self.config.max_turns, {"game": agent_system_prompt("game")})
         records = []
         for item, episode in zip(items, episodes):
             instance = instances[(item.payload["family"], item.payload["seed"])]
-            mask = episode.loss_mask
-            first_reply = mask.index(1) if 1 in mask else len(mask)
-            sampled = [t for t, m in zip(episode.token_ids, mask) if m]  # every turn's reply, concatenated
+            first_prompt, response = episode_texts(episode, ctx.backend.tokenizer)
             records.append(ItemRecord(
                 id=item.id,
-                prompt_hash=prompt_hash(tokenizer.decode(episode.token_ids[:first_reply])),
-                response=tokenizer.decode(sampled, skip_special_tokens=True),
+                prompt_hash=prompt_hash(first_prompt),
+                response=response,
                 score=max(0.0, episode.final_return),  # the terminal normalised reward; 0 if truncated
                 turns=episode.turns,
                 tokens=episode.generated_tokens,
