@@ -115,6 +115,11 @@ def test_switches_change_the_counts():
     extra = compute.estimate(load_config(overrides={**_as_overrides(small_run()), "train": {"kl_coef": 0.005}}),
                              unit_assumptions(old_logprob_forward=True), "test.yaml")
     assert extra.components["training"].flops == pytest.approx(5 / 3 * base.components["training"].flops)
+    # two feedback revisions: each slot tries up to 1 x (1 + 2) = 3 times at p = 0.5 -> (1 - 0.5^3) / 0.5 = 1.75 tries
+    revised = compute.estimate(load_config(overrides={**_as_overrides(small_run()), "designer_feedback": {"revisions": 2}}),
+                               unit_assumptions(), "test.yaml")
+    assert base.counts["design_attempts"] == pytest.approx(2 * 2 * 1.0)
+    assert revised.counts["design_attempts"] == pytest.approx(2 * 2 * 1.75)
 
 
 def _as_overrides(config):

@@ -20,7 +20,8 @@ What is counted, per run (``selfplay``, ``agent``, ``designer``, ``eval`` keys o
 * rollout generation: every step, ``G`` no-hint episodes on each filled slot; at every regeneration (every
   ``k`` steps, ``ceil(total_steps / k)`` of them) also ``G`` hint-arm episodes per filled slot. Slots =
   ``active_skills x envs_per_skill``; a slot is filled with probability ``1 - (1 - p)^A`` (``p`` =
-  ``design_valid_rate``, ``A`` = ``design_attempts``), or always with ``backfill``. An episode has
+  ``design_valid_rate``, ``A`` = ``design_attempts x (1 + designer_feedback.revisions)``: a revision counts as one
+  more try), or always with ``backfill``. An episode has
   ``max_turns x agent_turn_fraction`` turns of ``max_new_tokens x agent_token_fraction`` sampled tokens,
   the first prompt and observations between turns, cut at ``max_context_tokens``;
 * designer: per regeneration, every slot makes ``(1 - (1 - p)^A) / p`` attempts (the expected number of
@@ -324,7 +325,9 @@ def estimate(config, assumptions: dict | None = None, path: str | Path = COMPUTE
     every_k = math.ceil(sp.total_steps / sp.regen_interval)
     regenerations = {"spade": every_k, "fixed_env_grpo": 1, "fixed_external_designer": every_k}.get(base.mode, 0)
     hint_sets = regenerations if base.mode in ("spade", "fixed_external_designer") else int(base.hint_arm)
-    p, attempts = model["design_valid_rate"], sp.design_attempts
+    # designer_feedback.revisions R: each attempt may be followed by up to R revisions, counted as further tries of
+    # the same validity and length (revision prompts are longer: the previous answer and report are added)
+    p, attempts = model["design_valid_rate"], sp.design_attempts * (1 + config.designer_feedback.revisions)
     filled = slots if sp.backfill or base.mode in ("fixed_pool", "rlve") else slots * filled_share(p, attempts)
     designed_valid = slots * filled_share(p, attempts)
     tries = slots * expected_attempts(p, attempts)
