@@ -34,6 +34,39 @@ rule evaluate:
         "--benchmark {wildcards.benchmark} --out {output} > {log} 2>&1"
 
 
+rule designer_fidelity:
+    """The designer of one checkpoint is given solved mechanism parameters and writes their environment, which is
+    replayed against the reference solution (spade fidelity, src/spade/designer/fidelity.py; ours, after VHD-Play)."""
+    input:
+        checkpoint_input,
+    params:
+        model=checkpoint_folder,
+        config=run_config_hash("seed", "model", "designer", "validation", "sandbox", "inference"),
+        **run_json_params(),
+    output:
+        OUT.fidelity_file("{run}", "{step}"),
+    log:
+        OUT.log("designer_fidelity_{run}_{step}"),
+    benchmark:
+        OUT.benchmark("designer_fidelity_{run}_{step}")
+    wildcard_constraints:
+        run=RUN_PATTERN,
+    threads: workflow.cores
+    conda:
+        GPU_ENV
+    container:
+        GPU_IMAGE
+    shell:
+        "{PYTHON} -m spade.cli fidelity --config-json " + CONFIG_ARG + " --model {params.model} --out {output} "
+        "> {log} 2>&1"
+
+
+rule fidelity:
+    """Designer fidelity of every main run's base model and last checkpoint."""
+    input:
+        [OUT.fidelity_file(run, step) for run in MAIN_RUNS for step in (0, RUNS[run].selfplay.checkpoint_steps()[-1])],
+
+
 rule select_checkpoint:
     input:
         selection_files,

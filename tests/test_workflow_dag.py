@@ -89,6 +89,16 @@ def test_toy_ablations_plan_every_mode_and_the_ablation_artifacts(tmp_path):
     assert not any("bfcl" in wildcards and "run=toy," not in wildcards for wildcards in evals)
 
 
+def test_fidelity_plans_the_base_model_and_the_last_checkpoint(tmp_path):
+    run = snakemake(["-n", "fidelity", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)])
+    assert run.returncode == 0, run.stderr[-3000:]
+    checks = {job["wildcards"]: job for job in jobs(run.stdout) if job["rule"] == "designer_fidelity"}
+    assert sorted(checks) == ["run=toy, step=000000", "run=toy, step=000004"]
+    assert "--model results/models/smollm2-135m --out results/runs/toy/fidelity/step_000000.json" in \
+        checks["run=toy, step=000000"]["shell"]
+    assert "--model results/runs/toy/checkpoints/step_000004 " in checks["run=toy, step=000004"]["shell"]
+
+
 def test_toy_ablations_bad_entry_names_the_key(tmp_path):
     run = snakemake(["-n", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path),
                      "--config", "toy_ablations={'toy_x': {'memory': {'enabld': False}}}"])

@@ -47,6 +47,11 @@ class ResultPaths:
         label = f"{int(step):06d}" if str(step).isdigit() else step
         return f"{self.root}/runs/{run}/eval/{benchmark}/step_{label}.json"
 
+    def fidelity_file(self, run: str, step: int | str) -> str:
+        """The designer-fidelity report of one checkpoint (``spade fidelity``); ``step`` as in :meth:`eval_file`."""
+        label = f"{int(step):06d}" if str(step).isdigit() else step
+        return f"{self.root}/runs/{run}/fidelity/step_{label}.json"
+
     def selected_checkpoint(self, run: str) -> str:
         return f"{self.root}/runs/{run}/selected_checkpoint.json"
 
