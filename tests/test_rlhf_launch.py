@@ -122,8 +122,10 @@ def test_paper_values_and_per_model_exceptions_reach_the_command(paper):
         # games runs keep a checkpoint every 16 steps (their run files); tool-use runs the recipe's 50
         assert args["ckpt"]["save_steps"] == (16 if config.recipe == "games" else 50), name
         assert args["train"]["seed"] == 0, name
-        # 24 slots; 24 designer samples at most -> ceil(24 / 15) = 2 packs (0 when the designer is frozen)
-        assert args["rollout"]["batch_size"] == (24 if not config.selfplay.train_designer else 26), name
+        # 24 slots; 24 designer samples at most -> ceil(24 / 15) = 2 packs (0 when the designer is frozen); the
+        # calibration reward trains invalid designs too: 24 x 5 attempts -> ceil(120 / 15) = 8 packs
+        packs = 0 if not config.selfplay.train_designer else 8 if config.designer.reward == "calibration" else 2
+        assert args["rollout"]["batch_size"] == 24 + packs, name
         if card == "qwen3-8b":  # KL 0.005 with a k3 loss against a reference; designer 20,000 tokens
             assert args["algo"]["kl"]["init_coef"] == 0.005 and args["algo"]["kl"]["use_loss"], name
             assert args["algo"]["kl"]["estimator"] == "k3", name

@@ -199,6 +199,20 @@ def test_tickets_and_plan(plugin_run):
         parse_ticket("What is 2 + 2?")
 
 
+def test_designer_samples_count_every_penalised_generation():
+    from spade.rlhf.plan import max_designer_samples
+
+    def samples(**overrides):
+        return max_designer_samples(load_config(overrides={"selfplay": {"active_skills": 2, "envs_per_skill": 3,
+                                                                        "design_attempts": 4}, **overrides}))
+
+    assert samples() == 6  # regret, invalid designs discarded: one sample per slot at most
+    assert samples(designer={"reward": "calibration"}) == 6 * 4  # every attempt is trained (-1 when invalid)
+    assert samples(designer={"reward": "calibration"}, designer_feedback={"revisions": 2}) == 6 * 4 * 3
+    assert samples(designer_feedback={"revisions": 2}) == 6  # revisions add no sample when invalid ones are dropped
+    assert samples(selfplay={"train_designer": False}) == 0
+
+
 def test_pack_balances_every_group():
     plan = TicketPlan(slots=3, designer_packs=2, group_size=3)
     samples = [Sample("designer", [1, 2], [0, 1], [0.0, -1.0], advantage=a, weight=4.0, delayed=True)

@@ -30,9 +30,7 @@ DEFAULT_CONFIG = Path("configs/default.yaml")
 
 
 def _config(args):
-    from spade.config import load_config
-
-    from spade.config import deep_merge
+    from spade.config import deep_merge, load_config
 
     paths = args.config or ([DEFAULT_CONFIG] if DEFAULT_CONFIG.is_file() and not args.config_json else [])
     overrides = {}

@@ -51,7 +51,8 @@ class TicketPlan:
 
 def max_designer_samples(config) -> int:
     """Most designer samples that can mature at once: one per slot (paper: invalid candidates are
-    discarded), or one per design attempt when invalid candidates are trained with a penalty."""
+    discarded), or one per generation when invalid candidates are trained with a penalty (every design attempt
+    and each of its ``designer_feedback.revisions``)."""
     from spade.rewards import invalid_penalty
 
     if not config.selfplay.train_designer:
@@ -59,7 +60,8 @@ def max_designer_samples(config) -> int:
     slots = config.selfplay.active_skills * config.selfplay.envs_per_skill
     penalised = (config.designer.reward == "calibration"
                  or invalid_penalty(config.designer.invalid, config.designer.invalid_penalty) is not None)
-    return slots * (config.selfplay.design_attempts if penalised else 1)
+    tries = config.selfplay.design_attempts * (1 + config.designer_feedback.revisions)
+    return slots * (tries if penalised else 1)
 
 
 def ticket_plan(config) -> TicketPlan:
