@@ -149,7 +149,7 @@ def test_slurm_profile_lists_the_pending_runs(slurm_plan):
     pending = {job["wildcards"].removeprefix("run="): job for job in jobs(slurm_plan) if job["rule"] == "pending_run"}
     assert sorted(pending) == sorted(PENDING_RUNS)
     for run, job in pending.items():
-        assert job["shell"].endswith("exit 1") and "issue 7" in job["shell"], run
+        assert job["shell"].endswith("exit 1") and "baseline.rlve_path" in job["shell"], run  # what is missing
     assert "environment set with its official curriculum" in pending["fixed_env_rlve_8b"]["shell"]
 
 
