@@ -16,6 +16,36 @@ def toy_ablation_outputs():
     return files + rules.paper_comparison.input
 
 
+def _evaluates_like_the_main_run(run):
+    """Whether a toy ablation agrees with the main run on every config key an evaluation reads (eval_config_hash, for
+    every benchmark): then its step 0, the shared base model, gives the main run's item records exactly."""
+    return all(_settings_hash(asdict(RUNS[run]), [*EVAL_SHARED, f"eval.{name}"])
+               == _settings_hash(asdict(SPADE), [*EVAL_SHARED, f"eval.{name}"]) for name in BENCHMARKS)
+
+
+BASE_SHARING = [run for run in TOY_ABLATIONS if _evaluates_like_the_main_run(run)]
+
+if BASE_SHARING:
+
+    ruleorder: base_eval_from_main_run > evaluate
+
+    rule base_eval_from_main_run:
+        """A toy ablation's step 0 is the main run's base-model result, relabelled (spade eval relabel): the same model,
+        items, seeds and settings, so a second evaluation would repeat the same records."""
+        input:
+            OUT.eval_file(SPADE.run_name, 0, "{benchmark}"),
+        params:
+            config=eval_config_hash,
+        output:
+            OUT.eval_file("{run}", 0, "{benchmark}"),
+        log:
+            OUT.log("base_eval_from_main_run_{run}_{benchmark}"),
+        wildcard_constraints:
+            run=_regex(BASE_SHARING),
+        shell:
+            "{PYTHON} -m spade.cli eval relabel --result {input} --run {wildcards.run} --out {output} > {log} 2>&1"
+
+
 if TOY_ABLATIONS:
 
     rule toy_ablations:

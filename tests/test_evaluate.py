@@ -88,3 +88,26 @@ def test_user_data_benchmark_fails_before_loading_a_model(benchmark, key, tmp_pa
     message = capsys.readouterr().err
     assert rc != 0 and key in message and "no-model" not in message
     assert not (tmp_path / "r.json").exists()
+
+
+def test_relabel_copies_a_result_and_its_records_to_another_run(tmp_path):
+    from spade.evals.base import items_path
+    from spade.evaluate import relabel_result
+
+    source = tmp_path / "toy" / "step_000000.json"
+    source.parent.mkdir()
+    rows = [{"run": "toy", "step": 0, "benchmark": "heldout_library", "metric": "win_rate", "value": 0.25, "n": 4}]
+    source.write_text(json.dumps({"run": "toy", "step": 0, "benchmark": "heldout_library", "rows": rows,
+                                  "items_file": "step_000000.items.jsonl", "provenance": {"seed": 0}}))
+    items_path(source).write_text('{"id": "a", "score": 1.0}\n')
+    out = tmp_path / "ablation" / "step_000000.json"
+    relabel_result(source, "toy_no_memory", out)
+    copy = json.loads(out.read_text())
+    assert copy["run"] == "toy_no_memory" and [r["run"] for r in copy["rows"]] == ["toy_no_memory"]
+    assert copy["rows"][0]["value"] == 0.25 and copy["provenance"]["seed"] == 0
+    assert copy["provenance"]["copied_from"]["run"] == "toy" and len(copy["provenance"]["copied_from"]["sha256"]) == 64
+    assert items_path(out).read_text() == items_path(source).read_text()
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(ValueError, match="not an evaluation result"):
+        relabel_result(bad, "x", tmp_path / "x.json")

@@ -85,7 +85,12 @@ def test_toy_ablations_plan_every_mode_and_the_ablation_artifacts(tmp_path):
     evals = {job["wildcards"] for job in planned if job["rule"] == "evaluate"}
     assert "run=toy_no_memory, benchmark=reasoning_gym_hard, step=000004" in evals
     assert "run=toy_no_memory, benchmark=reasoning_gym_hard, step=000000" not in evals
-    assert "run=toy_no_memory, benchmark=heldout_library, step=000000" in evals  # the curve starts at the base
+    assert "run=toy_no_memory, benchmark=heldout_library, step=000000" not in evals  # the base is the toy's:
+    copies = {job["wildcards"]: job for job in planned if job["rule"] == "base_eval_from_main_run"}
+    assert sorted(copies) == sorted(f"run={name}, benchmark=heldout_library" for name in ablations)
+    assert ("eval relabel --result results/runs/toy/eval/heldout_library/step_000000.json --run toy_no_memory "
+            "--out results/runs/toy_no_memory/eval/heldout_library/step_000000.json") in \
+        copies["run=toy_no_memory, benchmark=heldout_library"]["shell"]
     assert not any("bfcl" in wildcards and "run=toy," not in wildcards for wildcards in evals)
 
 

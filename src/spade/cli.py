@@ -6,6 +6,7 @@
     spade env check-library [--json] [--out FILE]
     spade eval run --model DIR --step N --benchmark NAME --out FILE
     spade eval list | spade eval select --results FILE... --out FILE | spade eval throughput --model DIR --out FILE
+    spade eval relabel --result FILE --run NAME --out FILE
     spade config schema
     spade compute [RUN_FILE ...] [--json | --markdown] [--assumptions FILE]
     spade serve-designer --model DIR [--host 127.0.0.1] [--port N]
@@ -287,6 +288,17 @@ def cmd_eval_select(args) -> int:
     return 0
 
 
+def cmd_eval_relabel(args) -> int:
+    from spade.evaluate import relabel_result
+
+    try:
+        result = relabel_result(args.result, args.run, args.out)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    print(f"{args.result} (run {result['provenance']['copied_from']['run']}) -> {args.out} (run {args.run})")
+    return 0
+
+
 def cmd_fidelity(args) -> int:
     from spade.designer.fidelity import designer_backend, fidelity_config, run_fidelity, summary_lines
     from spade.io import atomic_write_json
@@ -427,6 +439,12 @@ def build_parser() -> argparse.ArgumentParser:
     select.add_argument("--results", nargs="+", required=True, help="evaluation result JSON files of the run")
     select.add_argument("--out", required=True)
     select.set_defaults(func=cmd_eval_select)
+    relabel = evals.add_parser("relabel", help="copy a result to another run that shares its model, items and "
+                               "settings (a toy ablation's step 0)")
+    relabel.add_argument("--result", required=True, help="evaluation result JSON (its item records are copied too)")
+    relabel.add_argument("--run", required=True, help="run name the copy is written for")
+    relabel.add_argument("--out", required=True, help="result JSON to write")
+    relabel.set_defaults(func=cmd_eval_relabel)
 
     config = groups.add_parser("config", help="configuration").add_subparsers(dest="command", required=True)
     schema = config.add_parser("schema", help="list every config key with its default and description")

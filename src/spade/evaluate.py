@@ -94,3 +94,31 @@ def read_values(paths) -> dict[int, dict[tuple[str, str], float]]:
         for row in result["rows"]:
             values.setdefault(int(row["step"]), {})[(row["benchmark"], row["metric"])] = row["value"]
     return values
+
+
+def relabel_result(source: str | Path, run: str, out: str | Path) -> dict:
+    """Copy one evaluation result (and its item records) to run ``run``: the same model, items, seeds and evaluation
+    settings give the same records, so a step-0 result of the base model serves every run that shares them (the
+    toy ablations; rules/toy_ablations.smk checks that their evaluation config hashes agree). The rows and the
+    result carry the new run name; ``provenance.copied_from`` names the source file, its run and its SHA-256.
+    Written atomically, item records first."""
+    import hashlib
+
+    from spade.evals.base import items_path
+    from spade.io import atomic_write_json, atomic_write_text
+
+    source, out = Path(source), Path(out)
+    try:
+        text = source.read_text(encoding="utf-8")
+        result = json.loads(text)
+        rows, original = result["rows"], result["run"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{source}: not an evaluation result with 'run' and 'rows' ({exc})") from None
+    records = items_path(source)
+    if records.is_file():
+        atomic_write_text(items_path(out), records.read_text(encoding="utf-8"))
+    result.update(run=run, rows=[{**row, "run": run} for row in rows], items_file=items_path(out).name)
+    result["provenance"] = {**result.get("provenance", {}), "copied_from": {
+        "path": str(source), "run": original, "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}}
+    atomic_write_json(out, result)
+    return result
