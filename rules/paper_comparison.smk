@@ -8,6 +8,8 @@
 # the table when one of their files changes); the configured runs the mapping names are declared, so they are built
 # first. The figure draws the table's sidecar only.
 
+import functools
+
 from spade import paper_comparison as _paper_comparison
 from spade.report import ReportInputError
 
@@ -17,6 +19,7 @@ COMPARISON_TABLE = f"{PAPER_TABLES_DIR}/env_sources.md"
 COMPARISON_FIGURE = f"{PAPER_FIGURES_DIR}/env_sources.pdf"
 
 
+@functools.cache  # read once per workflow parse, shared by the input and params functions
 def _comparison_mapping():
     try:
         return _paper_comparison.load_comparison_runs(COMPARISON_RUNS)

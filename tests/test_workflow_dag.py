@@ -104,6 +104,15 @@ def test_fidelity_plans_the_base_model_and_the_last_checkpoint(tmp_path):
     assert "--model results/runs/toy/checkpoints/step_000004 " in checks["run=toy, step=000004"]["shell"]
 
 
+def test_bad_comparison_mapping_names_the_config_key_and_the_file(tmp_path):
+    mapping = tmp_path / "comparison.yaml"
+    mapping.write_text("sources: []\n")
+    run = snakemake(["-n", "paper_comparison", "--configfile", str(ROOT / "configs/default.yaml"), "--directory",
+                     str(tmp_path), "--config", f"paper={{comparison_runs: {mapping}}}"])
+    message = run.stdout + run.stderr
+    assert run.returncode != 0 and "config key 'paper.comparison_runs'" in message and str(mapping) in message
+
+
 def test_toy_ablations_bad_entry_names_the_key(tmp_path):
     run = snakemake(["-n", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path),
                      "--config", "toy_ablations={'toy_x': {'memory': {'enabld': False}}}"])

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spade.baselines import POOL_MODES  # modes whose environments come from a fixed pool
 from spade.paper_tables import (
     COLUMN_METRICS,
     NO_DATA,
@@ -66,7 +67,6 @@ from spade.report import NOT_RUN, ReportInputError, files_fingerprint, read_json
 NA = "n/a"
 NO_VALID = "no valid env"
 KINDS = ("designer", "pool")  # designer: a model writes the environments; pool: a fixed procedural pool
-POOL_MODES = ("fixed_pool", "rlve")  # = spade.baselines.POOL_MODES (not imported: that module loads the runtime)
 EMBEDDINGS = {"sbert": "sbert", "tfidf": "tfidf_lsa"}  # mapping value -> key of paper_tables.default_embedders
 BALANCE_BY = ("skill", "none")
 STEP_RULES = ("last", "selected")
