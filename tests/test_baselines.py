@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
 import textwrap
 
 import pytest
 from scripted_backend import ScriptedBackend
 
-from spade.baselines import LibrarySource, RLVESource, assign_entries
+from spade.baselines import (LibrarySource, RLVESource, assign_entries, render_rlve, rlve_curriculum_step,
+                             rlve_problem_difficulty, rlve_window)
 from spade.config import SpadeConfig, resolve_layers
 from spade.configtools import ConfigError, from_dict
 from spade.designer.memory import EnvironmentMemory
@@ -187,19 +190,60 @@ def test_fixed_pool_selection_and_errors():
     assert picked == assign_entries(["a", "b", "c"], 7, seed=5)
 
 
+# A stand-in for RLVE's repository, shaped like it where the adapter depends on it: Gym/environment.py imports
+# torch to seed it and bounds generation with a timeout that runs it in a worker thread, swallowing any error
+# (so, in our sandbox, the rendered file's shims are what make generation succeed); the two registries map
+# identifiers to environment classes and difficulty controllers.
+FAKE_BASE = '''
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+
+def manual_seed(seed):
+    random.seed(seed)
+    torch.manual_seed(seed)
+    torch.cuda.manual_seed_all(seed)
+
+
+def timeout(seconds):
+    def wrap(function):
+        def run(*args, **kwargs):
+            with ThreadPoolExecutor(max_workers=1) as executor:
+                return executor.submit(function, *args, **kwargs).result(timeout=seconds)
+        return run
+    return wrap
+
+
+class VerifiableEnvironment:
+    def __init__(self, **kwargs):
+        self.seed = self.parameter = None
+
+    def generator(self, seed, parameter, timeout_second=10):
+        @timeout(timeout_second)
+        def generate():
+            self.seed, self.parameter = seed, dict(parameter)
+            manual_seed(seed)
+            self._generate()
+        try:
+            generate()
+        except Exception:
+            return False
+        return self.parameter is not None
+'''
 FAKE_ENVIRONMENTS = '''
-class Parity:
+import random
+
+from Gym.environment import VerifiableEnvironment
+
+
+class Parity(VerifiableEnvironment):
     """RLVE-shaped: is the sum of the listed numbers even? (answer between <answer> tags)"""
 
-    def __init__(self, **kwargs):
-        self.parameter = None
-
-    def generator(self, seed, parameter):
-        import random
-        rng = random.Random(seed)
-        self.numbers = [rng.randint(0, 9) for _ in range(parameter["n"])]
-        self.parameter = dict(parameter, reference_answer="even" if sum(self.numbers) % 2 == 0 else "odd")
-        return True
+    def _generate(self):
+        self.numbers = [random.randint(0, 9) for _ in range(self.parameter["n"])]
+        self.parameter["reference_answer"] = "even" if sum(self.numbers) % 2 == 0 else "odd"
 
     def prompt_generator(self):
         return f"Is the sum of {self.numbers} even or odd? Answer in <answer></answer>."
@@ -217,7 +261,11 @@ class NoController(Parity):
     pass
 
 
-identifier2environment = {"Parity": Parity, "NoController": NoController}
+class Capped(Parity):
+    pass
+
+
+identifier2environment = {"Parity": Parity, "NoController": NoController, "Capped": Capped}
 '''
 FAKE_CONTROLLERS = '''
 class ParityController:
@@ -231,7 +279,14 @@ class ParityController:
         self.n += 1
 
 
-identifier2controller = {"Parity": ParityController}
+class CappedController(ParityController):
+    """Has no parameters above difficulty 0: a raised level fails to generate."""
+
+    def get_parameter_list(self):
+        return [{"n": self.n}] if self.n == 2 else []
+
+
+identifier2controller = {"Parity": ParityController, "Capped": CappedController}
 '''
 
 
@@ -240,7 +295,22 @@ def fake_rlve(root):
         (root / folder).mkdir(parents=True)
         (root / folder / "__init__.py").write_text(textwrap.dedent(text))
     (root / "Gym/__init__.py").write_text("")
+    (root / "Gym/environment.py").write_text(textwrap.dedent(FAKE_BASE))
     return root
+
+
+def exec_rendered(code: str, monkeypatch) -> dict:
+    """Run a rendered RLVE file in this process, as the sandbox would (its sys.path, environment variables and
+    the fake's Gym modules are undone afterwards)."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(os, "environ", dict(os.environ))
+    for name in [m for m in sys.modules if m == "Gym" or m.startswith("Gym.")]:
+        monkeypatch.delitem(sys.modules, name)
+    namespace: dict = {}
+    exec(compile(code, "rlve_rendered.py", "exec"), namespace)
+    for name in [m for m in sys.modules if m == "Gym" or m.startswith("Gym.")]:
+        monkeypatch.delitem(sys.modules, name)
+    return namespace
 
 
 def test_rlve_mode_fails_clearly_without_a_checkout(tmp_path, pool, tiny_model):
@@ -251,21 +321,24 @@ def test_rlve_mode_fails_clearly_without_a_checkout(tmp_path, pool, tiny_model):
     with pytest.raises(ConfigError, match=rf"'baseline.rlve_path' is '{missing}', which is not a folder"):
         make_core(config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": missing}}), pool, tiny_model[1])
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ConfigError, match=r"Gym/environments/__init__.py is missing"):
+    with pytest.raises(ConfigError, match=r"Gym/environment.py is missing"):
         make_core(config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(tmp_path / "empty")}}), pool,
                   tiny_model[1])
-
-
-def test_rlve_adapter_renders_runnable_environments(tmp_path):
     root = fake_rlve(tmp_path / "RLVE")
-    config = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_difficulty": 1}})
+    with pytest.raises(ConfigError, match=r"'baseline.rlve_raise_accuracy' is 1.5.*at most 1"):
+        make_core(config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root),
+                                                   "rlve_raise_accuracy": 1.5}}), pool, tiny_model[1])
+
+
+def test_rlve_adapter_renders_runnable_environments(tmp_path, monkeypatch):
+    root = fake_rlve(tmp_path / "RLVE")
+    config = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_difficulty": 1,
+                                              "rlve_curriculum": "fixed"}})
     source = RLVESource(config)
-    assert source.identifiers == ["Parity"]  # NoController has no difficulty schedule: not offered
-    (entry,) = source.entries()
+    assert source.identifiers == ["Capped", "Parity"]  # NoController has no difficulty schedule: not offered
+    entry = source.entries()[1]
     assert (entry.name, entry.skill, entry.origin) == ("Parity", "rlve", "rlve:Parity")
-    namespace: dict = {}
-    exec(compile(entry.code, "rlve_parity.py", "exec"), namespace)  # the rendered file, run in-process
-    env = namespace["RlveParity"]()
+    env = exec_rendered(entry.code, monkeypatch)["RlveParity"]()
     prompt, info = env.reset(seed=3)
     assert info == {"environment": "Parity", "difficulty": 1} and prompt.count(",") == 2  # n = 2 + 1 update
     assert env.reset(seed=3)[0] == prompt  # same seed, same problem
@@ -279,17 +352,44 @@ def test_rlve_adapter_renders_runnable_environments(tmp_path):
                                                     "rlve_environments": ["Sudoku"]}}))
 
 
-def test_rlve_mode_validates_in_the_sandbox(tiny_model):
-    """Under bwrap the sandbox sees only the system, our package and sandbox.read_only_paths: a checkout outside them
-    stops the run at once, naming the key; listed there (world-readable, not under /tmp), its environments pass the
-    sandboxed validation and fill the slots. The pytest tmp_path is neither, so the checkout goes to /var/tmp."""
+def test_rlve_curriculum_step_by_hand():
+    """RLVE's rule: only top-level episodes count; a check once `check_episodes` are in; raise at mean >= 0.9."""
+    start = {"top": 0, "episodes": 0, "correct": 0.0}
+    assert rlve_curriculum_step(start, [1.0, 1.0, 1.0], 4, 0.9) == {"top": 0, "episodes": 3, "correct": 3.0}
+    assert rlve_curriculum_step({"top": 0, "episodes": 3, "correct": 3.0}, [1.0], 4, 0.9) == \
+        {"top": 1, "episodes": 0, "correct": 0.0}  # 4/4 = 1.0 >= 0.9
+    assert rlve_curriculum_step(start, [1.0, 0.0, 1.0, 1.0], 4, 0.9) == \
+        {"top": 0, "episodes": 0, "correct": 0.0}  # 3/4 = 0.75: no raise, and the count restarts
+    assert rlve_curriculum_step({"top": 2, "episodes": 6, "correct": 5.0}, [1.0, 1.0, 1.0, 1.0], 10, 0.9) == \
+        {"top": 3, "episodes": 0, "correct": 0.0}  # 9/10 = 0.9 reaches the threshold
+    assert rlve_curriculum_step({"top": 2, "episodes": 6, "correct": 5.0}, [1.0, 1.0, 1.0, 0.0], 10, 0.9) == \
+        {"top": 2, "episodes": 0, "correct": 0.0}  # 8/10
+
+
+def test_rlve_episode_difficulty_matches_the_rendered_file(tmp_path, monkeypatch):
+    """The trainer's rlve_problem_difficulty and the file's problem_difficulty draw the same level for every seed:
+    uniform over the window up to the top (never below 0); one level under the fixed curriculum."""
+    import random
+
+    root = fake_rlve(tmp_path / "RLVE")
+    for curriculum, top, window, levels in (("adaptive", 5, 3, {3, 4, 5}), ("adaptive", 1, 4, {0, 1}),
+                                            ("fixed", 2, 4, {2})):
+        base = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_window": window,
+                                                "rlve_curriculum": curriculum}}).baseline
+        drawn = exec_rendered(render_rlve(base, "Parity", top), monkeypatch)["problem_difficulty"]
+        seeds = range(200)
+        assert [drawn(random.Random(s)) for s in seeds] == \
+            [rlve_problem_difficulty(s, top, rlve_window(base)) for s in seeds]
+        assert {rlve_problem_difficulty(s, top, rlve_window(base)) for s in seeds} == levels
+
+
+@pytest.fixture
+def visible_rlve():
+    """A fake RLVE checkout the bwrap sandbox can see: world-readable, outside /tmp (the pytest tmp_path is
+    neither), so it goes to /var/tmp."""
     import shutil
     import tempfile
     from pathlib import Path
-
-    from conftest import FAST_LIMITS
-
-    from spade.sandbox import SandboxConfig, SandboxPool
 
     folder = Path(tempfile.mkdtemp(prefix="spade-rlve-", dir="/var/tmp"))
     try:
@@ -297,16 +397,59 @@ def test_rlve_mode_validates_in_the_sandbox(tiny_model):
         root = fake_rlve(folder / "RLVE")
         for path in [folder, *folder.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
-        hidden = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root)}})
-        with pytest.raises(ConfigError, match=r"'baseline.rlve_path' is .*cannot see.*sandbox.read_only_paths"):
-            make_core(hidden, None, tiny_model[1])
-        config = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root)},
-                                     "sandbox": {"read_only_paths": [str(folder)]}})
-        with SandboxPool(SandboxConfig(workers=1, limits=FAST_LIMITS, read_only_paths=[str(folder)])) as pool:
-            core, backend = make_core(config, pool, tiny_model[1])
-            samples, metrics = core.rollout(0)[:2]
-        envs = core._envs()
-        assert envs and all(e.valid and e.source == "rlve:Parity" for e in envs)
-        assert metrics["env_source"] == "rlve" and set(roles(backend)) == {"agent"}
+        yield folder, root
     finally:
         shutil.rmtree(folder)
+
+
+def rlve_pool(folder):
+    from conftest import FAST_LIMITS
+
+    from spade.sandbox import SandboxConfig, SandboxPool
+
+    return SandboxPool(SandboxConfig(workers=1, limits=FAST_LIMITS, read_only_paths=[str(folder)]))
+
+
+def test_rlve_mode_validates_in_the_sandbox(tiny_model, visible_rlve):
+    """Under bwrap the sandbox sees only the system, our package and sandbox.read_only_paths: a checkout outside them
+    stops the run at once, naming the key; listed there, its environments pass the sandboxed validation and fill the
+    slots (the fake's torch import and generation thread, as in RLVE, work only through the rendered file's shims)."""
+    folder, root = visible_rlve
+    hidden = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root)}})
+    with pytest.raises(ConfigError, match=r"'baseline.rlve_path' is .*cannot see.*sandbox.read_only_paths"):
+        make_core(hidden, None, tiny_model[1])
+    config = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_environments": ["Parity"]},
+                                 "sandbox": {"read_only_paths": [str(folder)]}})
+    with rlve_pool(folder) as pool:
+        core, backend = make_core(config, pool, tiny_model[1])
+        samples, metrics = core.rollout(0)[:2]
+    envs = core._envs()
+    assert envs and all(e.valid and e.source == "rlve:Parity" for e in envs)
+    assert metrics["env_source"] == "rlve" and set(roles(backend)) == {"agent"}
+    assert metrics["rlve_top_difficulty"] == {"Parity": 0}  # accuracy 0 (the scripted agent): no raise
+
+
+def test_rlve_curriculum_raises_levels_in_a_run(tiny_model, visible_rlve):
+    """With a threshold every mean reaches (0: the scripted agent is always wrong), a check after every 2
+    top-level episodes and a window of one level (every problem at the top), step 0 raises each environment to
+    level 1: its slots get the re-rendered file (validated in
+    the sandbox), the state keeps the level for a resumed run. Capped has no problems above level 0: its raise is
+    rejected, named in the metrics, and its level and file stay. The fixed curriculum never moves."""
+    folder, root = visible_rlve
+    layers = [FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_raise_accuracy": 0.0,
+                                   "rlve_check_episodes": 2, "rlve_window": 1},
+                      "sandbox": {"read_only_paths": [str(folder)]}}]
+    with rlve_pool(folder) as pool:
+        core, _ = make_core(config_with(*layers), pool, tiny_model[1])
+        metrics = core.rollout(0)[1]
+        fixed, _ = make_core(config_with(*layers, {"baseline": {"rlve_curriculum": "fixed"}}), pool, tiny_model[1])
+        fixed_metrics = fixed.rollout(0)[1]
+    assert metrics["rlve_top_difficulty"] == {"Capped": 0, "Parity": 1}
+    rejected = metrics["rlve_raise_rejected"]
+    assert set(rejected) == {"Capped"} and rejected["Capped"].startswith("level 1: ")
+    assert core.state.rlve["Parity"] == {"top": 1, "episodes": 0, "correct": 0.0}
+    by_source = {slot.source: slot for slot in core._envs()}
+    assert "TOP_DIFFICULTY = 1" in by_source["rlve:Parity"].code
+    assert "TOP_DIFFICULTY = 0" in by_source["rlve:Capped"].code
+    assert fixed_metrics["rlve_top_difficulty"] == {"Capped": 0, "Parity": 0} and "rlve_raise_rejected" not in \
+        fixed_metrics

@@ -21,7 +21,8 @@ The ``baseline:`` section of a run config picks the environment source of the se
     instance admitted by checks C1-C3 in the sandbox before it enters the pool.
 ``rlve``
     RLVE's environment set (github.com/Zhiyuan-Zeng/RLVE) from a local checkout at
-    ``baseline.rlve_path``, through :class:`RLVESource`.
+    ``baseline.rlve_path``, through :class:`RLVESource`, with RLVE's adaptive difficulty curriculum
+    (``baseline.rlve_curriculum``, :func:`rlve_curriculum_step`) or one fixed difficulty.
 ``fixed_external_designer``
     The paper's "fixed ED" ablation: a model behind an OpenAI-compatible chat-completions endpoint
     (``baseline.external_base_url``, ``baseline.external_model``, its key read from the environment variable
@@ -35,8 +36,8 @@ The ``baseline:`` section of a run config picks the environment source of the se
 
 In every fixed mode the set is kept for the whole run, but its bookkeeping window still closes every
 ``selfplay.regen_interval`` steps: the window's win rates are archived as ``envs/set_<window start>.json``
-(same environment ids and code in every file), so the learnability analyses read a fixed run like a
-SPADE run. Only step 0 is a regeneration step in the metrics.
+(same environment ids and code in every file, except that RLVE's curriculum re-renders an environment whose
+difficulty it raises), so the learnability analyses read a fixed run like a SPADE run. Only step 0 is a regeneration step in the metrics.
 
 Environment sources follow :class:`EnvironmentSource`: ``entries()`` returns :class:`PoolEntry` rows,
 each a complete environment file for our runtime (one class with ``reset``/``step``), which the core
@@ -62,6 +63,7 @@ FIXED_MODES = ("fixed_env_grpo", "fixed_pool", "rlve")
 POOL_MODES = ("fixed_pool", "rlve")  # modes whose environments do not come from the designer
 EXTERNAL_MODE = "fixed_external_designer"  # SPADE's loop with an external, untrained designer
 POOL_SOURCES = ("library", "mechanisms")  # what 'fixed_pool' draws from
+RLVE_CURRICULA = ("adaptive", "fixed")  # how the difficulty of RLVE's environments moves
 MECHANISM_PRESENTATIONS = ("agentic", "written", "written_out")  # = spade.envs.mechanisms.PRESENTATIONS
 # Curriculum skill (spade.envs.library.GAME_SKILLS) that labels a mechanism family's slots; a family missing
 # here is labelled 'mechanism:<family>'.
@@ -107,8 +109,22 @@ class BaselineConfig:
     rlve_path: str = option("", "rlve: path of a local checkout of github.com/Zhiyuan-Zeng/RLVE (holds Gym/).")
     rlve_environments: list = option(["all"], "rlve: RLVE environment identifiers (keys of "
                                      "Gym.environments.identifier2environment), or ['all'].")
-    rlve_difficulty: int = option(0, "rlve: difficulty level every RLVE environment is held at (the number of "
-                                  "parameter-controller updates; RLVE's fixed-difficulty setting).", min=0)
+    rlve_difficulty: int = option(0, "rlve: starting difficulty of every RLVE environment (the number of "
+                                  "parameter-controller updates; RLVE's --initial-difficulty, 0 in its scripts); with "
+                                  "rlve_curriculum 'fixed' every problem stays at this level.", min=0)
+    rlve_curriculum: str = option("adaptive", "rlve: 'adaptive' = RLVE's own curriculum (paper): each environment's "
+                                  "top difficulty rises by one once the agent's mean accuracy on problems of that "
+                                  "level reaches rlve_raise_accuracy over rlve_check_episodes episodes; problems are "
+                                  "drawn from the rlve_window levels up to the top. 'fixed' = every problem at "
+                                  "rlve_difficulty (ours, for comparison).", choices=RLVE_CURRICULA)
+    rlve_window: int = option(4, "rlve adaptive: difficulty levels problems are drawn from, uniformly, up to the "
+                              "top (RLVE's --difficulty-sliding-window-size, default 4).", min=1)
+    rlve_raise_accuracy: float = option(0.9, "rlve adaptive: mean accuracy at the top level that raises it (RLVE's "
+                                        "--min-metric-to-increase-difficulty, default 0.9); at most 1.", min=0.0)
+    rlve_check_episodes: int = option(128, "rlve adaptive: episodes at the top level before each check; the count "
+                                      "restarts after every check (RLVE: --min-prompts-before-difficulty-check 8 x "
+                                      "--n-samples-per-prompt 16 = 128 samples). Scale it with selfplay.group_size.",
+                                      min=1)
     rlve_python: str = option("", "rlve: Python interpreter that can import the checkout's Gym package (used to "
                               "list its environments); empty = this interpreter.")
     rlve_import_paths: list = option([], "rlve: further folders the rendered environments put on sys.path inside the "
@@ -167,6 +183,9 @@ def check_config(config) -> None:
                           f"only, not {base.mode!r} (the pool modes have no designer to write hints; "
                           "'fixed_external_designer' always plays the hint arm, as SPADE does)")
     if base.mode == "rlve":
+        if base.rlve_raise_accuracy > 1.0:
+            raise ConfigError(f"config key 'baseline.rlve_raise_accuracy' is {base.rlve_raise_accuracy!r}, but an "
+                              "accuracy is at most 1 (RLVE's default: 0.9)")
         rlve_checkout(base.rlve_path)
         check_rlve_visible(config)
     if base.mode == EXTERNAL_MODE:
@@ -379,7 +398,7 @@ def check_rlve_visible(config) -> None:
 
 
 def rlve_checkout(path: str) -> Path:
-    """The RLVE checkout at ``path``, checked for the two registries the adapter reads."""
+    """The RLVE checkout at ``path``, checked for the base module and the two registries the adapter reads."""
     if not path:
         raise ConfigError("config key 'baseline.rlve_path' is empty, but baseline.mode 'rlve' needs a local checkout "
                           "of github.com/Zhiyuan-Zeng/RLVE (git clone it and set baseline.rlve_path to the folder "
@@ -388,11 +407,12 @@ def rlve_checkout(path: str) -> Path:
     if not root.is_dir():
         raise ConfigError(f"config key 'baseline.rlve_path' is {path!r}, which is not a folder; provide a local "
                           "checkout of github.com/Zhiyuan-Zeng/RLVE (the folder that holds Gym/)")
-    for part in ("Gym/environments/__init__.py", "Gym/parameter_controllers/__init__.py"):
+    for part in ("Gym/environment.py", "Gym/environments/__init__.py", "Gym/parameter_controllers/__init__.py"):
         if not (root / part).is_file():
             raise ConfigError(f"config key 'baseline.rlve_path' is {path!r}, but {root / part} is missing; the "
-                              "folder must be a checkout of github.com/Zhiyuan-Zeng/RLVE (Gym.environments."
-                              "identifier2environment and Gym.parameter_controllers.identifier2controller)")
+                              "folder must be a checkout of github.com/Zhiyuan-Zeng/RLVE (Gym.environment, "
+                              "Gym.environments.identifier2environment and "
+                              "Gym.parameter_controllers.identifier2controller)")
     return root.resolve()
 
 
@@ -408,26 +428,53 @@ print(json.dumps(sorted(set(identifier2environment) & set(identifier2controller)
 # cls(**kwargs).generator(seed=int, parameter=dict) -> bool; .prompt_generator() -> str;
 # .verifier(response) -> {"reward", "accuracy", "format_score", ...}; a ParameterController's
 # get_parameter_list() gives the parameters of its current difficulty and update() raises it by one.
-_RLVE_TEMPLATE = '''"""RLVE environment {identifier!r} at difficulty {difficulty} (rendered by spade.baselines.RLVESource).
+# Three shims let RLVE run in our sandbox (checked against RLVE's repository at commit 73cccd9, whose
+# environments validate in the bwrap + seccomp sandbox with them and crash at load without):
+# - the seccomp filter forbids threads, so numerical libraries are told to start no thread pool at import;
+# - Gym/environment.py imports torch only to seed it in manual_seed (no environment uses torch): a stand-in
+#   module saves loading torch in every episode process; Python's and NumPy's generators are still seeded;
+# - RLVE bounds generation with a timeout that runs it in a worker thread (forbidden): generation runs in the
+#   episode's own thread instead, bounded by the sandbox's per-call limit (sandbox.limits.call_timeout_s).
+_RLVE_TEMPLATE = '''"""RLVE environment {identifier!r}, difficulty {low} to {top} (rendered by spade.baselines.RLVESource).
 
 Single turn: the prompt is RLVE's own problem text; the reward is RLVE's verifier accuracy (0 or 1).
+Each episode draws its difficulty uniformly from levels {low}..{top} (RLVE's sliding window), then one
+parameter set of that level, from the episode seed.
 """
 
+import os
 import random
 import sys
+import types
 
 RLVE_PATH = {path!r}
 IMPORT_PATHS = {import_paths!r}
 IDENTIFIER = {identifier!r}
-DIFFICULTY = {difficulty}
+TOP_DIFFICULTY = {top}
+WINDOW = {window}
 GENERATION_TRIES = 16
 
+for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
+    os.environ[variable] = "1"  # no thread pools: the sandbox forbids threads
 for folder in reversed([RLVE_PATH, *IMPORT_PATHS]):
     if folder not in sys.path:
         sys.path.insert(0, folder)
+if "torch" not in sys.modules:  # RLVE imports torch only to seed it
+    sys.modules["torch"] = types.ModuleType("torch")
+    sys.modules["torch"].manual_seed = lambda seed: None
+    sys.modules["torch"].cuda = types.SimpleNamespace(manual_seed_all=lambda seed: None)
 
-from Gym.environments import identifier2environment
-from Gym.parameter_controllers import identifier2controller
+import Gym.environment  # noqa: E402
+
+Gym.environment.timeout = lambda seconds: (lambda function: function)  # no worker thread; the sandbox times calls
+
+from Gym.environments import identifier2environment  # noqa: E402
+from Gym.parameter_controllers import identifier2controller  # noqa: E402
+
+
+def problem_difficulty(rng):
+    """The episode's difficulty: uniform over the WINDOW levels up to TOP_DIFFICULTY, never below 0."""
+    return rng.randrange(max(0, TOP_DIFFICULTY - WINDOW + 1), TOP_DIFFICULTY + 1)
 
 
 class {class_name}:
@@ -438,8 +485,9 @@ class {class_name}:
 
     def reset(self, seed=None):
         rng = random.Random(0 if seed is None else seed)
+        difficulty = problem_difficulty(rng)
         controller = identifier2controller[IDENTIFIER]()
-        for _ in range(DIFFICULTY):
+        for _ in range(difficulty):
             controller.update()
         parameters = controller.get_parameter_list()
         for _ in range(GENERATION_TRIES):
@@ -449,7 +497,7 @@ class {class_name}:
                 break
         else:
             raise RuntimeError(f"RLVE environment {{IDENTIFIER}} generated no problem in {{GENERATION_TRIES}} tries")
-        return self.problem.prompt_generator(), {{"environment": IDENTIFIER, "difficulty": DIFFICULTY}}
+        return self.problem.prompt_generator(), {{"environment": IDENTIFIER, "difficulty": difficulty}}
 
     def step(self, action):
         result = self.problem.verifier(str(action))
@@ -459,6 +507,45 @@ class {class_name}:
 '''
 
 
+def rlve_window(base: BaselineConfig) -> int:
+    """Levels an RLVE problem is drawn from: ``rlve_window`` under the adaptive curriculum, 1 under 'fixed'."""
+    return base.rlve_window if base.rlve_curriculum == "adaptive" else 1
+
+
+def rlve_problem_difficulty(seed: int, top: int, window: int) -> int:
+    """The difficulty of the problem a rendered RLVE environment draws for episode ``seed``: the same first draw
+    of ``random.Random(seed)`` as the file's ``problem_difficulty`` (uniform over levels max(0, top-window+1)..top,
+    RLVE's sliding window), so the trainer knows each episode's level without asking the sandbox."""
+    return random.Random(seed).randrange(max(0, top - window + 1), top + 1)
+
+
+def rlve_curriculum_step(level: dict, top_accuracies: list, check_episodes: int, raise_accuracy: float) -> dict:
+    """One update of RLVE's adaptive difficulty for one environment (RLVE's RLVEManager.update).
+
+    ``level``: ``{"top", "episodes", "correct"}``: the top difficulty, and the episodes played at the top since the
+    last check with their accuracy sum. ``top_accuracies``: this step's accuracies of episodes at the top level
+    (problems of lower levels never count). Once ``check_episodes`` are in, the top rises by one if their mean
+    accuracy is at least ``raise_accuracy``; the count restarts after every check, raised or not. Returns the new
+    level.
+    """
+    episodes = level["episodes"] + len(top_accuracies)
+    correct = level["correct"] + sum(top_accuracies)
+    if episodes < check_episodes:
+        return {"top": level["top"], "episodes": episodes, "correct": correct}
+    raised = correct / episodes >= raise_accuracy
+    return {"top": level["top"] + int(raised), "episodes": 0, "correct": 0.0}
+
+
+def render_rlve(base: BaselineConfig, identifier: str, top: int) -> str:
+    """The environment file of RLVE environment ``identifier`` with top difficulty ``top``."""
+    class_name = "Rlve" + "".join(part.capitalize() for part in re.split(r"[^0-9A-Za-z]+", identifier) if part)
+    window = rlve_window(base)
+    return _RLVE_TEMPLATE.format(identifier=identifier, top=top, window=window, low=max(0, top - window + 1),
+                                 path=str(rlve_checkout(base.rlve_path)),
+                                 import_paths=[str(Path(p).expanduser().resolve()) for p in base.rlve_import_paths],
+                                 class_name=class_name)
+
+
 class RLVESource:
     """RLVE's environments as files for our runtime (adapter; RLVE's format read from its repository).
 
@@ -466,19 +553,18 @@ class RLVESource:
     (a ``VerifiableEnvironment`` class: ``generator(seed, parameter)``, ``prompt_generator()``,
     ``verifier(response)``) and ``Gym.parameter_controllers.identifier2controller`` (its difficulty
     schedule). For each chosen identifier this source renders a single-turn environment file that imports
-    RLVE from the checkout, draws a problem of the fixed difficulty ``baseline.rlve_difficulty`` from the
-    episode seed, and rewards RLVE's verifier accuracy. The files run inside our sandbox, so the sandbox
-    must see the checkout and RLVE's own dependencies; where it does not, validation rejects them
-    (``load_failed``) and the core stops with that reason.
+    RLVE from the checkout, draws a problem from the episode seed (its level from the curriculum's window up
+    to the top difficulty, which starts at ``baseline.rlve_difficulty``; see :func:`rlve_curriculum_step`), and
+    rewards RLVE's verifier accuracy. The files run inside our sandbox, so the sandbox must see the checkout
+    and RLVE's own dependencies (numpy, networkx, sympy; ``baseline.rlve_import_paths``); where it does not,
+    validation rejects them (``load_failed``) and the core stops with that reason.
     """
 
     label = "rlve"
 
     def __init__(self, config):
-        base = baseline_of(config)
+        base = self.base = baseline_of(config)
         self.root = rlve_checkout(base.rlve_path)
-        self.difficulty = base.rlve_difficulty
-        self.import_paths = list(base.rlve_import_paths)
         available = self.available(base.rlve_python or sys.executable)
         wanted = list(base.rlve_environments)
         if not wanted:
@@ -509,10 +595,8 @@ class RLVESource:
         return json.loads(done.stdout.strip().splitlines()[-1])
 
     def render(self, identifier: str) -> str:
-        class_name = "Rlve" + "".join(part.capitalize() for part in re.split(r"[^0-9A-Za-z]+", identifier) if part)
-        return _RLVE_TEMPLATE.format(identifier=identifier, difficulty=self.difficulty, path=str(self.root),
-                                     import_paths=[str(Path(p).expanduser().resolve()) for p in self.import_paths],
-                                     class_name=class_name)
+        """The file of ``identifier`` at the starting difficulty (the curriculum re-renders it as its level rises)."""
+        return render_rlve(self.base, identifier, self.base.rlve_difficulty)
 
     def entries(self) -> list[PoolEntry]:
         return [PoolEntry(name, "rlve", self.render(name), f"rlve:{name}") for name in self.identifiers]

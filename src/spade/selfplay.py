@@ -99,6 +99,7 @@ class SelfPlayState:
     envs: list = field(default_factory=list)  # [EnvSlot as dict] of the current set
     invalid_samples: list = field(default_factory=list)  # designer samples of invalid candidates (penalty mode)
     ema: dict = field(default_factory=lambda: {"fast": {}, "slow": {}})
+    rlve: dict = field(default_factory=dict)  # baseline.mode 'rlve': identifier -> {"top", "episodes", "correct"}
 
 
 class SelfPlay:
@@ -355,7 +356,7 @@ class SelfPlay:
         elif step % self.config.selfplay.regen_interval == 0:
             closed = [asdict(s) for s in slots]
             metrics.update(self._closed_metrics(slots))
-            for slot in slots:  # a new window on the same environments (ids and code unchanged)
+            for slot in slots:  # a new window on the same environments (ids unchanged; code too, but RLVE raises)
                 slot.step, slot.wins, slot.episodes, slot.distinct_rewards = step, 0, 0, []
                 slot.return_sum = 0.0
                 slot.hint_returns, slot.paired_returns, slot.regret, slot.designer_reward = [], [], None, None
@@ -400,8 +401,50 @@ class SelfPlay:
         slot.distinct_rewards = sorted(set(slot.distinct_rewards) | {r.rewards[-1] for r in records if r.rewards})
         return grpo_advantages(returns, [0] * len(returns)).tolist()
 
+    def _advance_rlve(self, slots: list, records: list) -> dict:
+        """RLVE's curriculum after play (baseline.rlve_curriculum 'adaptive'): each environment's episodes at its top
+        difficulty (known from the episode seed: baselines.rlve_problem_difficulty) update its level
+        (baselines.rlve_curriculum_step); a raised level re-renders the environment's slots, validated in the sandbox
+        first. A file that fails validation at the new level is not used: the level stays, and the metric
+        ``rlve_raise_rejected`` names the environment and the reason. Sandbox failures do not count as answers."""
+        base = baselines.baseline_of(self.config)
+        identifier_of = {s.env_id: s.source.removeprefix("rlve:") for s in slots if s.source.startswith("rlve:")}
+        levels = self.state.rlve
+        for identifier in identifier_of.values():
+            levels.setdefault(identifier, {"top": base.rlve_difficulty, "episodes": 0, "correct": 0.0})
+        rejected = {}
+        if base.rlve_curriculum == "adaptive":
+            window = baselines.rlve_window(base)
+            at_top: dict = {}
+            for record in records:
+                identifier = identifier_of.get(record.env_id)
+                if identifier is None or record.outcome == "env_failure":
+                    continue
+                if baselines.rlve_problem_difficulty(record.seed, levels[identifier]["top"], window) == \
+                        levels[identifier]["top"]:
+                    at_top.setdefault(identifier, []).append(record.final_return)
+            for identifier, accuracies in sorted(at_top.items()):
+                level = baselines.rlve_curriculum_step(levels[identifier], accuracies, base.rlve_check_episodes,
+                                                       base.rlve_raise_accuracy)
+                if level["top"] > levels[identifier]["top"]:
+                    report = self.validator.validate(baselines.render_rlve(base, identifier, level["top"]))
+                    if report.valid:
+                        for slot in slots:
+                            if slot.source == f"rlve:{identifier}":
+                                slot.code, slot.class_name, slot.kind = report.code, report.class_name, report.kind
+                    else:
+                        rejected[identifier] = f"level {level['top']}: {report.reason}"
+                        level = {**level, "top": levels[identifier]["top"]}
+                levels[identifier] = level
+        metrics = {"rlve_top_difficulty": {i: levels[i]["top"] for i in sorted(set(identifier_of.values()))}}
+        if rejected:
+            metrics["rlve_raise_rejected"] = rejected
+        return metrics
+
     def end_step(self, step: int, slots: list, records: list, delayed: list, metrics: dict) -> dict:
         """Store the set after play and add the play metrics of step ``step`` to ``metrics``."""
+        if self.mode == "rlve":
+            metrics.update(self._advance_rlve(slots, records))
         self._store(slots)
         metrics.update(self._play_metrics(slots, records, delayed))
         if slots and step == slots[0].step:
