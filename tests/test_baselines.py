@@ -265,7 +265,11 @@ class Capped(Parity):
     pass
 
 
-identifier2environment = {"Parity": Parity, "NoController": NoController, "Capped": Capped}
+class Broken(Parity):
+    pass
+
+
+identifier2environment = {"Parity": Parity, "NoController": NoController, "Capped": Capped, "Broken": Broken}
 '''
 FAKE_CONTROLLERS = '''
 class ParityController:
@@ -286,7 +290,14 @@ class CappedController(ParityController):
         return [{"n": self.n}] if self.n == 2 else []
 
 
-identifier2controller = {"Parity": ParityController, "Capped": CappedController}
+class BrokenController(ParityController):
+    """Has no parameters at all: no problem can be generated."""
+
+    def get_parameter_list(self):
+        return []
+
+
+identifier2controller = {"Parity": ParityController, "Capped": CappedController, "Broken": BrokenController}
 '''
 
 
@@ -335,8 +346,8 @@ def test_rlve_adapter_renders_runnable_environments(tmp_path, monkeypatch):
     config = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_difficulty": 1,
                                               "rlve_curriculum": "fixed"}})
     source = RLVESource(config)
-    assert source.identifiers == ["Capped", "Parity"]  # NoController has no difficulty schedule: not offered
-    entry = source.entries()[1]
+    assert source.identifiers == ["Broken", "Capped", "Parity"]  # NoController has no difficulty schedule
+    entry = source.entries()[2]
     assert (entry.name, entry.skill, entry.origin) == ("Parity", "rlve", "rlve:Parity")
     env = exec_rendered(entry.code, monkeypatch)["RlveParity"]()
     prompt, info = env.reset(seed=3)
@@ -437,7 +448,8 @@ def test_rlve_curriculum_raises_levels_in_a_run(tiny_model, visible_rlve):
     rejected, named in the metrics, and its level and file stay. The fixed curriculum never moves."""
     folder, root = visible_rlve
     layers = [FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_raise_accuracy": 0.0,
-                                   "rlve_check_episodes": 2, "rlve_window": 1},
+                                   "rlve_check_episodes": 2, "rlve_window": 1,
+                                   "rlve_environments": ["Capped", "Parity"]},
                       "sandbox": {"read_only_paths": [str(folder)]}}]
     with rlve_pool(folder) as pool:
         core, _ = make_core(config_with(*layers), pool, tiny_model[1])
@@ -453,3 +465,30 @@ def test_rlve_curriculum_raises_levels_in_a_run(tiny_model, visible_rlve):
     assert "TOP_DIFFICULTY = 0" in by_source["rlve:Capped"].code
     assert fixed_metrics["rlve_top_difficulty"] == {"Capped": 0, "Parity": 0} and "rlve_raise_rejected" not in \
         fixed_metrics
+
+
+def test_rlve_redraws_the_set_every_window_and_excludes_broken_environments(tiny_model, visible_rlve):
+    """Every window start (k = 2) draws the slots anew from RLVE's set, rendered at each environment's current level
+    (here raised by one every step: threshold 0, a check per 4 top-level episodes, every problem at the top). An
+    environment whose file fails validation is excluded for the rest of the run, named with its reason, and the draw
+    is made without it. With rlve_redraw false the step-0 draw stays."""
+    folder, root = visible_rlve
+    layers = [FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_environments": ["Broken", "Parity"],
+                                   "rlve_raise_accuracy": 0.0, "rlve_check_episodes": 4, "rlve_window": 1},
+                      "sandbox": {"read_only_paths": [str(folder)]}}]
+    with rlve_pool(folder) as pool:
+        core, _ = make_core(config_with(*layers), pool, tiny_model[1])
+        steps = run_steps(core, 3)
+        kept, _ = make_core(config_with(*layers, {"baseline": {"rlve_redraw": False}}), pool, tiny_model[1])
+        run_steps(kept, 3)
+    first, _, last = (metrics for _, metrics, _ in steps)
+    assert set(first["rlve_excluded"]) == {"Broken"} and first["rlve_excluded"]["Broken"].startswith("load_failed")
+    assert [m["rlve_top_difficulty"] for m in (first, steps[1][1], last)] == [{"Parity": 1}, {"Parity": 2},
+                                                                                {"Parity": 3}]
+    closed = steps[2][2]  # the window of steps 0-1, archived at step 2
+    assert {row["env_id"] for row in closed} == {"s00000-Parity-0", "s00000-Parity-1"}
+    assert last["regenerated"] and last["env_source"] == "rlve"
+    slots = core._envs()
+    assert {slot.env_id for slot in slots} == {"s00002-Parity-0", "s00002-Parity-1"}
+    assert all("TOP_DIFFICULTY = 3" in slot.code for slot in slots)  # drawn at level 2, raised after its play
+    assert {slot.env_id for slot in kept._envs()} == {"s00000-Parity-0", "s00000-Parity-1"}

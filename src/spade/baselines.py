@@ -125,6 +125,10 @@ class BaselineConfig:
                                       "restarts after every check (RLVE: --min-prompts-before-difficulty-check 8 x "
                                       "--n-samples-per-prompt 16 = 128 samples). Scale it with selfplay.group_size.",
                                       min=1)
+    rlve_redraw: bool = option(True, "rlve: draw the slots' environments anew from the whole set at every window "
+                               "start (every selfplay.regen_interval steps, seeded), so training covers RLVE's set as "
+                               "RLVE's sampler does (paper; RLVE draws an environment per prompt, we per window and "
+                               "slot). false = one draw at step 0, kept for the whole run.")
     rlve_python: str = option("", "rlve: Python interpreter that can import the checkout's Gym package (used to "
                               "list its environments); empty = this interpreter.")
     rlve_import_paths: list = option([], "rlve: further folders the rendered environments put on sys.path inside the "
@@ -630,5 +634,7 @@ def assign_entries(entries: list, n_slots: int, seed: int) -> list:
     return chosen
 
 
-def pool_seed(config) -> int:
-    return derive_seed(config.seed + baseline_of(config).pool_seed_offset, "fixed-pool")
+def pool_seed(config, step: int = 0) -> int:
+    """Seed of the pool draw at ``step``: the step-0 draw, or a later window's (``baseline.rlve_redraw``)."""
+    root = config.seed + baseline_of(config).pool_seed_offset
+    return derive_seed(root, "fixed-pool") if step == 0 else derive_seed(root, "fixed-pool", step)

@@ -25,8 +25,9 @@ All randomness derives from ``(config.seed, step, ...)``, so a resumed run repea
 
 from __future__ import annotations
 
+import json
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from spade import baselines
 from spade.advantages import designer_advantages, designer_upweight, grpo_advantages
@@ -100,6 +101,7 @@ class SelfPlayState:
     invalid_samples: list = field(default_factory=list)  # designer samples of invalid candidates (penalty mode)
     ema: dict = field(default_factory=lambda: {"fast": {}, "slow": {}})
     rlve: dict = field(default_factory=dict)  # baseline.mode 'rlve': identifier -> {"top", "episodes", "correct"}
+    rlve_excluded: dict = field(default_factory=dict)  # RLVE identifier -> why its file failed validation
 
 
 class SelfPlay:
@@ -117,6 +119,8 @@ class SelfPlay:
         baselines.check_config(config)
         self.mode = baselines.baseline_of(config).mode
         self.designer_backend = None  # designs and hints through self.backend unless an external model writes them
+        self._pool_source = None  # the fixed-pool source, made on first use (RLVE lists its set in a child process)
+        self._reports: dict = {}  # environment file -> its validation report (a redrawn RLVE file is not re-run)
         if self.mode == baselines.EXTERNAL_MODE:
             from spade.designer.external import ExternalDesignerBackend
 
@@ -356,6 +360,11 @@ class SelfPlay:
         elif step % self.config.selfplay.regen_interval == 0:
             closed = [asdict(s) for s in slots]
             metrics.update(self._closed_metrics(slots))
+            if self.mode == "rlve" and baselines.baseline_of(self.config).rlve_redraw:  # a new draw from RLVE's set
+                slots = self.fill_pool(step)
+                metrics.update(self._design_metrics(slots))
+                metrics["env_source"] = self.mode
+                return slots, [], closed, metrics
             for slot in slots:  # a new window on the same environments (ids unchanged; code too, but RLVE raises)
                 slot.step, slot.wins, slot.episodes, slot.distinct_rewards = step, 0, 0, []
                 slot.return_sum = 0.0
@@ -364,25 +373,51 @@ class SelfPlay:
 
     def fill_pool(self, step: int) -> list:
         """The slots of a fixed procedural pool ('fixed_pool', 'rlve'): the source's environments sampled
-        (seeded) into the run's slot count, each validated in the sandbox like a designed candidate."""
+        (seeded) into the run's slot count, each validated in the sandbox like a designed candidate. A pool
+        environment that fails validation stops the run, except in 'rlve', where it is excluded from the set for
+        the rest of the run (the reason kept in the state and the metric ``rlve_excluded``) and the draw is made
+        again without it. RLVE's files are rendered at each environment's current curriculum level."""
         cfg = self.config
-        source = baselines.make_source(cfg, pool=self.validator.pool)
+        base = baselines.baseline_of(cfg)
+        if self._pool_source is None:
+            self._pool_source = baselines.make_source(cfg, pool=self.validator.pool)
         n_slots = cfg.selfplay.active_skills * cfg.selfplay.envs_per_skill
-        chosen = baselines.assign_entries(source.entries(), n_slots, baselines.pool_seed(cfg))
-        reports: dict = {}
+        while True:
+            entries = self._pool_source.entries()
+            if self.mode == "rlve":
+                entries = [replace(e, code=baselines.render_rlve(base, e.name, self._rlve_top(e.name)))
+                           for e in entries if e.name not in self.state.rlve_excluded]
+                if not entries:
+                    raise RuntimeError(f"baseline.mode 'rlve': every environment failed validation in the sandbox: "
+                                       f"{json.dumps(self.state.rlve_excluded)[:3000]}")
+            chosen = baselines.assign_entries(entries, n_slots, baselines.pool_seed(cfg, step))
+            failed = [(entry, self._validated(entry.code)) for entry in chosen]
+            failed = [(entry, report) for entry, report in failed if not report.valid]
+            if not failed:
+                break
+            for entry, report in failed:
+                if self.mode != "rlve":
+                    raise RuntimeError(f"baseline.mode {self.mode!r}: environment {entry.origin} failed validation in "
+                                       f"the sandbox ({report.reason}): {report.message[:1500]}")
+                self.state.rlve_excluded[entry.name] = f"{report.reason}: {report.message[:300]}"
         slots = []
         for i, entry in enumerate(chosen):
-            if entry.name not in reports:
-                reports[entry.name] = self.validator.validate(entry.code)
-            report = reports[entry.name]
-            if not report.valid:
-                raise RuntimeError(f"baseline.mode {self.mode!r}: environment {entry.origin} failed validation in the "
-                                   f"sandbox ({report.reason}): {report.message[:1500]}")
+            report = self._validated(entry.code)
             slot = EnvSlot(f"s{step:05d}-{entry.name}-{i}", entry.skill, step, entry.origin, valid=True,
                            code=report.code, class_name=report.class_name, kind=report.kind)
             slot.reports.append({**report.to_dict(), **({"pool_entry": entry.provenance} if entry.provenance else {})})
             slots.append(slot)
         return slots
+
+    def _validated(self, code: str):
+        """The validation report of an environment file, validated in the sandbox once per run."""
+        if code not in self._reports:
+            self._reports[code] = self.validator.validate(code)
+        return self._reports[code]
+
+    def _rlve_top(self, identifier: str) -> int:
+        level = self.state.rlve.get(identifier)
+        return baselines.baseline_of(self.config).rlve_difficulty if level is None else level["top"]
 
     def record_play(self, slot: EnvSlot, records: list, step: int) -> list:
         """Book one slot's no-hint episodes of step ``step`` (window wins, regret at the regeneration
@@ -411,7 +446,7 @@ class SelfPlay:
         identifier_of = {s.env_id: s.source.removeprefix("rlve:") for s in slots if s.source.startswith("rlve:")}
         levels = self.state.rlve
         for identifier in identifier_of.values():
-            levels.setdefault(identifier, {"top": base.rlve_difficulty, "episodes": 0, "correct": 0.0})
+            levels.setdefault(identifier, {"top": self._rlve_top(identifier), "episodes": 0, "correct": 0.0})
         rejected = {}
         if base.rlve_curriculum == "adaptive":
             window = baselines.rlve_window(base)
@@ -427,7 +462,7 @@ class SelfPlay:
                 level = baselines.rlve_curriculum_step(levels[identifier], accuracies, base.rlve_check_episodes,
                                                        base.rlve_raise_accuracy)
                 if level["top"] > levels[identifier]["top"]:
-                    report = self.validator.validate(baselines.render_rlve(base, identifier, level["top"]))
+                    report = self._validated(baselines.render_rlve(base, identifier, level["top"]))
                     if report.valid:
                         for slot in slots:
                             if slot.source == f"rlve:{identifier}":
@@ -439,6 +474,8 @@ class SelfPlay:
         metrics = {"rlve_top_difficulty": {i: levels[i]["top"] for i in sorted(set(identifier_of.values()))}}
         if rejected:
             metrics["rlve_raise_rejected"] = rejected
+        if self.state.rlve_excluded:
+            metrics["rlve_excluded"] = dict(self.state.rlve_excluded)
         return metrics
 
     def end_step(self, step: int, slots: list, records: list, delayed: list, metrics: dict) -> dict:
