@@ -471,7 +471,8 @@ def test_rlve_redraws_the_set_every_window_and_excludes_broken_environments(tiny
     """Every window start (k = 2) draws the slots anew from RLVE's set, rendered at each environment's current level
     (here raised by one every step: threshold 0, a check per 4 top-level episodes, every problem at the top). An
     environment whose file fails validation is excluded for the rest of the run, named with its reason, and the draw
-    is made without it. With rlve_redraw false the step-0 draw stays."""
+    is made without it. With rlve_redraw false the step-0 draw stays. A set where nothing loads at all (a setup
+    error) stops the run at once with the first reason and what to check."""
     folder, root = visible_rlve
     layers = [FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_environments": ["Broken", "Parity"],
                                    "rlve_raise_accuracy": 0.0, "rlve_check_episodes": 4, "rlve_window": 1},
@@ -492,3 +493,9 @@ def test_rlve_redraws_the_set_every_window_and_excludes_broken_environments(tiny
     assert {slot.env_id for slot in slots} == {"s00002-Parity-0", "s00002-Parity-1"}
     assert all("TOP_DIFFICULTY = 3" in slot.code for slot in slots)  # drawn at level 2, raised after its play
     assert {slot.env_id for slot in kept._envs()} == {"s00000-Parity-0", "s00000-Parity-1"}
+    broken = config_with(*layers, {"baseline": {"rlve_environments": ["Broken"]}})
+    with rlve_pool(folder) as pool:
+        core, _ = make_core(broken, pool, tiny_model[1])
+        with pytest.raises(RuntimeError, match=r"(?s)no RLVE environment passed validation.*rlve:Broken.*"
+                                               r"rlve_import_paths"):
+            core.rollout(0)

@@ -12,10 +12,6 @@ from spade.config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_CONFIGS = sorted((ROOT / "configs" / "paper").glob("*.yaml"))
-PENDING = {  # runs whose method our code cannot express yet (issue 7): no config file on purpose
-    "fixed_env_grpo_4b", "fixed_env_grpo_8b", "fixed_env_grpo_30b",
-    "fixed_env_rlve_4b", "fixed_env_rlve_8b", "fixed_env_rlve_30b",
-}
 
 
 def small_run(**selfplay):
@@ -197,13 +193,12 @@ def mapped_run_names() -> set:
     return {n for n in names if n}
 
 
-def test_every_mapped_run_has_a_config_or_is_pending():
+def test_every_mapped_run_has_a_config():
     named = mapped_run_names()
     configs = {p.stem for p in PAPER_CONFIGS}
-    assert "spade_games_30b" in named
-    assert named - configs <= PENDING, named - configs - PENDING
+    assert "spade_games_30b" in named and "fixed_env_rlve_30b" in named
+    assert named <= configs, named - configs
     assert configs <= named  # no config for a run no artifact reads
-    assert PENDING <= named  # the pending list names only runs an artifact reads
 
 
 def test_cli_json_and_markdown(capsys):

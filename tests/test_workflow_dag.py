@@ -18,8 +18,7 @@ PAPER_RUNS = ["spade_games_4b", "spade_games_8b", "spade_games_30b", "spade_tool
               "ablation_no_ed_training_30b", "ablation_ema_lp_30b", "ablation_two_skills_30b",
               "ablation_fixed_ed_30b", "fixed_env_grpo_4b", "fixed_env_grpo_8b", "fixed_env_grpo_30b",
               "comparison_feedback_30b", "comparison_calibration_30b", "comparison_fixed_pool_30b",
-              "comparison_mechanisms_30b"]
-PENDING_RUNS = ["fixed_env_rlve_4b", "fixed_env_rlve_8b", "fixed_env_rlve_30b"]
+              "comparison_mechanisms_30b", "fixed_env_rlve_4b", "fixed_env_rlve_8b", "fixed_env_rlve_30b"]
 
 
 def snakemake(args, cwd=ROOT, timeout=120):
@@ -159,32 +158,41 @@ def test_slurm_profile_plans_every_paper_run_on_gpus(slurm_plan):
         assert stats[table] == 1
 
 
-def test_slurm_profile_lists_the_pending_runs(slurm_plan):
-    pending = {job["wildcards"].removeprefix("run="): job for job in jobs(slurm_plan) if job["rule"] == "pending_run"}
-    assert sorted(pending) == sorted(PENDING_RUNS)
-    for run, job in pending.items():
-        assert job["shell"].endswith("exit 1") and "baseline.rlve_path" in job["shell"], run  # what is missing
-    assert "environment set with its official curriculum" in pending["fixed_env_rlve_8b"]["shell"]
+def test_slurm_profile_plans_the_rlve_runs_which_stop_without_a_checkout(slurm_plan, tmp_path):
+    """The Fixed-env RLVE runs are planned like every run; their training stops at once, naming the key, until the
+    run file points at an RLVE checkout."""
+    planned = {job["wildcards"]: job for job in jobs(slurm_plan) if job["rule"] == "train"}
+    assert '"mode": "rlve"' in planned["run=fixed_env_rlve_8b"]["shell"]
+    assert "pending_run" not in slurm_plan
+    done = subprocess.run([sys.executable, "-m", "spade.cli", "train", "--config", "configs/paper/fixed_env_rlve_4b.yaml",
+                           "--model", str(tmp_path / "model"), "--run-dir", str(tmp_path / "run")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "'baseline.rlve_path' is empty" in done.stderr, done.stderr[-2000:]
+    assert not (tmp_path / "run").exists()
 
 
 def test_pending_run_fails_at_once_saying_what_is_missing(tmp_path):
-    target = "results/runs/fixed_env_rlve_30b/summary.json"
-    run = snakemake(["--configfile", str(ROOT / "configs/paper.yaml"), "--directory", str(tmp_path), "--cores", "1",
-                     target])
+    config = write_multi(tmp_path, [("alpha", 1, 0.001)], extra="pending: {gamma: needs a checkout of X}\n")
+    plan = snakemake(["all", "-n", "--configfile", str(config), "--directory", str(tmp_path)])
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    (pending,) = [job for job in jobs(plan.stdout) if job["rule"] == "pending_run"]
+    assert pending["wildcards"] == "run=gamma" and pending["shell"].endswith("exit 1")
+    target = "results/runs/gamma/summary.json"
+    run = snakemake(["--configfile", str(config), "--directory", str(tmp_path), "--cores", "1", target])
     assert run.returncode != 0
-    assert "run fixed_env_rlve_30b cannot be trained yet: Fixed-env RLVE" in run.stderr
-    assert "config key pending.fixed_env_rlve_30b" in run.stderr
+    assert "run gamma cannot be trained yet: needs a checkout of X" in run.stderr
+    assert "config key pending.gamma" in run.stderr
     assert not (tmp_path / target).exists()
 
 
 def test_paper_config_covers_every_run_the_artifacts_map():
-    """Every run a paper table (1, 2, 3, 6), figure or quoted number reads is configured or pending, and every run
+    """Every run a paper table (1, 2, 3, 6), figure or quoted number reads is configured (none is pending), and every run
     file under configs/paper/ is configured."""
     from spade import paper_figures, paper_numbers, paper_tables
 
     paper = yaml.safe_load((ROOT / "configs/paper.yaml").read_text())
     configured = {yaml.safe_load((ROOT / path).read_text())["run_name"] for path in paper["runs"]}
-    assert sorted(configured) == sorted(PAPER_RUNS) and sorted(paper["pending"]) == sorted(PENDING_RUNS)
+    assert sorted(configured) == sorted(PAPER_RUNS) and "pending" not in paper
     assert sorted(paper["runs"]) == sorted(f"configs/paper/{p.name}" for p in (ROOT / "configs/paper").glob("*.yaml"))
     tables = paper_tables.load_table_runs(ROOT / paper["paper"]["table_runs"])
     figures = paper_figures.load_figure_runs(ROOT / paper["paper"]["figure_runs"])
@@ -193,7 +201,7 @@ def test_paper_config_covers_every_run_the_artifacts_map():
     mapped |= {run for figure in figures["figures"] for run in paper_figures.figure_runs(figures, figure)}
     mapped |= {run for group in paper_numbers.GROUPS for run in paper_numbers.group_runs(numbers, group)}
     assert "fixed_env_rlve_4b" in mapped and "ablation_two_skills_30b" in mapped
-    assert mapped <= configured | set(PENDING_RUNS), mapped - configured - set(PENDING_RUNS)
+    assert mapped <= configured, mapped - configured
 
 
 TINY_RUN = """run_name: {name}

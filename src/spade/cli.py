@@ -204,8 +204,11 @@ def cmd_train(args) -> int:
         from spade.rlhf.launch import resolve_openrlhf
 
         backend = "openrlhf" if resolve_openrlhf(config).enabled else "local"
+    from spade.baselines import baseline_of, check_config
+
+    if not args.dry_run:
+        check_config(config)  # a missing checkout or endpoint stops here, before any model or GPU is set up
     if backend == "openrlhf":
-        from spade.baselines import baseline_of
         from spade.rlhf import launch
 
         if baseline_of(config).external_serve:

@@ -395,6 +395,13 @@ class SelfPlay:
             failed = [(entry, report) for entry, report in failed if not report.valid]
             if not failed:
                 break
+            if self.mode == "rlve" and len(failed) == len(chosen) and not any(r.valid for r in self._reports.values()):
+                entry, report = failed[0]  # nothing has loaded at all: the setup, not one environment, is wrong
+                raise RuntimeError(f"baseline.mode 'rlve': no RLVE environment passed validation in the sandbox; the "
+                                   f"first, {entry.origin}, failed with {report.reason}: {report.message[:1500]}\n"
+                                   "Check that baseline.rlve_import_paths holds the packages RLVE's environments "
+                                   "import (numpy, networkx, sympy) and that sandbox.read_only_paths covers it and "
+                                   "baseline.rlve_path (docs/BASELINES.md)")
             for entry, report in failed:
                 if self.mode != "rlve":
                     raise RuntimeError(f"baseline.mode {self.mode!r}: environment {entry.origin} failed validation in "
