@@ -499,3 +499,26 @@ def test_rlve_redraws_the_set_every_window_and_excludes_broken_environments(tiny
         with pytest.raises(RuntimeError, match=r"(?s)no RLVE environment passed validation.*rlve:Broken.*"
                                                r"rlve_import_paths"):
             core.rollout(0)
+
+
+def test_check_rlve_command_reports_each_environment(tmp_path, visible_rlve, capsys):
+    """`spade env check-rlve` validates the checkout's environments as a run renders them, per top difficulty, and
+    exits 1 naming the ones that fail (Broken has no parameters; Capped none above level 0)."""
+    import yaml
+
+    from spade.cli import main
+
+    folder, root = visible_rlve
+    config = tmp_path / "rlve.yaml"
+    config.write_text(yaml.safe_dump({
+        "model_card": "tiny-random", "selfplay": {"train_designer": False},
+        "baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_window": 1},
+        "sandbox": {"workers": 1, "read_only_paths": [str(folder)]}}))
+    out = tmp_path / "report.json"
+    assert main(["env", "check-rlve", "--config", str(config), "--levels", "0", "1", "--out", str(out)]) == 1
+    report = json.loads(out.read_text())
+    assert report["checked"] == ["Broken", "Capped", "Parity"] and report["window"] == 1
+    assert report["counts"]["0"] == {"ok": 2, "load_failed": 1} and report["counts"]["1"] == {"ok": 1, "load_failed": 2}
+    assert sorted((row["identifier"], row["level"]) for row in report["failed"]) == [("Broken", 0), ("Broken", 1),
+                                                                                     ("Capped", 1)]
+    assert "top difficulty 1: load_failed 2, ok 1" in capsys.readouterr().out

@@ -550,6 +550,32 @@ def render_rlve(base: BaselineConfig, identifier: str, top: int) -> str:
                                  class_name=class_name)
 
 
+def check_rlve(config, validator, every: int = 1, levels: tuple = (0,), progress: bool = False) -> dict:
+    """Validate RLVE's environments as a run would see them (``spade env check-rlve``): every ``every``-th identifier
+    of ``baseline.rlve_environments``, rendered at each top difficulty of ``levels`` with the run's window, through
+    ``validator`` (the run's sandbox). Returns ``{"checked", "counts": {level: {reason: n}}, "failed": [...]}``."""
+    if every < 1 or not levels or min(levels) < 0:
+        raise ConfigError(f"check-rlve: --every must be >= 1 and --levels non-negative, got {every!r} and {levels!r}")
+    base = baseline_of(config)
+    identifiers = RLVESource(config).identifiers[::every]
+    counts: dict = {}
+    failed = []
+    jobs = [(level, identifier) for level in levels for identifier in identifiers]
+    if progress:
+        from tqdm import tqdm
+
+        jobs = tqdm(jobs, desc="RLVE environments", unit="env")
+    for level, identifier in jobs:
+        report = validator.validate(render_rlve(base, identifier, level))
+        level_counts = counts.setdefault(str(level), {})
+        level_counts[report.reason] = level_counts.get(report.reason, 0) + 1
+        if not report.valid:
+            failed.append({"identifier": identifier, "level": level, "reason": report.reason,
+                           "message": report.message[:500]})
+    return {"checkout": str(rlve_checkout(base.rlve_path)), "window": rlve_window(base), "checked": identifiers,
+            "counts": counts, "failed": failed}
+
+
 class RLVESource:
     """RLVE's environments as files for our runtime (adapter; RLVE's format read from its repository).
 

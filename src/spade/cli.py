@@ -316,6 +316,26 @@ def cmd_fidelity(args) -> int:
     return 0
 
 
+def cmd_check_rlve(args) -> int:
+    from spade.baselines import check_config, check_rlve
+    from spade.envs.validate import Validator
+    from spade.io import atomic_write_json
+
+    config = _config(args)
+    check_config(config)  # the checkout and the sandbox's view of it
+    with _pool(config) as pool:
+        report = check_rlve(config, Validator(pool, config.validation), args.every, tuple(args.levels), progress=True)
+        report["isolation"] = pool.level
+    report["provenance"] = stamp(config)
+    if args.out:
+        atomic_write_json(args.out, report)
+    for level, counts in report["counts"].items():
+        print(f"top difficulty {level}: " + ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items())))
+    for row in report["failed"][:20]:
+        print(f"  {row['identifier']} (level {row['level']}): {row['reason']}: {row['message'][:200]}")
+    return 0 if not report["failed"] else 1
+
+
 def cmd_serve_designer(args) -> int:
     from spade.designer.serve import serve
 
@@ -401,6 +421,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--out", help="also write the JSON report to this file (atomically)")
     check.add_argument("--markdown", help="also write a Markdown table to this file (atomically)")
     check.set_defaults(func=cmd_check_library)
+
+    rlve = env.add_parser("check-rlve", parents=[common], help="validate an RLVE checkout's environments in the "
+                          "sandbox, as a baseline.mode rlve run renders them")
+    rlve.add_argument("--every", type=int, default=1, help="check every N-th environment (default: all)")
+    rlve.add_argument("--levels", type=int, nargs="+", default=[0], help="top difficulties to render (default: 0)")
+    rlve.add_argument("--out", help="also write the JSON report to this file (atomically)")
+    rlve.set_defaults(func=cmd_check_rlve)
 
     model = groups.add_parser("model", help="models").add_subparsers(dest="command", required=True)
     prepare = model.add_parser("prepare", parents=[common], help="prepare config.model as a local HF folder")
