@@ -464,7 +464,7 @@ def test_rlve_curriculum_raises_levels_in_a_run(tiny_model, visible_rlve):
     assert "TOP_DIFFICULTY = 1" in by_source["rlve:Parity"].code
     assert "TOP_DIFFICULTY = 0" in by_source["rlve:Capped"].code
     assert fixed_metrics["rlve_top_difficulty"] == {"Capped": 0, "Parity": 0} and "rlve_raise_rejected" not in \
-        fixed_metrics
+        fixed_metrics and fixed_metrics["rlve_excluded"] == 0
 
 
 def test_rlve_redraws_the_set_every_window_and_excludes_broken_environments(tiny_model, visible_rlve):
@@ -483,7 +483,9 @@ def test_rlve_redraws_the_set_every_window_and_excludes_broken_environments(tiny
         kept, _ = make_core(config_with(*layers, {"baseline": {"rlve_redraw": False}}), pool, tiny_model[1])
         run_steps(kept, 3)
     first, _, last = (metrics for _, metrics, _ in steps)
-    assert set(first["rlve_excluded"]) == {"Broken"} and first["rlve_excluded"]["Broken"].startswith("load_failed")
+    assert first["rlve_excluded"] == last["rlve_excluded"] == 1 and "rlve_newly_excluded" not in last
+    assert set(first["rlve_newly_excluded"]) == {"Broken"} and first["rlve_newly_excluded"]["Broken"].startswith(
+        "load_failed") and core.state.rlve_excluded == first["rlve_newly_excluded"]
     assert [m["rlve_top_difficulty"] for m in (first, steps[1][1], last)] == [{"Parity": 1}, {"Parity": 2},
                                                                                 {"Parity": 3}]
     closed = steps[2][2]  # the window of steps 0-1, archived at step 2

@@ -121,6 +121,7 @@ class SelfPlay:
         self.designer_backend = None  # designs and hints through self.backend unless an external model writes them
         self._pool_source = None  # the fixed-pool source, made on first use (RLVE lists its set in a child process)
         self._reports: dict = {}  # environment file -> its validation report (a redrawn RLVE file is not re-run)
+        self._excluded_now: dict = {}  # RLVE identifiers excluded since the last step's metrics -> why
         if self.mode == baselines.EXTERNAL_MODE:
             from spade.designer.external import ExternalDesignerBackend
 
@@ -375,8 +376,8 @@ class SelfPlay:
         """The slots of a fixed procedural pool ('fixed_pool', 'rlve'): the source's environments sampled
         (seeded) into the run's slot count, each validated in the sandbox like a designed candidate. A pool
         environment that fails validation stops the run, except in 'rlve', where it is excluded from the set for
-        the rest of the run (the reason kept in the state and the metric ``rlve_excluded``) and the draw is made
-        again without it. RLVE's files are rendered at each environment's current curriculum level."""
+        the rest of the run (the reason kept in the state and logged once in the metric ``rlve_newly_excluded``)
+        and the draw is made again without it. RLVE's files are rendered at each environment's current curriculum level."""
         cfg = self.config
         base = baselines.baseline_of(cfg)
         if self._pool_source is None:
@@ -407,6 +408,7 @@ class SelfPlay:
                     raise RuntimeError(f"baseline.mode {self.mode!r}: environment {entry.origin} failed validation in "
                                        f"the sandbox ({report.reason}): {report.message[:1500]}")
                 self.state.rlve_excluded[entry.name] = f"{report.reason}: {report.message[:300]}"
+                self._excluded_now[entry.name] = self.state.rlve_excluded[entry.name]
         slots = []
         for i, entry in enumerate(chosen):
             report = self._validated(entry.code)
@@ -481,8 +483,9 @@ class SelfPlay:
         metrics = {"rlve_top_difficulty": {i: levels[i]["top"] for i in sorted(set(identifier_of.values()))}}
         if rejected:
             metrics["rlve_raise_rejected"] = rejected
-        if self.state.rlve_excluded:
-            metrics["rlve_excluded"] = dict(self.state.rlve_excluded)
+        metrics["rlve_excluded"] = len(self.state.rlve_excluded)  # environments left out of the set so far
+        if self._excluded_now:
+            metrics["rlve_newly_excluded"], self._excluded_now = self._excluded_now, {}
         return metrics
 
     def end_step(self, step: int, slots: list, records: list, delayed: list, metrics: dict) -> dict:
