@@ -37,7 +37,9 @@ The ``baseline:`` section of a run config picks the environment source of the se
 In every fixed mode the set is kept for the whole run, but its bookkeeping window still closes every
 ``selfplay.regen_interval`` steps: the window's win rates are archived as ``envs/set_<window start>.json``
 (same environment ids and code in every file, except that RLVE's curriculum re-renders an environment whose
-difficulty it raises), so the learnability analyses read a fixed run like a SPADE run. Only step 0 is a regeneration step in the metrics.
+difficulty it raises), so the learnability analyses read a fixed run like a SPADE run. Only step 0 is a
+regeneration step in the metrics, except in 'rlve' with ``baseline.rlve_redraw``, which draws a new set from
+RLVE's environments at every window start.
 
 Environment sources follow :class:`EnvironmentSource`: ``entries()`` returns :class:`PoolEntry` rows,
 each a complete environment file for our runtime (one class with ``reset``/``step``), which the core
