@@ -77,6 +77,10 @@ BASE = {
                  "design_attempts": 2, "backfill": False},
     "designer": {"hint_max_new_tokens": 16},
     "agent": {"max_turns": 2, "max_new_tokens": 8},
+    "train": {"global_batch": 16},  # 16 / 4 slots = 4 no-hint plays per environment, as G
+    # the coin pays 0.5 for a miss, so every play has a return > 0: the reference's memory win rate would make each
+    # played coin a negative example; full wins over the window keep them in the positive band for these tests
+    "memory": {"win_rate": "window_win"},
     "corpus": {"enabled": True, "games_max_words": 40},
     "eval": {"heldout_library": {"environments": ["crt_residue_puzzle"], "episodes": 2}},
 }
@@ -114,9 +118,9 @@ class RecordingSelfPlay(SelfPlay):
         super().__init__(*args, **kwargs)
         self.chats: list = []  # [(chat, seed)] in call order
 
-    def _generate(self, chats, max_new_tokens, seed):
+    def _generate(self, chats, max_new_tokens, seed, temperature=None):
         self.chats += [(chat, seed) for chat in chats]
-        return super()._generate(chats, max_new_tokens, seed)
+        return super()._generate(chats, max_new_tokens, seed, temperature)
 
 
 @dataclass
@@ -297,12 +301,19 @@ def test_without_designer_training_and_memory_trains_only_the_agent(play):
     assert ablated.memory.consulted == 0
     assert not any("<good_example>" in t or "<bad_example>" in t for t in ablated.design_texts())
     # (b) the designer still writes the same environments and hints, from the same prompts less the memory
-    # section; the agent's samples and advantages are unchanged; its designer reward is still logged
+    # section; the agent plays the same episodes with the same advantages; its designer reward is still logged.
+    # One global batch per step (selfplay.batch_structure 'global_batch'): where the base run trains 4 designer
+    # samples, they take the batch's first places and the last 4 agent samples are cut; without designer
+    # training every agent sample stays
     assert [without_memory(t) for t in base.design_texts()] == ablated.design_texts()
     assert ablated.hint_chats() == base.hint_chats()
-    assert ablated.samples("agent") == base.samples("agent")
+    trained_designer = [len(step) for step in base.samples("designer")]
+    assert [len(step) for step in ablated.samples("agent")] == [16] * STEPS
+    assert [a[:16 - d] for a, d in zip(ablated.samples("agent"), trained_designer)] == base.samples("agent")
     assert ablated.sets() == base.sets()
-    assert drop(ablated.metrics(), "designer_samples") == drop(base.metrics(), "designer_samples")
+    batch_keys = ("designer_samples", "designer_weight", "trimmed_agent_samples")
+    assert drop(ablated.metrics(), *batch_keys) == drop(base.metrics(), *batch_keys)
+    assert [m["trimmed_agent_samples"] for m in base.metrics()] == trained_designer
 
 
 def test_two_skill_curriculum_designs_only_its_two_skills(play):
@@ -356,7 +367,7 @@ def test_ema_learning_potential_replaces_only_the_designer_reward(play):
     reference, ablated = play({"selfplay": {"skills": TWO}}), play({"selfplay": {"skills": TWO},
                                                                       "designer": {"reward": "ema_lp"}})
     rcfg = ablated.config.reward
-    assert (rcfg.ema_g_fast, rcfg.ema_g_slow) == (0.5, 0.1)
+    assert (rcfg.ema_g_fast, rcfg.ema_g_slow) == (0.98, 0.85)  # schema defaults (reference code)
     closed = ablated.sets()[:2]
     expected, fast, slow = learning_potential_by_hand(closed, rcfg.ema_g_fast, rcfg.ema_g_slow)
     # (a) the designer reward of every environment is its learning potential (mean return, not win rate)
@@ -411,11 +422,14 @@ def test_calibration_band_reward(play):
             for row in closed[1]}
     assert [s[2] for s in ablated.samples("designer")[4]] == \
         [pytest.approx(r - mean[row["skill"]], abs=1e-6) for r, row in zip(rewards, closed[1])]
-    # (b) nothing else
-    assert ablated.samples("agent") == base.samples("agent")
+    # (b) nothing else; the 4 extra designer samples of step 2 take 4 more agent places of the global batch
+    assert [a == b[:len(a)] and len(a) == 16 - d for a, b, d in
+            zip(ablated.samples("agent"), base.samples("agent"), [0, 0, 8, 0, 4])] == [True] * STEPS
     assert ablated.design_texts() == base.design_texts() and ablated.hint_chats() == base.hint_chats()
     assert drop([row for g in ablated.sets() for row in g], "designer_reward") == \
         drop([row for g in base.sets() for row in g], "designer_reward")
     assert ablated.memory.records == base.memory.records
-    assert drop(ablated.metrics(), "closed_mean_designer_reward", "designer_samples") == \
-        drop(base.metrics(), "closed_mean_designer_reward", "designer_samples")
+    batch_keys = ("closed_mean_designer_reward", "designer_samples", "designer_weight", "trimmed_agent_samples")
+    assert drop(ablated.metrics(), *batch_keys) == drop(base.metrics(), *batch_keys)
+    # min(16 agent plays / 8 designer samples x k 2, 50) = 4 at step 2, where the base run has 16 / 4 x 2 = 8
+    assert [m["designer_weight"] for m in ablated.metrics()][2:] == [4.0, None, 8.0]

@@ -58,3 +58,53 @@ def test_designer_upweight():
         designer_upweight(384, 0, 4)
     with pytest.raises(ValueError, match="cap must be"):
         designer_upweight(384, 24, 4, cap=-1)
+
+
+# Values that binary floating point cannot hold exactly; in float32 their group std rounds to ~1e-8,
+# the size of the epsilon, so a float32 z-score gave equal returns advantages of order 1.
+NON_DYADIC = [0.1, 0.3, 0.7, 0.9, 1 / 3, 0.15, 2 / 3, 0.45, 0.55, 0.35]
+
+
+@pytest.mark.parametrize("value", NON_DYADIC)
+def test_grpo_constant_non_dyadic_groups_are_zero(value):
+    for g in range(2, 33):
+        a = grpo_advantages([value] * g, [0] * g)
+        assert a.dtype == torch.float32
+        assert a.abs().max().item() <= 1e-6, (value, g, a.tolist())
+        assert a.tolist() == [0.0] * g  # the constant-group rule gives exactly 0
+
+
+def test_grpo_constant_float32_tensor_group_is_zero():
+    # a float32 input tensor (as a trainer may hold returns) is read in float64: still exactly 0
+    for g in range(2, 33):
+        assert grpo_advantages(torch.full((g,), 0.9, dtype=torch.float32), [7] * g).tolist() == [0.0] * g
+
+
+def test_grpo_non_constant_matches_float64_by_hand():
+    # [0.1, 0.3, 0.3, 0.9]: mean 0.4, deviations -0.3, -0.1, -0.1, 0.5, population var (0.09 + 0.01 + 0.01
+    # + 0.25) / 4 = 0.09, std 0.3 -> -1, -1/3, -1/3, 5/3 (the epsilon moves them by ~3e-8 relative)
+    returns = [0.1, 0.3, 0.3, 0.9]
+    a = grpo_advantages(returns, ["e"] * 4)
+    assert a.tolist() == pytest.approx([-1.0, -1 / 3, -1 / 3, 5 / 3], rel=1e-6)
+    mean = sum(returns) / 4
+    std = (sum((r - mean) ** 2 for r in returns) / 4) ** 0.5
+    assert a.tolist() == pytest.approx([(r - mean) / (std + 1e-8) for r in returns], rel=1e-6)
+
+
+def test_grpo_mixed_constant_and_varying_groups_in_one_call():
+    # group 0: 6 x 0.9 (constant) -> 0; group 1: [0.1, 0.7] mean 0.4 std 0.3 -> -1, +1;
+    # group 2: 7 x 0.3 (constant) -> 0; group 3: a singleton -> 0
+    returns = [0.9] * 6 + [0.1, 0.7] + [0.3] * 7 + [0.15]
+    groups = [0] * 6 + [1, 1] + [2] * 7 + [3]
+    a = grpo_advantages(returns, groups).tolist()
+    assert a[:6] == [0.0] * 6
+    assert a[6:8] == pytest.approx([-1.0, 1.0], rel=1e-6)
+    assert a[8:] == [0.0] * 8
+
+
+def test_designer_advantages_constant_non_dyadic_skill_is_zero():
+    for value in NON_DYADIC:
+        for m in range(2, 33):
+            a = designer_advantages([value] * m, ["math"] * m)
+            assert a.dtype == torch.float32
+            assert a.abs().max().item() <= 1e-6, (value, m)

@@ -15,13 +15,14 @@ PAPER_CONFIGS = sorted((ROOT / "configs" / "paper").glob("*.yaml"))
 
 
 def small_run(**selfplay):
-    """A tiny run with round numbers: 2 slots, G = 2, k = 2, 4 steps, 2 turns of 10 tokens."""
+    """A tiny run with round numbers: 2 slots, G = 2, global batch 4 (2 no-hint plays per slot), k = 2, 4 steps,
+    2 turns of 10 tokens."""
     settings = dict(active_skills=2, envs_per_skill=1, group_size=2, regen_interval=2, total_steps=4,
                     design_attempts=1, backfill=True, train_designer=False, checkpoint_every=2)
     settings.update(selfplay)
     return load_config(overrides={
         "run_name": "small", "recipe": "games", "model_card": "smollm2-135m",
-        "selfplay": settings,
+        "selfplay": settings, "train": {"global_batch": 4},
         "agent": {"max_turns": 2, "max_new_tokens": 10, "max_context_tokens": 1000},
         "designer": {"max_new_tokens": 100, "hint_max_new_tokens": 10},
         "corpus": {"games_max_words": 100},
@@ -75,7 +76,7 @@ def test_episode_is_cut_at_the_context():
 def test_small_run_hand_computed():
     result = compute.estimate(small_run(), unit_assumptions(), "test.yaml")
     # agent episode: 100 prompt + 2 x 10 sampled + 1 x 20 observation = 140 tokens, 2e6 FLOPs per token
-    # no-hint: 4 steps x 2 slots x G 2 = 16; hint arm: 2 regenerations x 2 x 2 = 8 episodes
+    # no-hint: 4 steps x global batch 4 (2 slots x 2 plays) = 16; hint arm: 2 regenerations x 2 x G 2 = 8 episodes
     rollout = result.components["rollout"]
     assert rollout.sequences == 24
     assert rollout.flops == pytest.approx(24 * 2e6 * 140)
@@ -101,14 +102,24 @@ def test_small_run_hand_computed():
 
 def test_switches_change_the_counts():
     base = compute.estimate(small_run(), unit_assumptions(), "test.yaml")
+    # 'global_batch': G sizes the hint arm only (8 -> 16 episodes); 'groups': both arms (24 -> 48)
     double_group = compute.estimate(small_run(group_size=4), unit_assumptions(), "test.yaml")
-    assert double_group.components["rollout"].flops == pytest.approx(2 * base.components["rollout"].flops)
+    assert double_group.components["rollout"].sequences == 16 + 16
+    groups = compute.estimate(small_run(batch_structure="groups"), unit_assumptions(), "test.yaml")
+    groups_double = compute.estimate(small_run(batch_structure="groups", group_size=4), unit_assumptions(), "test.yaml")
+    assert groups_double.components["rollout"].flops == pytest.approx(2 * groups.components["rollout"].flops)
     # designer training adds the valid designs: without backfill, 2 slots x 0.5 filled x 2 regenerations = 2
     trained = compute.estimate(small_run(train_designer=True, backfill=False), unit_assumptions(), "test.yaml")
     assert trained.counts["designer_samples_trained"] == pytest.approx(2)
-    assert trained.counts["agent_episodes_no_hint"] == pytest.approx(4 * 1 * 2)  # half the slots are filled
+    # half the slots are filled: the global batch of 4 plays goes to the filled one ('global_batch'), and the 2
+    # designer samples take 2 of the trained places; 'groups' plays G = 2 on the filled slot and trains them all
+    assert trained.counts["agent_episodes_no_hint"] == pytest.approx(4 * 4)
+    assert trained.counts["agent_samples_trained"] == pytest.approx(4 * 4 - 2)
+    old = compute.estimate(small_run(train_designer=True, backfill=False, batch_structure="groups"), unit_assumptions(),
+                           "test.yaml")
+    assert old.counts["agent_episodes_no_hint"] == old.counts["agent_samples_trained"] == pytest.approx(4 * 1 * 2)
     # old-policy forward and the KL reference each add one forward pass per trained token
-    extra = compute.estimate(load_config(overrides={**_as_overrides(small_run()), "train": {"kl_coef": 0.005}}),
+    extra = compute.estimate(load_config(overrides={**_as_overrides(small_run()), "train": {"global_batch": 4, "kl_coef": 0.005}}),
                              unit_assumptions(old_logprob_forward=True), "test.yaml")
     assert extra.components["training"].flops == pytest.approx(5 / 3 * base.components["training"].flops)
     # two feedback revisions: each slot tries up to 1 x (1 + 2) = 3 times at p = 0.5 -> (1 - 0.5^3) / 0.5 = 1.75 tries

@@ -224,8 +224,8 @@ def test_a_fixed_external_designer_step_runs_against_the_served_base_model(tiny_
     assert metrics["design_attempts"] == 2 and metrics["design_generated_tokens"] == 2 * 8  # 2 slots x 8 tokens
     assert metrics["backfilled_share"] == 1.0  # the tiny model writes no valid environment
     server_log = (tmp_path / "run/designer_server.log").read_text()
-    # 2 designs + 2 hints (hints are written for every live slot, backfilled ones included)
-    assert server_log.count('"POST /v1/chat/completions HTTP/1.1" 200') == 4
+    # the offline pool (baseline.external_pool default): 2 designs (pool_size 0 = ceil(1 step / k 2) x 2 slots), no hints
+    assert server_log.count('"POST /v1/chat/completions HTTP/1.1" 200') == 2 and metrics["pool_size"] == 2
     pid = json.loads((tmp_path / "run/designer_server.ready.json").read_text())["pid"]
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)

@@ -121,7 +121,7 @@ def test_external_designer_writes_the_environments_and_only_the_agent_trains(poo
     model, tokenizer = tiny_model
     monkeypatch.setenv(KEY_ENV, KEY)
     with StandIn() as server:
-        config = external_config(server.url)
+        config = external_config(server.url, external_pool="online")
         agent = AgentOnly(model, tokenizer)
         core = SelfPlay(config, agent, Validator(pool), EnvironmentMemory(config.memory),
                         CorpusSampler(CORPUS, seed=3))
@@ -132,7 +132,8 @@ def test_external_designer_writes_the_environments_and_only_the_agent_trains(poo
     design, hints = server.bodies("design"), server.bodies("hint")
     assert len(design) == 4 and len(hints) == 4  # 2 slots at each regeneration step (0 and 2)
     assert {b["model"] for b in design + hints} == {"stand-in-designer"}
-    assert {b["temperature"] for b in design + hints} == {0.7} and not any("top_p" in b for b in design + hints)
+    assert {b["temperature"] for b in design} == {0.7} and not any("top_p" in b for b in design + hints)
+    assert {b["temperature"] for b in hints} == {0.3}  # designer.hint_temperature default (reference code)
     assert {b["max_tokens"] for b in design} == {300} and {b["max_tokens"] for b in hints} == {16}
     expected = {derive_seed(derive_seed(config.seed, "design", step, 0), "external", i) for step in (0, 2)
                 for i in range(2)}
@@ -163,6 +164,80 @@ def test_external_designer_writes_the_environments_and_only_the_agent_trains(poo
     words = len(DESIGN.split())  # the stand-in's usage.completion_tokens
     assert metrics["design_generated_tokens"] == 2 * words and metrics["valid_env_rate"] == 1.0
     assert [m.get("regenerated", False) for _, m, _ in steps] == [True, False, True]
+
+
+class CountingAgent(AgentOnly):
+    """The agent, noting how many requests the stand-in server had seen when the agent first played."""
+
+    def __init__(self, model, tokenizer, server):
+        super().__init__(model, tokenizer)
+        self.server, self.requests_at_first_play = server, None
+
+    def generate(self, prompts, params, seed):
+        if self.requests_at_first_play is None:
+            self.requests_at_first_play = len(self.server.requests)
+        return super().generate(prompts, params, seed)
+
+
+def test_offline_external_pool_is_designed_before_training_without_memory(pool, tiny_model, monkeypatch):
+    """The default, external_pool 'offline' (paper: a static, memory-free pool generated offline with corpus
+    grounding): pool_size 3 with 2 slots takes design rounds 0 and 1 (4 requests, skills optimization then
+    logical_deduction), all sent before the agent's first play and none afterwards: no hints, no regeneration.
+    The memory holds library seeds, yet no pool prompt carries one; the online switch's prompts do."""
+    from spade.selfplay import fresh_memory
+
+    model, tokenizer = tiny_model
+    monkeypatch.setenv(KEY_ENV, KEY)
+    layers = {"train": {"global_batch": 4}, "selfplay": {"total_steps": 4}}
+    with StandIn() as server:
+        config = from_dict(SpadeConfig, resolve_layers(deep_merge(
+            deep_merge(TINY, layers), {"baseline": {"mode": "fixed_external_designer", "external_base_url": server.url,
+                                                    "external_model": "stand-in-designer", "pool_size": 3,
+                                                    "external_api_key_env": KEY_ENV, "external_backoff_s": 0.01}})))
+        assert config.baseline.external_pool == "offline" and config.memory.enabled
+        agent = CountingAgent(model, tokenizer, server)
+        memory = fresh_memory(config)
+        assert memory.positive_seeds("optimization")  # seeds a design prompt would get with memory
+        core = SelfPlay(config, agent, Validator(pool), memory, CorpusSampler(CORPUS, seed=3))
+        steps = [core.rollout(step) for step in range(3)]
+        design, hints = server.bodies("design"), server.bodies("hint")
+        assert len(design) == 4 and hints == [] and agent.requests_at_first_play == 4 == len(server.requests)
+        online = SelfPlay(external_config(server.url, external_pool="online"), AgentOnly(model, tokenizer),
+                          Validator(pool), fresh_memory(config), CorpusSampler(CORPUS, seed=3))
+        online.begin_step(0)
+        online_design = server.bodies("design")[4:]
+    text = [b["messages"][-1]["content"] for b in design]
+    assert not any("<good_example>" in t or "<bad_example>" in t for t in text)  # memory-free
+    assert all("<good_example>" in b["messages"][-1]["content"] for b in online_design)
+    assert all(any(d.text in t for d in CORPUS) for t in text)  # corpus grounding
+    expected = {derive_seed(derive_seed(config.seed, "design", step, 0), "external", i) for step in (0, 2)
+                for i in range(2)}  # round r is designed with the seeds of SPADE's regeneration at step r x k
+    assert {b["seed"] for b in design} == expected
+    assert [e["env_id"] for e in core.state.pool] == ["p00000-optimization", "p00001-optimization",
+                                                       "p00002-logical_deduction"]
+    assert all(e["class_name"] == "JobOrderGame" for e in core.state.pool)
+    metrics = steps[0][1]
+    assert metrics["env_source"] == "fixed_external_designer" and metrics["regenerated"]
+    assert metrics["pool_size"] == 3 and metrics["pool_rounds"] == 2 and metrics["pool_memory_seeds"] is False
+    assert metrics["design_attempts"] == 4 and metrics["design_generated_tokens"] == 4 * len(DESIGN.split())
+    assert [m.get("regenerated", False) for _, m, _ in steps] == [True, False, False]
+    assert all(len(m["pool_draw"]) == 2 and m["designer_samples"] == 0 for _, m, _ in steps)
+    assert all(s.role == "agent" for samples, _, _ in steps for s in samples)
+    assert all(not e.hint and e.designer_sample is None for e in core._envs())
+    assert [[r["step"] for r in closed] for _, _, closed in steps] == [[], [0, 0], [1, 1]]
+    assert all(r["designer_reward"] is None for _, _, closed in steps for r in closed)
+    assert not any("You are an environment designer" in p or "write one short hint" in p for p in agent.prompts)
+
+
+def test_external_pool_switch_is_checked():
+    with pytest.raises(ConfigError, match=r"external_pool.*allowed values: \['offline', 'online'\]"):
+        external_config("http://127.0.0.1:9/v1", external_pool="cached")
+    with pytest.raises(ConfigError, match=r"'baseline.hint_arm' is true.*not 'fixed_external_designer' with "
+                                          r"baseline.external_pool 'online'"):
+        baselines.check_config(external_config("http://127.0.0.1:9/v1", external_pool="online", hint_arm=True))
+    with pytest.raises(ConfigError, match=r"'baseline.pool_size' is 8.*designed pool only.*'online'"):
+        baselines.check_config(external_config("http://127.0.0.1:9/v1", external_pool="online", pool_size=8))
+    baselines.check_config(external_config("http://127.0.0.1:9/v1", hint_arm=True, pool_size=8))  # offline: fine
 
 
 def test_transient_errors_are_retried_and_fatal_ones_are_not(monkeypatch):

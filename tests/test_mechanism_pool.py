@@ -28,6 +28,7 @@ TINY = {
     "selfplay": {"active_skills": 1, "envs_per_skill": 2, "group_size": 2, "regen_interval": 2,
                  "design_attempts": 1, "backfill": False, "train_designer": False},
     "agent": {"max_turns": 2, "max_new_tokens": 8},
+    "train": {"global_batch": 4},  # 4 / 2 slots = 2 no-hint plays per environment
     "corpus": {"enabled": False},
     "eval": {"heldout_library": {"environments": ["crt_residue_puzzle"], "episodes": 2},
              "heldout_mechanisms": {"families": ["lp", "facility"], "instances": 2}},

@@ -115,11 +115,26 @@ def test_ema_update_initialises_then_moves():
     s0 = ema_update(EMAState(), {"math": 0.4, "logic": 0.8})
     assert s0.fast == {"math": 0.4, "logic": 0.8} and s0.slow == {"math": 0.4, "logic": 0.8}
     s1 = ema_update(s0, {"math": 1.0})
-    # fast: 0.5 * 0.4 + 0.5 * 1.0 = 0.7; slow: 0.9 * 0.4 + 0.1 * 1.0 = 0.46
-    assert s1.fast["math"] == pytest.approx(0.7)
-    assert s1.slow["math"] == pytest.approx(0.46)
+    # defaults 0.98 / 0.85 (reference code): fast 0.02 * 0.4 + 0.98 * 1.0 = 0.988; slow 0.15 * 0.4 + 0.85 = 0.91
+    assert s1.fast["math"] == pytest.approx(0.988)
+    assert s1.slow["math"] == pytest.approx(0.91)
     assert s1.fast["logic"] == 0.8 and s1.slow["logic"] == 0.8  # unseen this round: unchanged
     assert s0.fast["math"] == 0.4  # the old state is not modified
+    # the previous defaults, set explicitly: fast 0.5 * 0.4 + 0.5 * 1.0 = 0.7; slow 0.9 * 0.4 + 0.1 * 1.0 = 0.46
+    old = ema_update(s0, {"math": 1.0}, g_fast=0.5, g_slow=0.1)
+    assert old.fast["math"] == pytest.approx(0.7)
+    assert old.slow["math"] == pytest.approx(0.46)
+
+
+def test_ema_update_reference_rates_two_updates():
+    # first observation 0.2 initialises both EMAs; then 1.0 with the new-value weights 0.98 / 0.85:
+    # fast = 0.02 * 0.2 + 0.98 * 1.0 = 0.984; slow = 0.15 * 0.2 + 0.85 * 1.0 = 0.88
+    s0 = ema_update(EMAState(), {"math": 0.2}, g_fast=0.98, g_slow=0.85)
+    assert s0.fast == {"math": 0.2} and s0.slow == {"math": 0.2}
+    s1 = ema_update(s0, {"math": 1.0}, g_fast=0.98, g_slow=0.85)
+    assert s1.fast["math"] == pytest.approx(0.984)
+    assert s1.slow["math"] == pytest.approx(0.88)
+    assert ema_update(s0, {"math": 1.0}) == s1  # the defaults are the reference's rates
 
 
 def test_ema_update_rejects_bad_rates():
@@ -133,6 +148,9 @@ def test_half_life():
     assert half_life(0.5) == pytest.approx(1.0)  # log 0.5 / log 0.5
     assert half_life(0.1) == pytest.approx(math.log(0.5) / math.log(0.9))  # = 6.5788...
     assert half_life(0.1) == pytest.approx(6.578813, rel=1e-6)
+    assert half_life(0.85) == pytest.approx(math.log(0.5) / math.log(0.15))  # = 0.36537 (reference slow rate)
+    assert half_life(0.85) == pytest.approx(0.365368, rel=1e-5)
+    assert half_life(0.98) == pytest.approx(math.log(0.5) / math.log(0.02))  # = 0.17718 (reference fast rate)
     with pytest.raises(ValueError, match="g must lie in"):
         half_life(1.0)
 

@@ -20,6 +20,7 @@ from spade.config import CONFIG_DIR, load_config  # noqa: E402
 from spade.configtools import ConfigError, from_dict  # noqa: E402
 from spade.rlhf import AGENT_FUNC_PATH, prepare_run  # noqa: E402
 from spade.rlhf import launch as L  # noqa: E402
+from spade.rlhf.plan import ticket_plan  # noqa: E402
 
 PAPER_RUNS = sorted((CONFIG_DIR / "paper").glob("*.yaml"))
 TOY_OVERRIDES = {"seed": 7, "train": {"kl_coef": 0.01}}
@@ -53,8 +54,8 @@ def paper():
 
 
 def test_hand_written_command_for_a_small_config(toy, tmp_path):
-    # toy: 2 active skills x 1 env = 2 slots; at most 2 designer samples -> ceil(2 / (G-1 = 3)) = 1 pack
-    # -> 3 tickets per step; KL 0.01 > 0 -> reference on the actor's GPUs, k3 as a loss
+    # toy: 2 active skills x 1 env = 2 slots, global batch 8 -> 2 tickets of 8 / 2 = 4 responses ('global_batch':
+    # one global batch per rollout; designer packs take slot tickets); KL 0.01 > 0 -> reference on the actor's GPUs
     run, model = tmp_path / "run", tmp_path / "model"
     argv = L.openrlhf_command(toy, run, model, "corpus.jsonl", small_orl(), python="py")
     expected = [
@@ -66,7 +67,7 @@ def test_hand_written_command_for_a_small_config(toy, tmp_path):
         "--actor.model_name_or_path", str(model), "--train.agent_func_path", str(AGENT_FUNC_PATH),
         "--data.prompt_dataset", str(run / "tickets.jsonl"), "--data.input_key", "prompt", "--data.label_key", "label",
         "--data.max_len", "4096",
-        "--rollout.batch_size", "3", "--rollout.n_samples_per_prompt", "4", "--rollout.micro_batch_size", "1",
+        "--rollout.batch_size", "2", "--rollout.n_samples_per_prompt", "4", "--rollout.micro_batch_size", "1",
         "--rollout.temperature", "0.6", "--rollout.top_p", "1.0",
         "--algo.advantage.estimator", "dr_grpo", "--reward.clip_range", "-1000", "1000",
         "--algo.advantage.is_correction_level", "token", "--algo.advantage.is_correction_mode", "clip",
@@ -75,7 +76,7 @@ def test_hand_written_command_for_a_small_config(toy, tmp_path):
         "--algo.kl.init_coef", "0.01", "--algo.kl.use_loss", "--algo.kl.estimator", "k3",
         "--actor.adam.lr", "1e-05", "--actor.adam.betas", "0.9", "0.98", "--actor.adam.weight_decay", "0.1",
         "--actor.lr_scheduler", "constant", "--actor.lr_warmup_ratio", "0", "--actor.max_norm", "1.0",
-        "--train.batch_size", "16", "--train.micro_batch_size", "1", "--train.max_epochs", "1", "--train.num_episodes", "1",
+        "--train.batch_size", "8", "--train.micro_batch_size", "1", "--train.max_epochs", "1", "--train.num_episodes", "1",
         "--train.seed", "7",
         "--ckpt.path", str(run / "openrlhf" / "ckpt"), "--ckpt.save_steps", "2", "--ckpt.save_hf", "--ckpt.max_num", "2",
         "--ckpt.load_enable", "--ckpt.output_dir", str(run / "openrlhf" / "final"),
@@ -87,7 +88,7 @@ def test_hand_written_command_for_a_small_config(toy, tmp_path):
     assert table["version"] == L.OPENRLHF_VERSION
     assert L.check_command(argv, table, table["results"][0]) == []
     parsed = table["results"][0]["parsed"]
-    assert parsed["rollout"]["batch_size"] == 3 and parsed["actor"]["eps_clip_low_high"] == [0.2, 0.28]
+    assert parsed["rollout"]["batch_size"] == 2 and parsed["actor"]["eps_clip_low_high"] == [0.2, 0.28]
     assert parsed["reward"]["clip_range"] == [-1000.0, 1000.0]
     assert parsed["reward"]["remote_url"] == ["agent"]  # set by the script itself for an agent_func_path
 
@@ -115,17 +116,22 @@ def test_paper_values_and_per_model_exceptions_reach_the_command(paper):
         assert args["actor"]["adam"]["lr"] == 1e-6 and args["actor"]["adam"]["betas"] == [0.9, 0.98], name
         assert args["actor"]["adam"]["weight_decay"] == 0.1 and args["actor"]["lr_scheduler"] == "constant", name
         assert args["actor"]["eps_clip_low_high"] == [0.2, 0.28], name
-        assert args["train"]["batch_size"] == 192 and args["rollout"]["n_samples_per_prompt"] == 16, name
+        # one global batch per rollout (selfplay.batch_structure 'global_batch', the reference's): 24 tickets x
+        # 192 / 24 = 8 responses = 192 = --train.batch_size, so every rollout is exactly one optimizer step
+        assert config.selfplay.batch_structure == "global_batch", name
+        assert args["train"]["batch_size"] == 192 and args["rollout"]["n_samples_per_prompt"] == 8, name
+        assert args["rollout"]["batch_size"] * args["rollout"]["n_samples_per_prompt"] == 192, name
         assert args["rollout"]["temperature"] == 0.6, name
         assert args["algo"]["advantage"]["estimator"] == "dr_grpo", name
         assert args["algo"]["advantage"]["is_correction_threshold"] == [0.0, 2.0], name
-        # games runs keep a checkpoint every 16 steps (their run files); tool-use runs the recipe's 50
-        assert args["ckpt"]["save_steps"] == (16 if config.recipe == "games" else 50), name
+        # every paper run keeps a checkpoint every 16 steps (their run files; recipe: 50), as the reference scripts
+        assert args["ckpt"]["save_steps"] == 16, name
         assert args["train"]["seed"] == 0, name
-        # 24 slots; 24 designer samples at most -> ceil(24 / 15) = 2 packs (0 when the designer is frozen); the
-        # calibration reward trains invalid designs too: 24 x 5 attempts -> ceil(120 / 15) = 8 packs
-        packs = 0 if not config.selfplay.train_designer else 8 if config.designer.reward == "calibration" else 2
-        assert args["rollout"]["batch_size"] == 24 + packs, name
+        # designer packs take slot tickets: 24 designer samples at most -> ceil(24 / 7) = 4 packs; the calibration
+        # reward trains invalid designs too: 24 x 5 attempts -> ceil(120 / 7) = 18 packs, still within the 24 tickets
+        plan = ticket_plan(config)
+        packs = 0 if not config.selfplay.train_designer else 18 if config.designer.reward == "calibration" else 4
+        assert (plan.tickets_per_step, plan.designer_packs, plan.responses_per_step) == (24, packs, 192), name
         if card == "qwen3-8b":  # KL 0.005 with a k3 loss against a reference; designer 20,000 tokens
             assert args["algo"]["kl"]["init_coef"] == 0.005 and args["algo"]["kl"]["use_loss"], name
             assert args["algo"]["kl"]["estimator"] == "k3", name
@@ -176,7 +182,7 @@ def test_extra_args_are_validated(toy, tmp_path):
 def test_placement_rules(toy):
     place = L.placement(toy, small_orl())
     assert (place["actor"]["gpus"], place["ref"]["gpus"], place["vllm"]["gpus"], place["gpus_used"]) == (2, 2, 2, 2)
-    assert place["responses_per_step"] == 12 and place["notes"]  # 12 responses vs a global batch of 16
+    assert place["responses_per_step"] == 8 and not place["notes"]  # exactly one global batch of 8
     with pytest.raises(ConfigError, match=r"2 x 1 = 2\) must equal the actor's GPUs \(1\)"):
         L.placement(toy, small_orl(actor_num_gpus_per_node=1, ref_num_gpus_per_node=1))
     with pytest.raises(ConfigError, match="ref_num_nodes'/'ref_num_gpus_per_node' \\(1 x 1\\)"):
@@ -184,7 +190,7 @@ def test_placement_rules(toy):
     # separate GPUs: actor 2 + reference 2 + vLLM 2 = 6 > 2
     with pytest.raises(ConfigError, match="needs 6 GPUs but openrlhf.num_nodes x openrlhf.gpus_per_node is 1 x 2 = 2"):
         L.placement(toy, small_orl(colocate_all_models=False))
-    with pytest.raises(ConfigError, match="train.global_batch' \\(16\\) must be a multiple of .* \\(6\\)"):
+    with pytest.raises(ConfigError, match="train.global_batch' \\(8\\) must be a multiple of .* \\(6\\)"):
         L.placement(toy, small_orl(gpus_per_node=3, actor_num_gpus_per_node=3, ref_num_gpus_per_node=3,
                                    vllm_num_engines=3, train_micro_batch_size=2))  # 2 x 3 GPUs
     with pytest.raises(ConfigError, match="max_len' \\(1024\\) is below agent.max_context_tokens \\(2048\\)"):
@@ -202,7 +208,7 @@ def test_command_agrees_with_prepare_run(toy, tmp_path):
     assert groups["--train.agent_func_path"] == [prepared["agent_func_path"]]
     assert groups["--data.prompt_dataset"] == [prepared["prompt_dataset"]]
     lines = Path(prepared["prompt_dataset"]).read_text().splitlines()
-    assert len(lines) == toy.selfplay.total_steps * 3  # one pass over the tickets = total_steps rollout batches
+    assert len(lines) == toy.selfplay.total_steps * 2  # one pass over the tickets = total_steps rollout batches
 
 
 def test_presets_cover_every_paper_backbone():

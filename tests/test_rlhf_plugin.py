@@ -7,9 +7,12 @@ our HFBackend and the tiny random model. Designer prompts are answered with a fi
 teacher-forced through the model so that its log-probs are real. The environment pays ``seed % 2``, so
 every return, win rate, regret and designer reward can be computed by hand.
 
-Three SPADE steps run with k = 2, G = 2 and two slots of one skill: step 0 designs and plays, step 1
-plays, step 2 closes set 0 (its designer samples are replayed with their stored tokens and log-probs)
-and designs set 1.
+``plugin_run`` drives three SPADE steps of the 'groups' structure with k = 2, G = 2 and two slots of one
+skill: step 0 designs and plays, step 1 plays, step 2 closes set 0 (its designer samples are replayed
+with their stored tokens and log-probs) and designs set 1. ``global_run`` drives the default 'global_batch'
+structure (the reference code's) over a whole 4-step run: every rollout is one global batch of 8, the
+designer pack takes a slot ticket at step 2 and the slot cut from the batch is played by the coordinator,
+and at the last step the set designed at step 2 is flushed into the batch.
 """
 
 from __future__ import annotations
@@ -150,7 +153,8 @@ def plugin_run(tiny_model, pool, tmp_path_factory):
     config = load_config(overrides={
         "model_card": "tiny-random", "seed": 2,  # window win rates 1.0 and 0.5: distinct designer rewards
         "selfplay": {"active_skills": 1, "envs_per_skill": 2, "group_size": 2, "regen_interval": 2,
-                     "design_attempts": 1, "backfill": False, "total_steps": STEPS},
+                     "design_attempts": 1, "backfill": False, "total_steps": STEPS + 1, "checkpoint_every": STEPS,
+                     "batch_structure": "groups"},
         "agent": {"max_turns": 1, "max_new_tokens": 6, "max_context_tokens": 2048, "temperature": T},
         "designer": {"temperature": T, "max_new_tokens": 8, "hint_max_new_tokens": 6},
         "corpus": {"enabled": False}, "memory": {"enabled": False, "seed_library": False}})
@@ -193,7 +197,7 @@ def test_tickets_and_plan(plugin_run):
     launch, tickets = plugin_run["launch"], plugin_run["tickets"]
     # B = 2 slots; designer samples <= 2, packs of G-1 = 1 -> D = 2; batch = 4 tickets, G = 2
     assert (launch["rollout_batch_size"], launch["n_samples_per_prompt"]) == (4, 2)
-    assert len(tickets) == STEPS * 4 and len({t["label"] for t in tickets}) == len(tickets)
+    assert len(tickets) == (STEPS + 1) * 4 and len({t["label"] for t in tickets}) == len(tickets)  # total_steps 4
     assert [parse_ticket(t["label"]) for t in tickets] == list(range(len(tickets)))
     with pytest.raises(ValueError, match="not a SPADE ticket"):
         parse_ticket("What is 2 + 2?")
@@ -310,3 +314,86 @@ def test_metrics_and_state(plugin_run):
     assert lines[0]["regenerated"] and lines[0]["mean_regret"] == 0.0 and lines[2]["closed_set_step"] == 0
     assert (run_dir / "envs" / "set_00000.json").is_file()
     assert (run_dir / "spade_state" / "state.json").is_file()  # total_steps is a checkpoint step
+
+
+# ----- the default structure: one global batch per rollout (issue 14) ------------------------------------------------
+GLOBAL_STEPS = 4
+
+
+@pytest.fixture(scope="module")
+def global_run(tiny_model, pool, tmp_path_factory):
+    """A whole 4-step run with selfplay.batch_structure 'global_batch': 2 slots, global batch 8 -> 2 tickets of
+    m = 4 responses, G = 2 hinted plays, k = 2 (sets at steps 0 and 2; step 3 is the last)."""
+    model, tokenizer = tiny_model
+    config = load_config(overrides={
+        "model_card": "tiny-random", "seed": 2,
+        "selfplay": {"active_skills": 1, "envs_per_skill": 2, "group_size": 2, "regen_interval": 2,
+                     "design_attempts": 1, "backfill": False, "total_steps": GLOBAL_STEPS},
+        "train": {"global_batch": 8},
+        "agent": {"max_turns": 1, "max_new_tokens": 6, "max_context_tokens": 2048, "temperature": T},
+        "designer": {"temperature": T, "max_new_tokens": 8, "hint_max_new_tokens": 6},
+        "corpus": {"enabled": False}, "memory": {"enabled": False, "seed_library": False}})
+    run_dir = tmp_path_factory.mktemp("rlhf-global")
+    launch = prepare_run(config, run_dir, "unused-model-dir")
+    tickets = [json.loads(line) for line in (run_dir / "tickets.jsonl").read_text().splitlines()]
+    coordinator = build_coordinator(config, tokenizer, pool, run_dir, engine_wait_s=0.0)
+    executor = load_agent_module().AgentExecutor(coordinator=coordinator, pool=pool)
+    engine = HFEngine(model, tokenizer)
+    per_step, n = launch["rollout_batch_size"], launch["n_samples_per_prompt"]
+
+    async def drive():
+        steps = []
+        for s in range(GLOBAL_STEPS):
+            batch = tickets[s * per_step:(s + 1) * per_step][::-1]
+            calls_before = len(engine.calls)
+            responses = await asyncio.gather(*[executor.execute(t["prompt"], t["label"], EngineParams(), MAX_LEN,
+                                                                tokenizer, engine) for t in batch for _ in range(n)])
+            steps.append({"groups": [responses[i * n:(i + 1) * n] for i in range(len(batch))],
+                          "calls": engine.calls[calls_before:], "envs": [dict(e) for e in coordinator.core.state.envs]})
+        return steps
+
+    return {"config": config, "launch": launch, "steps": asyncio.run(drive()), "run_dir": run_dir}
+
+
+def _kinds(group) -> str:
+    logs = group[0]["extra_logs"]
+    return "agent" if logs["spade_agent"] else "pack"
+
+
+def test_global_batch_every_rollout_is_one_optimizer_step(global_run):
+    launch = global_run["launch"]
+    assert (launch["rollout_batch_size"], launch["n_samples_per_prompt"]) == (2, 4)  # 2 x 4 = global batch 8
+    for s, step in enumerate(global_run["steps"]):
+        responses = [r for g in step["groups"] for r in g]
+        assert len(responses) == 8, s
+        assert all(abs(sum(r["reward"] for r in g)) < 1e-6 for g in step["groups"])  # dr_grpo keeps our rewards
+        # steps 2 and 3 train 2 designer samples: one pack of m - 1 = 3 takes a ticket, one slot is cut
+        assert sorted(_kinds(g) for g in step["groups"]) == (["agent", "pack"] if s >= 2 else ["agent", "agent"])
+        # every step plays 2 slots x 4 no-hint episodes (the cut slot through the engine, by the coordinator),
+        # plus the hint arm (2 x G 2) at the regeneration steps
+        assert sum(c[0] == "agent" for c in step["calls"]) == 8 + (4 if s % 2 == 0 else 0), s
+    lines = [json.loads(x) for x in (global_run["run_dir"] / "metrics.jsonl").read_text().splitlines()]
+    assert [m["episodes"] for m in lines] == [8] * 4
+    assert [m["trimmed_agent_samples"] for m in lines] == [0, 0, 4, 4]
+    assert [m["designer_samples"] for m in lines] == [0, 0, 2, 2] and lines[3]["final_set_closed"]
+    assert [m["samples"] for m in lines] == [8, 8, 6, 6]  # 2 designer + 4 agent at steps 2 and 3
+
+
+def test_global_batch_final_step_flushes_the_last_set(global_run):
+    """Step 3 replays the designs of step 2, rewarded over their window (steps 2 and 3, 4 + 4 plays each):
+    returns are seed parities, regret 0 (paired seeds), reward 0.6 * plateau(mean return), centred over the
+    skill, times min(4 plays x 2 slots / 2 designer samples x k 2, 50) = 8."""
+    config, steps = global_run["config"], global_run["steps"]
+    designs = [c for c in steps[2]["calls"] if c[0] == "design"]
+    replayed = [r for g in steps[3]["groups"] for r in g if r["extra_logs"]["spade_designer"] == 1.0]
+    assert len(designs) == 2 and len(replayed) == 2
+    assert {tuple(r["observation_tokens"]) for r in replayed} == {tuple(c[1] + c[2]) for c in designs}
+    window = {}
+    for env in steps[2]["envs"]:
+        seeds = [derive_seed(config.seed, "episode", s, env["env_id"], "no_hint", g) for s in (2, 3) for g in range(4)]
+        window[env["env_id"]] = sum(x % 2 for x in seeds) / 8
+    rewards = {k: 0.6 * plateau(w) for k, w in window.items()}
+    mean = sum(rewards.values()) / 2
+    expected = sorted((rewards[k] - mean) * 8.0 for k in rewards)
+    assert sorted(r["reward"] for r in replayed) == pytest.approx(expected, abs=1e-6)
+    assert (global_run["run_dir"] / "envs" / "set_00002.json").is_file()

@@ -86,7 +86,8 @@ def test_resume_gives_the_same_metrics(tiny_model_dir, tmp_path):
 
 
 def test_closing_a_set_rewards_the_designer(pool, tiny_model):
-    """Hand-computed: designer reward = 0.4 * floored regret + 0.6 * plateau(window win rate)."""
+    """Hand-computed: designer reward = 0.4 * floored regret + 0.6 * plateau(window mean return), on 0/1 returns
+    (where the mean return is the win rate)."""
     from spade.designer.memory import EnvironmentMemory
     from spade.envs.validate import Validator
     from spade.selfplay import EnvSlot, SelfPlay
@@ -99,15 +100,16 @@ def test_closing_a_set_rewards_the_designer(pool, tiny_model):
     # A: win rate 4/8 = 0.5 (inside the band -> plateau 1), regret 0.15 (-> 1): reward 0.4 + 0.6 = 1.0
     # B: win rate 8/8 = 1.0 (0.4 above the band, beyond the 0.25 ramp -> 0), regret 0: reward 0.0
     a = EnvSlot("a", "logical_deduction", 0, "designer", code="x", valid=True, wins=4, episodes=8, regret=0.15,
-                designer_sample=sample)
+                return_sum=4.0, designer_sample=sample)
     b = EnvSlot("b", "logical_deduction", 0, "designer", code="y", valid=True, wins=8, episodes=8, regret=0.0,
-                designer_sample=sample)
+                return_sum=8.0, designer_sample=sample)
     backfilled = EnvSlot("c", "logical_deduction", 0, "backfill:knapsack_selection", code="z", valid=True,
                          wins=0, episodes=8)
     samples = core.close_set([a, b, backfilled])
     assert (a.designer_reward, b.designer_reward) == (pytest.approx(1.0), pytest.approx(0.0))
     assert [s.advantage for s in samples] == [pytest.approx(0.5), pytest.approx(-0.5)]  # mean-centred per skill
-    # up-weighting: min(N_RA / N_envs * k, 50) with N_RA = 3 envs * G 4 = 12, N_envs 3, k 2 -> 8
+    # close_set's own weight is the 'groups' one: min(N_RA / N_envs * k, 50) with N_RA = 3 envs * G 4 = 12,
+    # N_envs 3, k 2 -> 8 ('global_batch' re-weighs once the step's plays are known: tests/test_batch_structure.py)
     assert all(s.weight == pytest.approx(8.0) and s.delayed and s.role == "designer" for s in samples)
     assert {r.env_id for r in memory.records} == {"a", "b"}  # backfilled environments are not the designer's
 
@@ -144,7 +146,7 @@ def test_designer_path_valid_environments_hints_and_regret(pool, tiny_model):
     design = "Here it is:\n```python\n" + get_env("knapsack_selection").source() + "```\n"
     config = load_config(overrides={"model_card": "tiny-random", "selfplay": {
         "active_skills": 1, "envs_per_skill": 2, "group_size": 2, "regen_interval": 2, "backfill": False},
-        "agent": {"max_turns": 2}, "corpus": {"enabled": False}})
+        "agent": {"max_turns": 2}, "corpus": {"enabled": False}, "train": {"global_batch": 4}})
     backend = RoleBackend(tokenizer, design)
     core = SelfPlay(config, backend, Validator(pool), EnvironmentMemory(config.memory), None)
     samples, metrics, closed = core.rollout(0)
@@ -154,7 +156,8 @@ def test_designer_path_valid_environments_hints_and_regret(pool, tiny_model):
     assert all(e.source == "designer" and e.hint == "Count carefully." for e in envs)
     assert all(e.regret == 0.0 and len(e.hint_returns) == 2 for e in envs)  # same answers with and without hint
     assert metrics["mean_regret"] == 0.0 and closed == []
-    assert {s.role for s in samples} == {"agent"} and len(samples) == 4  # 2 envs x G=2, no hint-arm samples
+    # 2 envs x m = global batch 4 / 2 envs = 2 plays, no hint-arm samples
+    assert {s.role for s in samples} == {"agent"} and len(samples) == 4
     core.rollout(1)
     samples, metrics, closed = core.rollout(2)  # the first set closes: designer samples mature now
     designer = [s for s in samples if s.role == "designer"]

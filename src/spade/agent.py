@@ -42,6 +42,11 @@ class AgentConfig:
     paired_arms: bool = option(
         True, "Deviation (ours): hint and no-hint arms share seeds. false = unrelated seeds, as the official code."
     )
+    failed_plays: str = option(
+        "drop", "A no-hint play that ends in an environment failure (sandbox error, timeout, crash): 'drop' "
+        "(reference code) leaves it out of its group's z-score, the window statistics and the training batch, and "
+        "counts it in the step metric 'dropped_plays'; 'zero' (before issue 14) keeps it with return 0.",
+        choices=("drop", "zero"))
 
 
 @dataclass(frozen=True)

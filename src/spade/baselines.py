@@ -5,12 +5,16 @@ The ``baseline:`` section of a run config picks the environment source of the se
 ``spade`` (default)
     The designer writes a new set every ``selfplay.regen_interval`` steps (Algorithm 1).
 ``fixed_env_grpo``
-    The paper's Fixed-env GRPO row: the same backbone designs one set at step 0, through the same
-    design prompts, intake and sandboxed validation and with the same number of slots; the agent then
-    trains on that frozen set for the whole run. The designer is never called again, gets no reward
-    and no training samples. ``baseline.hint_arm`` decides whether hints are written and the hint arm
-    is played at step 0 (measurement of regret only; off by default, as the paper's baseline has no
-    designer reward).
+    The paper's Fixed-env GRPO row: environments "generated offline by that same Qwen3 backbone and held fixed
+    throughout training". Before any update (step 0, base policy) the backbone designs a pool of
+    ``baseline.pool_size`` valid environments through SPADE's own design path (``SelfPlay.design``: round-robin
+    skills, corpus documents, memory seeds as ``memory.enabled`` says, intake and sandboxed validation, up to
+    ``selfplay.design_attempts`` tries per slot, backfill when enabled), in rounds of one slot set each, round r
+    designed as SPADE's regeneration r would be, until the pool is full or ``pool_max_rounds`` rounds are spent.
+    Each step trains on ``slots`` environments drawn from the pool (:func:`pool_draws`; ``baseline.pool_redraw``).
+    The designer is never called again, gets no reward and no training samples. ``baseline.hint_arm`` decides
+    whether hints are written and the hint arm is played at step 0 (measurement of regret only; off by default,
+    as the paper's baseline has no designer reward).
 ``fixed_pool``
     A procedural pool that runs here, a labelled stand-in for Fixed-env RLVE: environments of our
     built-in library (``baseline.pool_envs``: names, or ``["all"]`` for every library environment of
@@ -26,20 +30,27 @@ The ``baseline:`` section of a run config picks the environment source of the se
 ``fixed_external_designer``
     The paper's "fixed ED" ablation: a model behind an OpenAI-compatible chat-completions endpoint
     (``baseline.external_base_url``, ``baseline.external_model``, its key read from the environment variable
-    named by ``baseline.external_api_key_env``) writes every environment set and its hints, with corpus
-    grounding and memory as in SPADE and the same regeneration every ``selfplay.regen_interval`` steps
-    (:mod:`spade.designer.external`). Only the agent is trained: the external designer yields no designer
-    samples, and its reward is computed for logging only. With ``baseline.external_serve: base_model`` the
+    named by ``baseline.external_api_key_env``) writes the environments (:mod:`spade.designer.external`).
+    ``baseline.external_pool: offline`` (default; paper: "a static pool generated offline by GPT-5.5, with corpus
+    grounding", "an offline, memory-free pool"): before training it designs a pool exactly as Fixed-env GRPO's
+    backbone does, with corpus grounding and without memory seeds, and each step's set is drawn from it the same
+    way; no hints unless ``baseline.hint_arm``. ``online`` (before issue 14): it writes every environment set and
+    its hints, with corpus grounding and memory as in SPADE and the same regeneration every
+    ``selfplay.regen_interval`` steps; its reward is then computed for logging only. Either way only the agent is
+    trained: the external designer yields no designer samples. With ``baseline.external_serve: base_model`` the
     local trainer serves a frozen copy of the run's own base model on a loopback port instead
     (:mod:`spade.designer.serve`) and points the client at it: the toy-scale stand-in for the paper's
     GPT-5.5, through the same HTTP client path; no endpoint keys or API key are needed then.
 
-In every fixed mode the set is kept for the whole run, but its bookkeeping window still closes every
+In 'fixed_pool' and 'rlve' the set is kept for the whole run, but its bookkeeping window still closes every
 ``selfplay.regen_interval`` steps: the window's win rates are archived as ``envs/set_<window start>.json``
 (same environment ids and code in every file, except that RLVE's curriculum re-renders an environment whose
 difficulty it raises), so the learnability analyses read a fixed run like a SPADE run. Only step 0 is a
 regeneration step in the metrics, except in 'rlve' with ``baseline.rlve_redraw``, which draws a new set from
-RLVE's environments at every window start.
+RLVE's environments at every window start. A designed pool (:func:`designs_pool`) is generated at step 0 (the
+regeneration step of the metrics, with the whole generation's design counts) and kept in the run state (and in
+``env_pool.json`` of the run folder); with ``pool_redraw: step`` every step's draw is its own set, archived as
+``envs/set_<step>.json`` when the next step draws, with ``window`` one draw per window as above.
 
 Environment sources follow :class:`EnvironmentSource`: ``entries()`` returns :class:`PoolEntry` rows,
 each a complete environment file for our runtime (one class with ``reset``/``step``), which the core
@@ -49,6 +60,7 @@ validates in the sandbox like a designed candidate before it fills a slot.
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import subprocess
@@ -65,6 +77,8 @@ FIXED_MODES = ("fixed_env_grpo", "fixed_pool", "rlve")
 POOL_MODES = ("fixed_pool", "rlve")  # modes whose environments do not come from the designer
 EXTERNAL_MODE = "fixed_external_designer"  # SPADE's loop with an external, untrained designer
 POOL_SOURCES = ("library", "mechanisms")  # what 'fixed_pool' draws from
+POOL_REDRAWS = ("step", "window")  # how often a designed pool's set is drawn (baseline.pool_redraw)
+EXTERNAL_POOLS = ("offline", "online")  # where the fixed external designer's environments come from
 RLVE_CURRICULA = ("adaptive", "fixed")  # how the difficulty of RLVE's environments moves
 MECHANISM_PRESENTATIONS = ("agentic", "written", "written_out")  # = spade.envs.mechanisms.PRESENTATIONS
 # Curriculum skill (spade.envs.library.GAME_SKILLS) that labels a mechanism family's slots; a family missing
@@ -84,12 +98,32 @@ MECHANISM_DRAWS_PER_INSTANCE = 4  # pool seeds tried per wanted instance before 
 @dataclass(frozen=True)
 class BaselineConfig:
     mode: str = option("spade", "Environment source: 'spade' (designer, regenerated every k steps), "
-                       "'fixed_env_grpo' (the backbone designs one set at step 0, frozen), 'fixed_pool' (built-in "
-                       "library pool, a stand-in for Fixed-env RLVE), 'rlve' (RLVE's environments from "
-                       "baseline.rlve_path) or 'fixed_external_designer' (an untrained model behind an "
-                       "OpenAI-compatible endpoint designs every k steps).", choices=MODES)
-    hint_arm: bool = option(False, "fixed_env_grpo only: write hints and play the hint arm at step 0 to measure "
-                            "regret (analysis only; the designer gets no reward either way).")
+                       "'fixed_env_grpo' (the backbone designs a pool of baseline.pool_size environments before training, "
+                       "held fixed), 'fixed_pool' (built-in library pool, a stand-in for Fixed-env RLVE), 'rlve' "
+                       "(RLVE's environments from baseline.rlve_path) or 'fixed_external_designer' (an untrained "
+                       "model behind an OpenAI-compatible endpoint designs an offline pool, or every k steps: "
+                       "baseline.external_pool).", choices=MODES)
+    hint_arm: bool = option(False, "fixed_env_grpo and fixed_external_designer with external_pool 'offline': write "
+                            "hints for step 0's set and play its hint arm to measure regret (analysis only; the "
+                            "designer gets no reward either way). The paper's baselines play no hint arm.")
+    pool_size: int = option(0, "fixed_env_grpo and fixed_external_designer (external_pool 'offline'): valid "
+                            "environments in the pool generated before training. Paper: Fixed-env GRPO's pool is "
+                            "'generated offline by that same Qwen3 backbone and held fixed', size not given (the "
+                            "reference builds none); the fixed ED pool is GPT-5.5's, 7,872 games in the reference. "
+                            "0 = as many as a SPADE run of the same config designs: ceil(selfplay.total_steps / "
+                            "selfplay.regen_interval) x slots (games recipe: 400 / 4 x 24 = 2,400). Otherwise at "
+                            "least the slot count (active_skills x envs_per_skill).", min=0)
+    pool_round_factor: float = option(2.0, "Designed pools (pool_size): design rounds of one slot set each are "
+                                      "allowed up to ceil(factor x pool_size / slots), i.e. the factor times the "
+                                      "rounds a pool of all-valid designs needs (ours; the reference generates no "
+                                      "such pool). A pool still short then is used as it is (metric pool_short); one "
+                                      "with no valid environment stops the run.", min=1.0)
+    pool_redraw: str = option("step", "Designed pools: how often the slots' set is drawn from the pool. 'step' "
+                              "(reference code): a new set of slots entries every step, without replacement across "
+                              "steps after a seeded shuffle, reshuffled once the pool is exhausted; every step's set "
+                              "is then archived as its own set (envs/set_<step>.json). 'window': one draw per window "
+                              "of selfplay.regen_interval steps, archived at the window's end (ours).",
+                              choices=POOL_REDRAWS)
     pool_envs: list = option(["all"], "fixed_pool: built-in library environment names, or ['all'] for every "
                              "library environment of the run's flavour and skills (held-out ones excluded).")
     pool_seed_offset: int = option(0, "fixed_pool/rlve: added to the master seed for sampling the pool into slots.")
@@ -156,9 +190,24 @@ class BaselineConfig:
                                  "(spade serve-designer, loopback, a free port, no key), points the client at it "
                                  "and stops it at the end: the toy stand-in for the paper's GPT-5.5.",
                                  choices=("", "base_model"))
+    external_pool: str = option("offline", "fixed_external_designer: 'offline' (paper: 'a static pool generated "
+                                "offline by GPT-5.5, with corpus grounding', 'an offline, memory-free pool'; the "
+                                "reference trains on a downloaded 7,872-game GPT-5.5 pool) = the external model "
+                                "designs baseline.pool_size environments before training, with corpus grounding and "
+                                "no memory seeds, sampled like Fixed-env GRPO's pool (baseline.pool_redraw), no "
+                                "hints unless baseline.hint_arm; 'online' (ours, before issue 14) = it designs a new "
+                                "set and its hints every selfplay.regen_interval steps, with memory, as SPADE's "
+                                "designer does.", choices=EXTERNAL_POOLS)
     external_serve_timeout_s: float = option(600.0, "fixed_external_designer with external_serve: seconds to wait "
                                              "for the local server to load the model and answer GET /v1/models.",
                                              min=1.0)
+
+
+def _mode_text(base: BaselineConfig) -> str:
+    """The mode for an error message, with the external designer's pool switch."""
+    if base.mode == EXTERNAL_MODE:
+        return f"{base.mode!r} with baseline.external_pool {base.external_pool!r}"
+    return repr(base.mode)
 
 
 def baseline_of(config) -> BaselineConfig:
@@ -175,6 +224,16 @@ def check_config(config) -> None:
                               f"baseline.mode 'fixed_pool' only, not {base.mode!r}; set baseline.mode: fixed_pool or "
                               "baseline.pool_source: library")
         check_mechanism_pool(config)
+    if base.external_pool != "offline" and base.mode != EXTERNAL_MODE:
+        raise ConfigError(f"config key 'baseline.external_pool' is {base.external_pool!r}, but it applies to "
+                          f"baseline.mode '{EXTERNAL_MODE}' only, not {base.mode!r}; remove it (default 'offline')")
+    defaults = BaselineConfig()
+    for key in ("pool_size", "pool_round_factor", "pool_redraw"):
+        if getattr(base, key) != getattr(defaults, key) and not designs_pool(config):
+            raise ConfigError(f"config key 'baseline.{key}' is {getattr(base, key)!r}, but it applies to a designed "
+                              f"pool only (baseline.mode 'fixed_env_grpo', or '{EXTERNAL_MODE}' with "
+                              f"baseline.external_pool 'offline'), not baseline.mode {_mode_text(base)}; remove it "
+                              f"(default {getattr(defaults, key)!r})")
     if base.external_serve and base.mode != EXTERNAL_MODE:
         raise ConfigError(f"config key 'baseline.external_serve' is {base.external_serve!r}, but it applies to "
                           f"baseline.mode '{EXTERNAL_MODE}' only, not {base.mode!r}; set it to ''")
@@ -184,10 +243,17 @@ def check_config(config) -> None:
         raise ConfigError(f"config key 'baseline.mode' is {base.mode!r}, which never trains the designer, but "
                           "'selfplay.train_designer' is true; set selfplay.train_designer: false (the OpenRLHF "
                           "ticket plan reserves designer packs from it)")
-    if base.hint_arm and base.mode != "fixed_env_grpo":
+    if base.hint_arm and not designs_pool(config):
         raise ConfigError(f"config key 'baseline.hint_arm' is true, but it applies to baseline.mode 'fixed_env_grpo' "
-                          f"only, not {base.mode!r} (the pool modes have no designer to write hints; "
-                          "'fixed_external_designer' always plays the hint arm, as SPADE does)")
+                          f"and to '{EXTERNAL_MODE}' with baseline.external_pool 'offline' only, not "
+                          f"{_mode_text(base)} (the pool modes have no designer to write hints; the online external "
+                          "designer always plays the hint arm, as SPADE does)")
+    if designs_pool(config):
+        slots = pool_slots(config)
+        if 0 < base.pool_size < slots:
+            raise ConfigError(f"config key 'baseline.pool_size' is {base.pool_size!r}, fewer than the {slots} slots "
+                              "of one step's set (selfplay.active_skills x selfplay.envs_per_skill); set it to at "
+                              f"least {slots}, or 0 for the size of a SPADE run's designs")
     if base.mode == "rlve":
         if base.rlve_raise_accuracy > 1.0:
             raise ConfigError(f"config key 'baseline.rlve_raise_accuracy' is {base.rlve_raise_accuracy!r}, but an "
@@ -196,6 +262,70 @@ def check_config(config) -> None:
         check_rlve_visible(config)
     if base.mode == EXTERNAL_MODE:
         check_external(base)
+
+
+# ----- designed pools (fixed_env_grpo, the offline fixed external designer) --------------------------
+def designs_pool(config) -> bool:
+    """True when the run's environments are a pool designed before training: 'fixed_env_grpo' (the backbone) or
+    'fixed_external_designer' with ``external_pool`` 'offline' (the external model)."""
+    base = baseline_of(config)
+    return base.mode == "fixed_env_grpo" or (base.mode == EXTERNAL_MODE and base.external_pool == "offline")
+
+
+def pool_slots(config) -> int:
+    """Environment slots of one step's set (paper: 3 active skills x 8 = 24)."""
+    return config.selfplay.active_skills * config.selfplay.envs_per_skill
+
+
+def pool_size_of(config) -> int:
+    """Valid environments a designed pool is to hold: ``baseline.pool_size``, or with 0 as many as a SPADE run of
+    the same config designs over its regenerations, ceil(total_steps / regen_interval) x slots (400 / 4 x 24 =
+    2,400 with the games recipe)."""
+    size = baseline_of(config).pool_size
+    if size:
+        return size
+    sp = config.selfplay
+    return math.ceil(sp.total_steps / sp.regen_interval) * pool_slots(config)
+
+
+def pool_max_rounds(config) -> int:
+    """Design rounds (one slot set each) a designed pool may take: ceil(pool_round_factor x pool size / slots)."""
+    return math.ceil(baseline_of(config).pool_round_factor * pool_size_of(config) / pool_slots(config))
+
+
+def pool_draws(n_entries: int, per_draw: int, count: int, seed: int) -> list:
+    """The first ``count`` draws of a designed pool of ``n_entries`` environments, ``per_draw`` each (the reference's
+    sampler, generalised): entry indices of pass p in the order ``random.Random(derive_seed(seed, 'pass', p))``
+    shuffles ``range(n_entries)`` into; draws take the current pass's entries in that order, without replacement,
+    and the next pass starts once the current one is used up. A draw that straddles two passes skips (and keeps
+    for later, in order) the new pass's entries it already holds, so no draw repeats an entry. A draw holds
+    min(per_draw, n_entries) entries. Returns [count] lists of indices."""
+    if n_entries < 1 or per_draw < 1 or count < 0:
+        raise ValueError(f"a designed pool needs n_entries >= 1, per_draw >= 1 and count >= 0, got {n_entries}, "
+                         f"{per_draw}, {count}")
+    want = min(per_draw, n_entries)
+    draws: list = []
+    stack: list = []  # the current pass's undrawn indices, next one last
+    passes = 0
+    for _ in range(count):
+        chosen: list = []
+        while len(chosen) < want:
+            if not stack:
+                order = list(range(n_entries))
+                random.Random(derive_seed(seed, "pass", passes)).shuffle(order)
+                stack = order[::-1]
+                passes += 1
+            taken = set(chosen)
+            position = next(j for j in range(len(stack) - 1, -1, -1) if stack[j] not in taken)
+            chosen.append(stack.pop(position))
+        draws.append(chosen)
+    return draws
+
+
+def pool_order_seed(config) -> int:
+    """Root seed of a designed pool's draw order (the reference shuffles with seed 42; ours derives from the master
+    seed)."""
+    return derive_seed(config.seed, "designed-pool-order")
 
 
 def check_external(base: BaselineConfig) -> None:

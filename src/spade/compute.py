@@ -333,7 +333,10 @@ def estimate(config, assumptions: dict | None = None, path: str | Path = COMPUTE
     tries = slots * expected_attempts(p, attempts)
 
     agent = agent_episode(config, model)
-    no_hint = sp.total_steps * filled * sp.group_size
+    # selfplay.batch_structure: 'global_batch' spreads one global batch of no-hint plays over the filled slots
+    # (ceil(192 / 24) = 8 each); 'groups' plays G per slot. The hint arm plays G per slot at each regeneration.
+    per_step = filled * sp.group_size if sp.batch_structure == "groups" else (config.train.global_batch if filled else 0)
+    no_hint = sp.total_steps * per_step
     hinted = hint_sets * filled * sp.group_size
     rollout = inference(agent, no_hint + hinted, model, peak)
 
@@ -344,10 +347,13 @@ def estimate(config, assumptions: dict | None = None, path: str | Path = COMPUTE
         designer.add(inference(hint_episode(config, model, design), hint_sets * filled, model, peak))
 
     kl = config.train.kl_coef > 0
-    trained = training(agent, no_hint, model, peak, kl)
     designer_samples = 0.0
     if sp.train_designer:
         designer_samples = regenerations * (tries if config.designer.invalid == "penalty" else designed_valid)
+    # 'global_batch': designer samples take their places in the batch, the surplus agent plays are not trained
+    trained_agent = no_hint if sp.batch_structure == "groups" else max(0.0, no_hint - designer_samples)
+    trained = training(agent, trained_agent, model, peak, kl)
+    if designer_samples:
         trained.add(training(design, designer_samples, model, peak, kl))
 
     evaluation, per_benchmark = Work(), {}
@@ -367,7 +373,7 @@ def estimate(config, assumptions: dict | None = None, path: str | Path = COMPUTE
 
     counts = {"steps": sp.total_steps, "regenerations": regenerations, "slots": slots, "filled_slots": filled,
               "expected_attempts_per_slot": expected_attempts(p, attempts), "group_size": sp.group_size,
-              "agent_episodes_no_hint": no_hint, "agent_episodes_hint": hinted,
+              "agent_episodes_no_hint": no_hint, "agent_episodes_hint": hinted, "agent_samples_trained": trained_agent,
               "agent_episode_tokens": agent.tokens, "agent_episode_generated_tokens": agent.generated,
               "design_attempts": regenerations * tries, "design_tokens": design.tokens,
               "designer_samples_trained": designer_samples, "kl_reference_forward": kl,

@@ -33,6 +33,8 @@ __all__ = ["SpadeConfig", "ConfigError", "load_config", "deep_merge", "CONFIG_DI
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 DESIGNER_REWARDS = ("regret", "ema_lp", "calibration")
+BATCH_STRUCTURES = ("global_batch", "groups")
+PLATEAU_INPUTS = ("mean_return", "win_rate")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,14 @@ class SelfPlayConfig:
     )
     train_designer: bool = option(True, "Train on designer samples; false = the 'w/o ED training' ablation.")
     checkpoint_every: int = option(50, "Save a checkpoint every N steps (and at the end).", min=1)
+    batch_structure: str = option(
+        "global_batch", "How one rollout becomes training samples (paper: 'global batch 192 (dynamic)'). "
+        "'global_batch' (reference code): ceil(train.global_batch / valid environments) no-hint plays per environment "
+        "and step (192 / 24 = 8), the hint arm plays group_size at the regeneration step, and the rollout is ONE "
+        "optimizer step of at most train.global_batch samples: designer samples first, surplus agent samples cut "
+        "from the tail (whole trailing environments). 'groups' (before issue 14): group_size no-hint plays per "
+        "environment, every sample trained, in optimizer steps of train.global_batch (192 + 192 + 24 at paper scale).",
+        choices=BATCH_STRUCTURES)
 
     def checkpoint_steps(self) -> list:
         """Steps after which a checkpoint exists; the final step always has one."""
@@ -66,7 +76,11 @@ class SelfPlayConfig:
 class DesignerConfig:
     temperature: float = option(0.6, "Designer sampling temperature (paper: 0.6).", min=0.0)
     max_new_tokens: int = option(16384, "Most tokens per design (paper: 16,384; 20,000 for Qwen3-8B).", min=1)
-    hint_max_new_tokens: int = option(512, "Most tokens per hint (not stated in the paper).", min=1)
+    hint_max_new_tokens: int = option(4096, "Most tokens per hint (paper silent; reference code: 4,096 games, "
+                                      "2,048 tool use, set in the tool-use recipe).", min=1)
+    hint_temperature: float = option(0.3, "Hint sampling temperature (paper silent; reference code 0.3 for games "
+                                     "and tool use). Set it to the designer temperature 0.6 for the previous "
+                                     "behaviour.", min=0.0)
     reward: str = option("regret", "Designer reward: hint regret blend (paper), EMA learning potential or "
                          "the calibration band (AutoEnvScaling).", choices=DESIGNER_REWARDS)
     invalid: str = option("discard", "Invalid candidates: 'discard' (paper, no sample) or 'penalty'.",
@@ -82,8 +96,17 @@ class RewardConfig:
     band_low: float = option(0.4, "Plateau band lower edge (paper: 0.4; 0.2 later in the 4B run).", min=0.0)
     band_high: float = option(0.6, "Plateau band upper edge (paper: 0.6; 0.4 later in the 4B run).", min=0.0)
     ramp: float = option(0.25, "Plateau ramp width on each side (paper: 0.25).", min=1e-9)
-    ema_g_fast: float = option(0.5, "EMA learning potential: fast rate g1 (not stated in the paper).", min=0.0)
-    ema_g_slow: float = option(0.1, "EMA learning potential: slow rate g2 < g1 (not stated in the paper).", min=0.0)
+    plateau_input: str = option(
+        "mean_return", "What the difficulty plateau reads over an environment's k-step window. 'mean_return' "
+        "(reference code): the mean no-hint return R_A (clipped to [0, 1]). 'win_rate' (the paper's wording, before "
+        "issue 14): the share of full wins. Equal on 0/1 returns; up to the whole plateau weight apart on partial "
+        "rewards.", choices=PLATEAU_INPUTS)
+    ema_g_fast: float = option(0.98, "EMA learning potential: fast rate g1, the weight of the new value in "
+                               "mu <- (1-g) mu + g x (paper silent; reference code scripts: 0.98). The previous "
+                               "default 0.5 remains available by setting the key.", min=0.0)
+    ema_g_slow: float = option(0.85, "EMA learning potential: slow rate g2 < g1, same form (paper silent; reference "
+                               "code scripts: 0.85). The previous default 0.1 remains available by setting the key.",
+                               min=0.0)
 
 
 @dataclass(frozen=True)
@@ -97,8 +120,9 @@ class TrainConfig:
     kl_coef: float = option(0.0, "KL penalty (k3) against the initial policy (paper: 0; 0.005 for Qwen3-8B).", min=0.0)
     tis: bool = option(True, "Truncated importance sampling for delayed designer samples (paper: on).")
     tis_cap: float = option(2.0, "TIS cap C (not stated in the paper).", min=1.0)
-    designer_upweight_cap: float = option(50.0, "Cap of the designer-sample up-weighting factor (official: 50).",
-                                          min=1.0)
+    designer_upweight_cap: float = option(
+        50.0, "Cap of the designer-sample up-weighting factor min(agent samples / designer samples * k, cap) "
+        "(reference: 50, reached by tool use: 192 / 24 * 8 = 64; games give 192 / 24 * 4 = 32).", min=1.0)
     global_batch: int = option(192, "Samples per optimizer step (paper: 192).", min=1)
     micro_batch: int = option(4, "Samples per forward/backward pass (gradient accumulation).", min=1)
     max_grad_norm: float = option(1.0, "Gradient clipping norm (not stated in the paper).", min=0.0)

@@ -137,12 +137,15 @@ def _rate(name: str, g) -> float:
     return g
 
 
-def ema_update(state: EMAState, skill_means: Mapping[str, float], g_fast: float = 0.5, g_slow: float = 0.1) -> EMAState:
+def ema_update(state: EMAState, skill_means: Mapping[str, float], g_fast: float = 0.98,
+               g_slow: float = 0.85) -> EMAState:
     """Eqs. 4-5: mu <- (1 - g) * mu + g * mean R_A(skill) for each skill in ``skill_means``.
 
-    The paper does not state g1, g2; our defaults are g_fast = g1 = 0.5 (half-life 1 round) and
-    g_slow = g2 = 0.1 (half-life ~6.6 rounds); g_fast must exceed g_slow. A skill seen for the first
-    time starts both EMAs at its mean; skills absent from ``skill_means`` keep their values.
+    g weights the new value, so a larger g follows faster. The paper does not state g1, g2; our defaults
+    are the reference code's, g_fast = g1 = 0.98 (half-life ~0.18 rounds) and g_slow = g2 = 0.85
+    (half-life ~0.37 rounds), in this same form; the earlier defaults 0.5 / 0.1 are still accepted.
+    g_fast must exceed g_slow. A skill seen for the first time starts both EMAs at its mean; skills
+    absent from ``skill_means`` keep their values.
     """
     g_fast, g_slow = _rate("g_fast", g_fast), _rate("g_slow", g_slow)
     if g_fast <= g_slow:

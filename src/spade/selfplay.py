@@ -9,14 +9,23 @@ samples into a policy update. Per step ``s`` with regeneration interval ``k``:
    skills, corpus document and memory seeds per attempt, intake + sandboxed validation, up to
    ``design_attempts`` tries per slot, optional backfill from the built-in library), write one hint
    per environment, and play the hint arm (G episodes, used only to measure regret);
-2. play the no-hint arm (G episodes per environment, the agent's training data);
-3. agent advantages: z-score within each environment's G returns (spec 6).
+2. play the no-hint arm, the agent's training data: m episodes per valid environment, m = ceil(global
+   batch / valid environments) (``selfplay.batch_structure`` 'global_batch', the reference code: 192 / 24
+   = 8) or G ('groups');
+3. agent advantages: z-score within each environment's kept returns of the step (spec 6; plays that end
+   in an environment failure are dropped, ``agent.failed_plays``);
+4. assemble one optimizer step: the matured designer samples first, then the agent samples, cut at
+   ``train.global_batch`` ('global_batch'); at the run's last step the current set is closed after its
+   plays (``flush``), so its designer samples train too.
 
-``baseline.mode`` (spade.baselines) switches the environment source: 'spade' is the above; the fixed
-modes ('fixed_env_grpo', 'fixed_pool', 'rlve') fill the set once at step 0 and keep it for the whole
-run; every k steps they only close the bookkeeping window (archive, window metrics) and open the next
-one on the same environments, with no designer call, no designer reward and no designer sample.
-'fixed_external_designer' runs the loop above, but designs and hints come from an external model
+``baseline.mode`` (spade.baselines) switches the environment source: 'spade' is the above; the pool
+modes ('fixed_pool', 'rlve') fill the set once at step 0 and keep it for the whole run; every k steps
+they only close the bookkeeping window (archive, window metrics) and open the next one on the same
+environments, with no designer call, no designer reward and no designer sample. 'fixed_env_grpo' and
+'fixed_external_designer' with ``baseline.external_pool: offline`` design a pool at step 0, before any
+update, through ``design`` (``SelfPlay._begin_designed_pool``), and each step plays a set drawn from it
+(``baseline.pool_redraw``), again with no further designer call. 'fixed_external_designer' with
+``external_pool: online`` runs the loop above, but designs and hints come from an external model
 (spade.designer.external) that is never trained: no designer samples; its designer reward is computed
 and logged only.
 
@@ -26,8 +35,11 @@ All randomness derives from ``(config.seed, step, ...)``, so a resumed run repea
 from __future__ import annotations
 
 import json
+import logging
+import math
 import random
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 from spade import baselines
 from spade.advantages import designer_advantages, designer_upweight, grpo_advantages
@@ -44,6 +56,11 @@ from spade.seeding import derive_seed
 from spade.rewards import (
     EMAState, calibration_band_reward, designer_reward, ema_update, invalid_penalty, learning_potential, regret,
 )
+
+
+log = logging.getLogger(__name__)
+
+POOL_FILE = "env_pool.json"  # a designed pool, written once into the run folder (SelfPlay pool_dir)
 
 
 @dataclass
@@ -75,10 +92,16 @@ class EnvSlot:
     reports: list = field(default_factory=list)  # validation report of every attempt (no code)
     hint: str = ""
     hint_returns: list = field(default_factory=list)  # [G] returns with hint at the regeneration step
-    paired_returns: list = field(default_factory=list)  # [G] no-hint returns on the same seeds
+    paired_returns: list = field(default_factory=list)  # [m] no-hint returns of the regeneration step (kept plays)
     wins: int = 0  # no-hint wins over the window
     episodes: int = 0  # no-hint episodes over the window
-    return_sum: float = 0.0  # sum of the no-hint returns R_A over the window (mean R_A for designer.reward ema_lp)
+    return_sum: float = 0.0  # sum of the no-hint returns R_A over the window (plateau input, ema_lp)
+    positive: int = 0  # no-hint plays over the window with a return > 0
+    dropped: int = 0  # no-hint plays over the window left out for an environment failure (agent.failed_plays)
+    regen_positive: int = 0  # regeneration-step no-hint plays with a return > 0 (memory.win_rate 'regen_positive')
+    regen_episodes: int = 0  # regeneration-step no-hint plays booked (memory.win_rate 'regen_positive')
+    hint_seeds: list = field(default_factory=list)  # [G] episode seed of each entry of hint_returns
+    paired_seeds: list = field(default_factory=list)  # episode seed of each entry of paired_returns
     distinct_rewards: list = field(default_factory=list)  # reward values observed (figure 16)
     designer_sample: dict | None = None  # token ids / mask / log-probs of the generation that made it
     regret: float | None = None
@@ -102,13 +125,18 @@ class SelfPlayState:
     ema: dict = field(default_factory=lambda: {"fast": {}, "slow": {}})
     rlve: dict = field(default_factory=dict)  # baseline.mode 'rlve': identifier -> {"top", "episodes", "correct"}
     rlve_excluded: dict = field(default_factory=dict)  # RLVE identifier -> why its file failed validation
+    # a pool designed before training (baselines.designs_pool): one dict per valid environment, in generation
+    # order ("env_id" = pool id, "designed_as", "skill", "source", "code", "class_name", "kind", "attempts")
+    pool: list = field(default_factory=list)
+    pool_info: dict = field(default_factory=dict)  # how that pool was made: counts and its generation's metrics
 
 
 class SelfPlay:
     def __init__(self, config: SpadeConfig, backend, validator: Validator, memory: EnvironmentMemory,
-                 corpus_sampler, state: SelfPlayState | None = None, rejected_dir=None):
+                 corpus_sampler, state: SelfPlayState | None = None, rejected_dir=None, pool_dir=None):
         self.config, self.backend, self.validator = config, backend, validator
         self.rejected_dir = rejected_dir  # rejected candidates are kept here with their report (spec 5)
+        self.pool_dir = pool_dir  # a designed pool is also written here (env_pool.json) and reused from it
         self.memory, self.corpus = memory, corpus_sampler
         self.state = state or SelfPlayState()
         prompts = {kind: agent_system_prompt(kind) for kind in ("game", "tool_use")}
@@ -119,17 +147,23 @@ class SelfPlay:
         baselines.check_config(config)
         self.mode = baselines.baseline_of(config).mode
         self.designer_backend = None  # designs and hints through self.backend unless an external model writes them
+        self.plays_override: int | None = None  # no-hint plays per environment fixed by the backend (OpenRLHF)
         self._pool_source = None  # the fixed-pool source, made on first use (RLVE lists its set in a child process)
         self._reports: dict = {}  # environment file -> its validation report (a redrawn RLVE file is not re-run)
         self._excluded_now: dict = {}  # RLVE identifiers excluded since the last step's metrics -> why
+        # environments fixed before training (set once, or a pool designed at step 0): begin_step's fixed branch
+        self.fixed = self.mode in baselines.FIXED_MODES or baselines.designs_pool(config)
+        self._pool_draws: list = []  # cached draws of the designed pool (baselines.pool_draws)
         if self.mode == baselines.EXTERNAL_MODE:
             from spade.designer.external import ExternalDesignerBackend
 
             self.designer_backend = ExternalDesignerBackend.from_config(config)
 
     # ----- helpers -------------------------------------------------------------------------------
-    def _generate(self, chats: list, max_new_tokens: int, seed: int):
-        params = SamplingParams(self.config.designer.temperature, 1.0, max_new_tokens)
+    def _generate(self, chats: list, max_new_tokens: int, seed: int, temperature: float | None = None):
+        """Designer-model generations of ``chats``; ``temperature`` None = designer.temperature (designs)."""
+        temperature = self.config.designer.temperature if temperature is None else temperature
+        params = SamplingParams(temperature, 1.0, max_new_tokens)
         if self.designer_backend is not None:  # external designer: text only, no prompt tokens, never trained
             return [[] for _ in chats], self.designer_backend.generate_chats(chats, params, seed)
         prompts = [self.runner.chat.first_prompt(chat) for chat in chats]
@@ -151,8 +185,9 @@ class SelfPlay:
         self.state.envs = [asdict(env) for env in envs]
 
     # ----- design --------------------------------------------------------------------------------
-    def design(self, step: int) -> tuple[list, list]:
-        """Design a new environment set; returns (slots, designer samples of invalid candidates)."""
+    def design(self, step: int, memory: bool = True) -> tuple[list, list]:
+        """Design a new environment set; returns (slots, designer samples of invalid candidates).
+        ``memory`` False leaves the memory seeds out of every prompt (the offline fixed-ED pool)."""
         cfg = self.config
         round_index = step // cfg.selfplay.regen_interval
         skills = active_skills(round_index, tuple(cfg.selfplay.skills), cfg.selfplay.active_skills)
@@ -163,7 +198,7 @@ class SelfPlay:
             todo = [slot for slot in slots if not slot.valid]
             if not todo:
                 break
-            chats = [self._design_chat(slot, step, attempt) for slot in todo]
+            chats = [self._design_chat(slot, step, attempt, memory) for slot in todo]
             prompts, generations = self._generate(chats, cfg.designer.max_new_tokens,
                                                   derive_seed(cfg.seed, "design", step, attempt))
             pending = [(slot, chat, generation, self._judge(slot, prompt, generation, invalid, 0))
@@ -204,12 +239,12 @@ class SelfPlay:
                 store_rejection(self.rejected_dir, generation.text, report)
         return report
 
-    def _design_chat(self, slot: EnvSlot, step: int, attempt: int) -> list:
+    def _design_chat(self, slot: EnvSlot, step: int, attempt: int, memory: bool = True) -> list:
         cfg = self.config
         rng = random.Random(derive_seed(cfg.seed, "design-context", slot.env_id, attempt))
         document = self.corpus.sample(step, slot.env_id, attempt).text if cfg.corpus.enabled and self.corpus else None
         positives, negative = [], None
-        if cfg.memory.enabled:
+        if cfg.memory.enabled and memory:
             positives = [r.code for r in self.memory.positive_seeds(slot.skill, rng=rng)]
             worst = self.memory.negative_seed(slot.skill, rng=rng)
             negative = worst.code if worst else None
@@ -236,22 +271,38 @@ class SelfPlay:
         if not live:
             return
         chats = [hint_prompt(slot.code, self.config.selfplay.flavour) for slot in live]
+        # hints sample at designer.hint_temperature (reference code 0.3), not the design temperature
         _, generations = self._generate(chats, self.config.designer.hint_max_new_tokens,
-                                        derive_seed(self.config.seed, "hint", step))
+                                        derive_seed(self.config.seed, "hint", step),
+                                        temperature=self.config.designer.hint_temperature)
         for slot, generation in zip(live, generations):
             slot.hint = extract_hint(generation.text)
 
     # ----- play ----------------------------------------------------------------------------------
-    def episode_seeds(self, step: int, slot: EnvSlot, arm: str) -> list:
-        """G environment seeds; the hint arm reuses the no-hint seeds when arms are paired."""
-        key = "no_hint" if arm == "hint" and self.config.agent.paired_arms else arm
-        return [derive_seed(self.config.seed, "episode", step, slot.env_id, key, g)
-                for g in range(self.config.selfplay.group_size)]
+    def no_hint_plays(self, slots: list) -> int:
+        """No-hint plays m per valid environment of a step (``selfplay.batch_structure``): 'global_batch'
+        (reference code) spreads one global batch over the valid environments, m = ceil(global_batch / valid)
+        (192 / 24 = 8); 'groups' plays G. A backend with a fixed response count per environment (OpenRLHF's
+        ``n_samples_per_prompt``) sets ``plays_override``."""
+        if self.plays_override is not None:
+            return self.plays_override
+        if self.config.selfplay.batch_structure == "groups":
+            return self.config.selfplay.group_size
+        valid = sum(slot.valid for slot in slots)
+        return math.ceil(self.config.train.global_batch / valid) if valid else 0
 
-    def play(self, slots: list, step: int, arm: str) -> dict:
-        """Play G episodes per valid slot; returns {env_id: [EpisodeRecord]}."""
+    def episode_seeds(self, step: int, slot: EnvSlot, arm: str, count: int | None = None) -> list:
+        """The seeds of ``count`` episodes (default G). Seed g does not depend on ``count``; with paired
+        arms the hint arm's seed g is the no-hint arm's seed g, so the two arms share their first
+        min(G, m) seeds (regret pairs those, see ``slot_regret``)."""
+        key = "no_hint" if arm == "hint" and self.config.agent.paired_arms else arm
+        count = self.config.selfplay.group_size if count is None else count
+        return [derive_seed(self.config.seed, "episode", step, slot.env_id, key, g) for g in range(count)]
+
+    def play(self, slots: list, step: int, arm: str, count: int | None = None) -> dict:
+        """Play ``count`` episodes (default G) per valid slot; returns {env_id: [EpisodeRecord]}."""
         jobs = [EpisodeJob(slot.env_id, slot.code, slot.class_name, slot.kind, seed, arm, slot.hint)
-                for slot in slots if slot.valid for seed in self.episode_seeds(step, slot, arm)]
+                for slot in slots if slot.valid for seed in self.episode_seeds(step, slot, arm, count)]
         records = self.runner.run(jobs, derive_seed(self.config.seed, "play", step, arm))
         grouped: dict = {}
         for record in records:
@@ -276,7 +327,7 @@ class SelfPlay:
                 slot.designer_reward = value
         for slot in designed:
             if cfg.designer.reward == "regret":
-                slot.designer_reward = designer_reward(slot.regret or 0.0, slot.win_rate or 0.0, rcfg.regret_weight,
+                slot.designer_reward = designer_reward(slot.regret or 0.0, self.plateau_input(slot), rcfg.regret_weight,
                                                        rcfg.plateau_weight, rcfg.regret_scale, rcfg.band_low,
                                                        rcfg.band_high, rcfg.ramp)
             elif cfg.designer.reward == "calibration":
@@ -284,7 +335,7 @@ class SelfPlay:
         for slot in slots:
             if slot.valid and slot.source == "designer":
                 self.memory.add(MemoryRecord(slot.env_id, slot.code, slot.skill, cfg.selfplay.flavour,
-                                             slot.win_rate, slot.regret, slot.step))
+                                             self.memory_win_rate(slot), slot.regret, slot.step))
         rewards = [(s.designer_sample, s.designer_reward, s.skill) for s in designed]
         penalty = (-1.0 if cfg.designer.reward == "calibration"
                    else invalid_penalty(cfg.designer.invalid, cfg.designer.invalid_penalty))
@@ -293,26 +344,117 @@ class SelfPlay:
         if not rewards or not cfg.selfplay.train_designer or self.designer_backend is not None:
             return []
         advantages = designer_advantages([r for _, r, _ in rewards], [skill for _, _, skill in rewards])
-        # spec 6: min(N_RA_samples / N_envs * k, cap), with N_RA_samples the agent samples of one step
+        # 'groups' weight: min(N_envs * G / N_envs * k, cap) = min(G * k, cap); 'global_batch' sets it once the
+        # step's agent plays are known (weigh_designer)
         n_envs = max(sum(s.valid for s in slots), 1)
         weight = designer_upweight(n_envs * cfg.selfplay.group_size, n_envs, cfg.selfplay.regen_interval,
                                    cfg.train.designer_upweight_cap)
         return [Sample("designer", s["token_ids"], s["loss_mask"], s["rollout_logprobs"], float(a), weight, True)
                 for (s, _, _), a in zip(rewards, advantages.tolist())]
 
+    def plateau_input(self, slot: EnvSlot) -> float:
+        """What the plateau reads over the window (``reward.plateau_input``): the mean no-hint return
+        (reference code, clipped to [0, 1]; a negative mean is as far below the band as 0) or the win rate."""
+        value = slot.mean_return if self.config.reward.plateau_input == "mean_return" else slot.win_rate
+        return min(1.0, max(0.0, value or 0.0))
+
+    def memory_win_rate(self, slot: EnvSlot) -> float | None:
+        """The win rate a memory record stores (``memory.win_rate``): the share of the regeneration step's
+        kept no-hint plays with a return > 0 (reference code), or the window's share of full wins."""
+        if self.config.memory.win_rate == "regen_positive":
+            return slot.regen_positive / slot.regen_episodes if slot.regen_episodes else None
+        return slot.win_rate
+
+    def slot_regret(self, slot: EnvSlot) -> float | None:
+        """Eq. 3 at the regeneration step. Paired arms (ours): the mean of hint - no-hint over the seeds both arms
+        played (G = 16 hinted, m = 8 no-hint at paper scale: the 8 shared seeds; the other hinted plays count in
+        the hint arm's own statistics only). Unpaired (reference code): the mean of all G hinted returns minus the
+        mean of the regeneration step's no-hint returns."""
+        if not slot.hint_returns or not slot.paired_returns:
+            return None
+        if not self.config.agent.paired_arms:
+            return regret(slot.hint_returns, slot.paired_returns, paired=False)
+        hint_seeds = slot.hint_seeds or list(range(len(slot.hint_returns)))  # a state written before seeds were kept
+        no_hint_seeds = slot.paired_seeds or list(range(len(slot.paired_returns)))
+        hinted = dict(zip(hint_seeds, slot.hint_returns))
+        pairs = [(hinted[seed], r) for seed, r in zip(no_hint_seeds, slot.paired_returns) if seed in hinted]
+        if not pairs:
+            return None
+        return regret([h for h, _ in pairs], [r for _, r in pairs], paired=True)
+
+    def weigh_designer(self, samples: list, slots: list) -> float | None:
+        """'global_batch': the reference's designer up-weight (spec 6), min(agent samples / designer samples * k,
+        cap), with this step's planned agent samples (m plays x valid environments of ``slots``) before trimming:
+        192 / 24 * 4 = 32 for games, 192 / 24 * 8 = 64 -> 50 for tool use. Sets every sample's weight; returns it."""
+        if not samples or self.config.selfplay.batch_structure == "groups":
+            return samples[0].weight if samples else None
+        cfg = self.config
+        n_agent = self.no_hint_plays(slots) * sum(slot.valid for slot in slots)
+        # no agent sample at all this step: the batch is designer-only and a uniform weight only scales it
+        weight = designer_upweight(n_agent, len(samples), cfg.selfplay.regen_interval,
+                                   cfg.train.designer_upweight_cap) if n_agent else 1.0
+        for sample in samples:
+            sample.weight = weight
+        return weight
+
+    def assemble(self, designer: list, agent: list) -> tuple[list, dict]:
+        """The training samples of one rollout (``selfplay.batch_structure``). 'global_batch' (reference code):
+        one optimizer step of at most ``train.global_batch`` samples, designer samples first, the agent samples
+        after them in slot order (each slot's plays in seed order), the surplus cut from the tail. 'groups': every
+        agent sample, then the designer samples."""
+        if self.config.selfplay.batch_structure == "groups":
+            return agent + designer, {"trimmed_agent_samples": 0}
+        batch = self.config.train.global_batch
+        kept_designer = designer[:batch]
+        room = batch - len(kept_designer)
+        metrics = {"trimmed_agent_samples": max(0, len(agent) - room)}
+        if len(designer) > batch:
+            metrics["trimmed_designer_samples"] = len(designer) - batch
+        return kept_designer + agent[:room], metrics
+
+    def pending_designer_samples(self, slots: list) -> int:
+        """How many designer samples ``close_set(slots)`` will return (the OpenRLHF coordinator plans the final
+        step's designer packs before that step's plays)."""
+        cfg = self.config
+        if self.fixed or not cfg.selfplay.train_designer or self.designer_backend is not None:
+            return 0
+        penalty = (-1.0 if cfg.designer.reward == "calibration"
+                   else invalid_penalty(cfg.designer.invalid, cfg.designer.invalid_penalty))
+        designed = sum(s.valid and s.source == "designer" for s in slots)
+        return designed + (len(self.state.invalid_samples) if penalty is not None else 0)
+
+    def is_final(self, step: int) -> bool:
+        return step == self.config.selfplay.total_steps - 1
+
+    def flush(self, step: int, slots: list) -> tuple[list, list, dict]:
+        """Close the current set at the run's last step, after its plays (the reference flushes it at the final
+        rollout): designer rewards over the window so far, memory update, archive rows; its designer samples
+        train in this same step. Returns (designer samples, archive rows, metrics)."""
+        if not slots:
+            return [], [], {}
+        samples = [] if self.fixed else self.close_set(slots)
+        self.weigh_designer(samples, slots)
+        return samples, [asdict(s) for s in slots], {"final_set_closed": True, **self._closed_metrics(slots)}
+
     # ----- one step ------------------------------------------------------------------------------
     def rollout(self, step: int) -> tuple[list, dict, list]:
         """Run step ``step``; returns (samples, metrics, archive rows of any closed set)."""
-        slots, samples, closed, metrics = self.begin_step(step)
-        played = self.play(slots, step, "no_hint")
+        slots, designer, closed, metrics = self.begin_step(step)
+        played = self.play(slots, step, "no_hint", self.no_hint_plays(slots))
         agent = []
         for slot in slots:
             records = played.get(slot.env_id, [])
             advantages = self.record_play(slot, records, step)
             agent += [Sample("agent", r.token_ids, r.loss_mask, r.rollout_logprobs, a)
-                      for r, a in zip(records, advantages) if sum(r.loss_mask)]
-        self.end_step(step, slots, [r for records in played.values() for r in records], samples, metrics)
-        return agent + samples, metrics, closed
+                      for r, a in zip(records, advantages) if a is not None and sum(r.loss_mask)]
+        if self.is_final(step):  # the last set closes now: its designer samples train in this step
+            flushed, rows, final_metrics = self.flush(step, slots)
+            designer, closed = designer + flushed, closed + rows
+            metrics.update({(f"final_{k}" if k in metrics else k): v for k, v in final_metrics.items()})
+        self.end_step(step, slots, [r for records in played.values() for r in records], designer, metrics)
+        samples, batch_metrics = self.assemble(designer, agent)
+        metrics.update(batch_metrics)
+        return samples, metrics, closed
 
     def begin_step(self, step: int) -> tuple[list, list, list, dict]:
         """Everything of step ``step`` that precedes the agent's no-hint play.
@@ -323,7 +465,7 @@ class SelfPlay:
         """
         cfg = self.config
         slots, samples, closed, metrics = self._envs(), [], [], {"step": step}
-        if self.mode in baselines.FIXED_MODES:
+        if self.fixed:
             return self._begin_fixed(step, slots, metrics)
         if step % cfg.selfplay.regen_interval == 0:
             if slots:
@@ -332,10 +474,12 @@ class SelfPlay:
                 metrics.update(self._closed_metrics(slots))
             slots, invalid = self.design(step)
             self.state.invalid_samples = invalid
+            self.weigh_designer(samples, slots)
             self.write_hints(slots, step)
             hinted = self.play(slots, step, "hint")
             for slot in slots:
                 slot.hint_returns = [r.final_return for r in hinted.get(slot.env_id, [])]
+                slot.hint_seeds = [r.seed for r in hinted.get(slot.env_id, [])]
             metrics.update(self._design_metrics(slots))
             if self.designer_backend is not None:
                 metrics["env_source"] = self.mode
@@ -343,19 +487,13 @@ class SelfPlay:
 
     def _begin_fixed(self, step: int, slots: list, metrics: dict) -> tuple[list, list, list, dict]:
         """``begin_step`` of a fixed mode: the set is made once (step 0, or the first step of a run that
-        has none) and kept; every k steps its window closes and the next opens on the same environments."""
+        has none) and kept; every k steps its window closes and the next opens on the same environments.
+        A designed pool (fixed_env_grpo, the offline fixed external designer) goes to ``_begin_designed_pool``."""
+        if baselines.designs_pool(self.config):
+            return self._begin_designed_pool(step, slots, metrics)
         closed = []
         if not slots:
-            if self.mode == "fixed_env_grpo":
-                slots, _ = self.design(step)  # the same design + validation path, the same slot count
-                self.state.invalid_samples = []  # never rewarded: the designer is not trained
-                if baselines.baseline_of(self.config).hint_arm:
-                    self.write_hints(slots, step)
-                    hinted = self.play(slots, step, "hint")
-                    for slot in slots:
-                        slot.hint_returns = [r.final_return for r in hinted.get(slot.env_id, [])]
-            else:
-                slots = self.fill_pool(step)
+            slots = self.fill_pool(step)
             metrics.update(self._design_metrics(slots))
             metrics["env_source"] = self.mode
         elif step % self.config.selfplay.regen_interval == 0:
@@ -366,11 +504,121 @@ class SelfPlay:
                 metrics.update(self._design_metrics(slots))
                 metrics["env_source"] = self.mode
                 return slots, [], closed, metrics
-            for slot in slots:  # a new window on the same environments (ids unchanged; code too, but RLVE raises)
-                slot.step, slot.wins, slot.episodes, slot.distinct_rewards = step, 0, 0, []
-                slot.return_sum = 0.0
-                slot.hint_returns, slot.paired_returns, slot.regret, slot.designer_reward = [], [], None, None
+            # a new window on the same environments (ids unchanged; code too, but RLVE raises): window statistics
+            # start again, the environment itself is kept
+            slots = [_reopened(slot, step) for slot in slots]
         return slots, [], closed, metrics
+
+    # ----- a pool designed before training (fixed_env_grpo, offline fixed external designer) ------------
+    def _begin_designed_pool(self, step: int, slots: list, metrics: dict) -> tuple[list, list, list, dict]:
+        """The pool is designed once, at the run's first step (step 0: base policy, before any update), or
+        taken from the state of a resumed run; then each step plays a set drawn from it. ``pool_redraw``
+        'step' (reference): a new draw every step, and the previous step's set closes (archive, closed_*
+        metrics); 'window': a new draw every k steps, when the window's set closes."""
+        cfg, base = self.config, baselines.baseline_of(self.config)
+        k = cfg.selfplay.regen_interval
+        made = not self.state.pool
+        if made:
+            metrics.update(self._make_pool())
+        per_step = base.pool_redraw == "step"
+        closed = []
+        if slots and (made or per_step or step % k == 0):
+            closed = [asdict(s) for s in slots]
+            metrics.update(self._closed_metrics(slots))
+        if made or not slots or per_step or step % k == 0:
+            slots = self._draw_pool(step if per_step else step // k, step)
+            self.state.invalid_samples = []  # never rewarded: the designer is not trained
+            if base.hint_arm and step == 0:  # regret of step 0's set, measurement only
+                self.write_hints(slots, step)
+                hinted = self.play(slots, step, "hint")
+                for slot in slots:
+                    slot.hint_returns = [r.final_return for r in hinted.get(slot.env_id, [])]
+                    slot.hint_seeds = [r.seed for r in hinted.get(slot.env_id, [])]
+        metrics["pool_size"] = len(self.state.pool)
+        metrics["pool_draw"] = [slot.env_id for slot in slots if slot.valid]
+        return slots, [], closed, metrics
+
+    def _make_pool(self) -> dict:
+        """Fill ``state.pool``: reuse ``<pool_dir>/env_pool.json`` when it was made for this config, else design
+        rounds of one slot set each through ``design`` (round r as SPADE's regeneration r: its skills, seeds and
+        corpus draws; the offline external designer without memory seeds) until ``pool_size`` valid environments
+        are in or ``pool_max_rounds`` rounds are spent, then write that file. Returns the metrics of the
+        generation (those of a reused file as it logged them, plus ``pool_from_file``)."""
+        cfg = self.config
+        fingerprint = self._pool_fingerprint()
+        saved = self._read_pool_file(fingerprint)
+        if saved is not None:
+            self.state.pool, self.state.pool_info = saved["entries"], saved["info"]
+            return {**saved["info"]["metrics"], "pool_from_file": True}
+        wanted, max_rounds = baselines.pool_size_of(cfg), baselines.pool_max_rounds(cfg)
+        memory = self.mode != baselines.EXTERNAL_MODE  # paper: the fixed ED pool is memory-free
+        generated, entries, rounds = [], [], 0
+        while len(entries) < wanted and rounds < max_rounds:
+            designed, _ = self.design(rounds * cfg.selfplay.regen_interval, memory=memory)
+            rounds += 1
+            for slot in designed:
+                generated.append(slot)
+                if slot.valid and len(entries) < wanted:
+                    entries.append({"env_id": f"p{len(entries):05d}-{slot.skill}", "designed_as": slot.env_id,
+                                    "skill": slot.skill, "source": slot.source, "code": slot.code,
+                                    "class_name": slot.class_name, "kind": slot.kind, "attempts": slot.attempts})
+        if not entries:
+            raise RuntimeError(f"baseline.mode {self.mode!r}: the designed pool holds no valid environment after "
+                               f"{rounds} design rounds of {baselines.pool_slots(cfg)} slots (the limit, config key "
+                               f"'baseline.pool_round_factor' = {baselines.baseline_of(cfg).pool_round_factor}, for "
+                               f"baseline.pool_size {wanted}); reasons: "
+                               f"{json.dumps(_count(r['reason'] for s in generated for r in s.reports))[:1500]}")
+        metrics = {**self._design_metrics(generated), "slots": baselines.pool_slots(cfg), "env_source": self.mode,
+                   "pool_wanted": wanted, "pool_rounds": rounds, "pool_max_rounds": max_rounds,
+                   "pool_generated_slots": len(generated), "pool_valid": len(entries),
+                   "pool_short": wanted - len(entries), "pool_memory_seeds": memory and cfg.memory.enabled}
+        self.state.pool = entries
+        self.state.pool_info = {"fingerprint": fingerprint, "metrics": metrics}
+        if self.pool_dir is not None:
+            from spade.io import atomic_write_json
+
+            atomic_write_json(Path(self.pool_dir) / POOL_FILE, {
+                "info": self.state.pool_info, "entries": entries,
+                "generated": [{k: v for k, v in asdict(s).items() if k != "designer_sample"} for s in generated]})
+        return metrics
+
+    def _pool_fingerprint(self) -> dict:
+        """What a designed pool depends on; a pool file made under another fingerprint is not reused."""
+        cfg, base = self.config, baselines.baseline_of(self.config)
+        return {"mode": self.mode, "seed": cfg.seed, "pool_size": baselines.pool_size_of(cfg),
+                "max_rounds": baselines.pool_max_rounds(cfg), "slots": baselines.pool_slots(cfg),
+                "skills": list(cfg.selfplay.skills), "active_skills": cfg.selfplay.active_skills,
+                "flavour": cfg.selfplay.flavour, "design_attempts": cfg.selfplay.design_attempts,
+                "backfill": cfg.selfplay.backfill, "corpus": cfg.corpus.enabled, "memory": cfg.memory.enabled,
+                "designer": base.external_model if self.mode == baselines.EXTERNAL_MODE else cfg.model.name}
+
+    def _read_pool_file(self, fingerprint: dict) -> dict | None:
+        """The pool of ``<pool_dir>/env_pool.json`` when it exists and was made under ``fingerprint``."""
+        if self.pool_dir is None or not (Path(self.pool_dir) / POOL_FILE).is_file():
+            return None
+        path = Path(self.pool_dir) / POOL_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            log.warning("designed pool %s is unreadable (%s); designing the pool again", path, exc)
+            return None
+        if data.get("info", {}).get("fingerprint") != fingerprint or not data.get("entries"):
+            log.warning("designed pool %s was made for other settings; designing the pool again", path)
+            return None
+        return data
+
+    def _draw_pool(self, index: int, step: int) -> list:
+        """Draw ``index`` of the designed pool as the slots of a set opened at ``step`` (baselines.pool_draws, order
+        seeded by baselines.pool_order_seed). A pool shorter than the slot count leaves the last slots empty."""
+        cfg, pool = self.config, self.state.pool
+        n_slots = baselines.pool_slots(cfg)
+        if index >= len(self._pool_draws):  # every draw a run of total_steps makes, at once
+            count = max(index + 1, cfg.selfplay.total_steps)
+            self._pool_draws = baselines.pool_draws(len(pool), n_slots, count, baselines.pool_order_seed(cfg))
+        slots = [EnvSlot(entry["env_id"], entry["skill"], step, entry["source"], code=entry["code"],
+                         class_name=entry["class_name"], kind=entry["kind"], valid=True, attempts=entry["attempts"])
+                 for entry in (pool[i] for i in self._pool_draws[index])]
+        return slots + [EnvSlot(f"s{step:05d}-empty-{i}", "", step, "pool:empty") for i in range(len(slots), n_slots)]
 
     def fill_pool(self, step: int) -> list:
         """The slots of a fixed procedural pool ('fixed_pool', 'rlve'): the source's environments sampled
@@ -428,22 +676,30 @@ class SelfPlay:
         level = self.state.rlve.get(identifier)
         return baselines.baseline_of(self.config).rlve_difficulty if level is None else level["top"]
 
+    def dropped(self, record) -> bool:
+        """A play left out of the z-score, the statistics and the batch (``agent.failed_plays`` 'drop')."""
+        return self.config.agent.failed_plays == "drop" and record.outcome == "env_failure"
+
     def record_play(self, slot: EnvSlot, records: list, step: int) -> list:
-        """Book one slot's no-hint episodes of step ``step`` (window wins, regret at the regeneration
+        """Book one slot's no-hint episodes of step ``step`` (window statistics, regret at the regeneration
         step, distinct rewards); returns the agent advantage of each record, in order (spec 6: z-score
-        within the slot's G returns). Records without sampled tokens still count in the z-score."""
-        if not records:
-            return []
-        returns = [r.final_return for r in records]
+        within the slot's kept returns of this step), None for a dropped play (environment failure,
+        ``agent.failed_plays`` 'drop'). Records without sampled tokens still count in the z-score."""
+        kept = [r for r in records if not self.dropped(r)]
+        slot.dropped += len(records) - len(kept)
+        returns = [r.final_return for r in kept]
         if step == slot.step:  # the regeneration step: both arms played, regret measured (Eq. 3)
-            slot.paired_returns = returns
-            if slot.hint_returns:
-                slot.regret = regret(slot.hint_returns, returns, paired=self.config.agent.paired_arms)
-        slot.wins += sum(r.won for r in records)
+            slot.paired_returns, slot.paired_seeds = returns, [r.seed for r in kept]
+            slot.regen_positive += sum(x > 0 for x in returns)
+            slot.regen_episodes += len(kept)
+            slot.regret = self.slot_regret(slot)
+        slot.wins += sum(r.won for r in kept)
+        slot.positive += sum(x > 0 for x in returns)
         slot.return_sum += sum(returns)
-        slot.episodes += len(records)
-        slot.distinct_rewards = sorted(set(slot.distinct_rewards) | {r.rewards[-1] for r in records if r.rewards})
-        return grpo_advantages(returns, [0] * len(returns)).tolist()
+        slot.episodes += len(kept)
+        slot.distinct_rewards = sorted(set(slot.distinct_rewards) | {r.rewards[-1] for r in kept if r.rewards})
+        advantages = iter(grpo_advantages(returns, [0] * len(returns)).tolist())
+        return [None if self.dropped(r) else next(advantages) for r in records]
 
     def _advance_rlve(self, slots: list, records: list) -> dict:
         """RLVE's curriculum after play (baseline.rlve_curriculum 'adaptive'): each environment's episodes at its top
@@ -530,7 +786,10 @@ class SelfPlay:
         }
 
     def _play_metrics(self, slots: list, records: list, delayed: list) -> dict:
-        groups: dict = {}  # env_id -> returns of this step's no-hint episodes (one GRPO group)
+        dropped = sum(self.dropped(r) for r in records)
+        failures = sum(r.outcome == "env_failure" for r in records)
+        records = [r for r in records if not self.dropped(r)]
+        groups: dict = {}  # env_id -> returns of this step's kept no-hint episodes (one GRPO group)
         for record in records:
             groups.setdefault(record.env_id, []).append(record.final_return)
         by_skill: dict = {}
@@ -545,12 +804,24 @@ class SelfPlay:
             "agent_mean_return": _mean([r.final_return for r in records]),
             "mean_turns": _mean([r.turns for r in records]),
             "mean_generated_tokens": _mean([r.generated_tokens for r in records]),
-            "env_failures": sum(r.outcome == "env_failure" for r in records),
+            "env_failures": failures,
             "win_rate_by_skill": {k: _mean(v) for k, v in by_skill.items()},
             "env_win_rates": {s.env_id: s.win_rate for s in slots if s.episodes},
             "filled_slots": sum(s.valid for s in slots),
             "designer_samples": len(delayed),
+            "designer_weight": delayed[0].weight if delayed else None,
+            "dropped_plays": dropped,
+            "no_hint_plays": self.no_hint_plays(slots),
         }
+
+
+_IDENTITY = ("env_id", "skill", "source", "code", "class_name", "kind", "valid", "attempts", "reports", "hint",
+             "designer_sample")  # what an environment keeps when a fixed set's next window opens
+
+
+def _reopened(slot: EnvSlot, step: int) -> EnvSlot:
+    """``slot``'s environment in a new bookkeeping window opened at ``step``: statistics start again."""
+    return EnvSlot(step=step, **{key: getattr(slot, key) for key in _IDENTITY})
 
 
 def _mean(values: list):

@@ -1,8 +1,9 @@
 """The local trainer: GRPO updates of one Hugging Face model on a CPU or one GPU, with exact resume.
 
 ``train_run(config, model_dir, corpus_path, run_dir)`` drives the backend-agnostic ``SelfPlay`` core
-step by step: rollout, one policy update per step (in optimizer steps of ``train.global_batch``
-samples, each accumulated over micro-batches of ``train.micro_batch``), one metrics line per step,
+step by step: rollout, one policy update per step (one optimizer step of at most ``train.global_batch``
+samples with ``selfplay.batch_structure`` 'global_batch'; 'groups' takes optimizer steps of
+``train.global_batch``; each accumulated over micro-batches of ``train.micro_batch``), one metrics line per step,
 an archive of every closed environment set, and checkpoints. A run killed at any point restarts from
 its last checkpoint and produces the same metrics as an uninterrupted run: all sampling seeds derive
 from (seed, step), training has no other randomness, and the metrics file is cut back to the
@@ -186,7 +187,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     # baseline.external_serve: a frozen copy of the base model served on loopback for the designer (stopped on exit)
     with local_designer(config, model_dir, run_dir) as core_config, SandboxPool(config.sandbox) as pool:
         core = SelfPlay(core_config, backend, Validator(pool, config.validation), memory, sampler, state,
-                        rejected_dir=run_dir / "rejected")
+                        rejected_dir=run_dir / "rejected", pool_dir=run_dir)
         ran = 0
         with Progress(transient=True) as progress:
             task = progress.add_task("self-play", total=config.selfplay.total_steps, completed=start)
@@ -203,8 +204,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
                 log.info("step %d/%d: agent win rate %.3f, mean return %.3f, %d samples, loss %.4f",
                          step + 1, config.selfplay.total_steps, metrics["agent_win_rate"] or 0.0,
                          metrics["agent_mean_return"] or 0.0, len(samples), metrics["train_loss"])
-                if closed:
-                    atomic_write_json(run_dir / "envs" / f"set_{closed[0]['step']:05d}.json", _archive(closed))
+                write_archives(run_dir, closed)
                 progress.advance(task)
                 ran += 1
                 if step + 1 in config.selfplay.checkpoint_steps():
@@ -214,10 +214,6 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
                     shutil.copy(run_dir / "memory.json", folder / "memory.json")
                 if stop_after is not None and ran >= stop_after:
                     return {"stopped_at": step + 1}
-        final_set = core._envs()
-        if final_set:
-            atomic_write_json(run_dir / "envs" / f"set_{final_set[0].step:05d}.json", _archive(
-                [dict(vars(s)) for s in final_set]))
     summary = {"run": config.run_name, "steps": config.selfplay.total_steps,
                "checkpoints": [f"step_{s:06d}" for s in config.selfplay.checkpoint_steps()], "provenance": stamp(config)}
     atomic_write_json(run_dir / "summary.json", summary)
@@ -228,6 +224,16 @@ def _state_dict(state) -> dict:
     from dataclasses import asdict
 
     return asdict(state)
+
+
+def write_archives(run_dir: Path, rows: list) -> None:
+    """Write ``envs/set_<step>.json`` for every environment set among the closed ``rows`` (a step can close two:
+    the previous set at a regeneration step and, at the run's last step, the current one)."""
+    by_set: dict = {}
+    for row in rows:
+        by_set.setdefault(row["step"], []).append(row)
+    for set_step, members in by_set.items():
+        atomic_write_json(Path(run_dir) / "envs" / f"set_{set_step:05d}.json", _archive(members))
 
 
 def _archive(slots: list) -> dict:

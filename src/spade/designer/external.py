@@ -7,6 +7,12 @@ or parsed exactly as a local designer's would be. The external model is not trai
 no log-probs are needed; the returned :class:`ExternalGeneration` carries the reply, the finish reason and
 the completion-token count the endpoint reports (for the tokens-per-valid-environment metric).
 
+When the core calls it: with ``baseline.external_pool: offline`` (default; the paper's "static pool generated
+offline", "memory-free") every design chat is sent at step 0, before the agent's first play, in rounds of one slot
+set until ``baseline.pool_size`` environments are valid; the prompts carry a corpus document and no memory seeds,
+and no hint chat is sent unless ``baseline.hint_arm`` (``SelfPlay._begin_designed_pool``). With ``online`` the core
+sends a set of design chats and its hint chats at every regeneration step, as for SPADE's own designer.
+
 Each chat is one ``POST <base_url>/chat/completions`` request (standard library ``urllib`` only) with
 ``model``, ``messages``, ``temperature``, the token limit (``max_tokens``, or
 ``max_completion_tokens`` for endpoints that require it), ``seed`` and ``top_p`` when below 1 (1 is the

@@ -46,6 +46,11 @@ class MemoryConfig:
     negative_low: float = option(0.1, "A win rate below this makes an environment a negative example (too hard).", min=0.0)
     negative_high: float = option(0.9, "A win rate above this makes an environment a negative example (too easy).", min=0.0)
     seed_library: bool = option(True, "Initialise the memory with the built-in library environments.")
+    win_rate: str = option(
+        "regen_positive", "What a memory record stores as the agent's win rate (paper silent). 'regen_positive' "
+        "(reference code): the share of the regeneration step's no-hint plays with a return > 0. 'window_win' (before "
+        "issue 14): the share of full wins (return >= 1 - 1e-6) over the environment's whole k-step window. The two "
+        "agree on 0/1 returns measured at the regeneration step.", choices=("regen_positive", "window_win"))
 
     def __post_init__(self):
         if not self.band_low <= self.band_high <= 1.0:
@@ -66,7 +71,7 @@ class MemoryRecord:
     code: str
     skill: str
     flavour: str
-    win_rate: float | None  # RA win rate over the environment's window; None = not measured (library)
+    win_rate: float | None  # RA win rate as memory.win_rate defines it; None = not measured (library)
     regret: float | None  # hint regret r_D (raw, before flooring); None = not measured
     step: int  # training step at which the environment was made (LIBRARY_STEP for library seeds)
 

@@ -8,10 +8,13 @@ in tests it is a plain in-process object. Executors talk to it through three cor
   step. The first ticket of a step opens the step: the coordinator runs ``SelfPlay.begin_step`` (close
   the old set, design, hints, hint arm) in a worker thread, generating through the registered engines,
   and every assignment of that step waits for it. So design always precedes agent play in a step.
-- ``report(step, role, g, summary)``: an agent episode's outcome. When the G episodes of a slot are in,
+  With 'global_batch' the slots cut from the batch are then played here, also through the engines.
+- ``report(step, role, g, summary)``: an agent episode's outcome. When the n episodes of a slot are in,
   the core's ``record_play`` books them and returns the z-scored advantages; every waiting episode of
-  the slot then gets its own. After the step's last response the coordinator ends the step
-  (``SelfPlay.end_step``), appends one line to ``metrics.jsonl``, archives a closed set and
+  the slot then gets its own (None for a dropped play, which the executor answers with padding). At the
+  run's last step the designer packs wait until every play is booked: then the core closes the set
+  (``SelfPlay.flush``) and its designer samples fill them. After the step's last response the coordinator
+  ends the step (``SelfPlay.end_step``), appends one line to ``metrics.jsonl``, archives closed sets and
   checkpoints the core state.
 
 Nothing here trains. The hint arm is played here and never reaches OpenRLHF's batch.
@@ -41,8 +44,8 @@ class Assignment:
 
     kind: str  # "agent" (play job), "designer" (replay entry) or "pad"
     step: int
-    role: int  # ticket role within the step: slot j < B, else designer pack B + p
-    index: int  # g, 0 <= g < G
+    role: int  # ticket role within the step (see _Step.layout)
+    index: int  # g, 0 <= g < n
     job: EpisodeJob | None = None
     entry: dict | None = None  # designer pack entry {"sample": Sample, "reward": float}
     reward: float = 0.0  # pad reward
@@ -53,15 +56,23 @@ class _Step:
     number: int
     ready: asyncio.Future  # resolves when begin_step is done
     slots: list = None
-    matured: list = None
+    matured: list = None  # designer samples of this step (the final step adds its flushed set's)
     closed: list = None
     metrics: dict = None
-    packs: list = None
+    layout: list = None  # role -> ("pack", p) or ("slot", j) (spade.rlhf.plan)
+    packs: list = None  # [P][n] designer pack entries
+    n_packs: int = 0
+    trimmed: list = None  # valid slots cut from the batch, played here ('global_batch')
+    trimmed_done: bool = False
+    final: bool = False  # the run's last step: the set is closed after its plays, its designer samples train now
+    designer_ready: asyncio.Event = None  # packs are filled (at once; at the final step after every play)
+    finished: asyncio.Event = None  # the step is booked, logged and archived
     tickets: dict = None  # ticket number -> role
     claims: list = None  # [roles] responses handed out
     reports: dict = None  # role -> {g: EpisodeRecord}
-    advantages: dict = None  # role -> [G]
+    advantages: dict = None  # role -> {g: advantage or None (dropped play)}
     events: dict = None  # role -> asyncio.Event
+    trained_agent: int = 0  # agent responses that train (kept plays with sampled tokens)
     served: int = 0
     done: bool = False
 
@@ -73,6 +84,7 @@ class SpadeCoordinator:
                  engine_wait_s: float = 60.0, barrier_timeout_s: float = 3600.0):
         self.config, self.core, self.backend = config, core, backend
         self.plan: TicketPlan = ticket_plan(config)
+        self.core.plays_override = self.plan.group_size  # every slot ticket returns n responses
         self.run_dir = Path(run_dir)
         self.next_step = start_step
         self.engines_expected, self.engine_wait_s, self.barrier_timeout_s = engines_expected, engine_wait_s, barrier_timeout_s
@@ -94,9 +106,12 @@ class SpadeCoordinator:
             step = self.current
             if step is None or (ticket not in step.tickets and len(step.tickets) >= self.plan.tickets_per_step):
                 if step is not None and not step.done:
-                    raise RuntimeError(f"ticket {label!r} opens step {step.number + 1} before step {step.number} "
-                                       "finished; asynchronous generation (--train.async_enable, "
-                                       "--rollout.vllm_generate_batch_size > --rollout.batch_size) is not supported")
+                    if step.served < self.plan.responses_per_step:
+                        raise RuntimeError(f"ticket {label!r} opens step {step.number + 1} before step {step.number} "
+                                           "finished; asynchronous generation (--train.async_enable, "
+                                           "--rollout.vllm_generate_batch_size > --rollout.batch_size) is not supported")
+                    # every response is back; the slots cut from the batch are still being played and booked
+                    await asyncio.wait_for(step.finished.wait(), self.barrier_timeout_s)
                 step = self._open(self.next_step)
                 self.next_step += 1
             if ticket not in step.tickets:
@@ -108,9 +123,12 @@ class SpadeCoordinator:
                                    f"{self.plan.group_size} responses")
             step.claims[role] += 1
         await step.ready
+        if step.layout[role][0] == "pack":  # the final step's packs wait for its plays (flush)
+            await step.designer_ready.wait()
         return self._assignment(step, role, g)
 
-    async def report(self, step_number: int, role: int, g: int, summary: dict) -> float:
+    async def report(self, step_number: int, role: int, g: int, summary: dict):
+        """Book an agent episode; returns its advantage, None for a play dropped for an environment failure."""
         step = self.current
         if step is None or step.number != step_number:
             raise RuntimeError(f"report for step {step_number} while step {step and step.number} is open")
@@ -122,7 +140,7 @@ class SpadeCoordinator:
         try:
             await asyncio.wait_for(event.wait(), self.barrier_timeout_s)
         except asyncio.TimeoutError:  # lost episodes: book the slot with those that arrived
-            log.warning("step %d slot %d: %d of %d episodes after %.0f s; booking what arrived", step_number, role,
+            log.warning("step %d role %d: %d of %d episodes after %.0f s; booking what arrived", step_number, role,
                         len(step.reports[role]), self.plan.group_size, self.barrier_timeout_s)
             if role not in step.advantages:
                 self._book(step, role)
@@ -135,10 +153,27 @@ class SpadeCoordinator:
     def _open(self, number: int) -> _Step:
         loop = asyncio.get_running_loop()
         roles = self.plan.tickets_per_step
-        step = _Step(number, loop.create_future(), tickets={}, claims=[0] * roles, reports={}, advantages={}, events={})
+        step = _Step(number, loop.create_future(), tickets={}, claims=[0] * roles, reports={}, advantages={}, events={},
+                     designer_ready=asyncio.Event(), finished=asyncio.Event())
         self.current, self.records = step, []
         loop.create_task(self._begin(step))
         return step
+
+    def _layout(self, step: _Step) -> None:
+        """Roles of this step (spade.rlhf.plan): 'global_batch' gives the first P roles to designer packs and the
+        rest to slots in slot order, valid ones first; the valid slots left over are cut from the batch."""
+        plan, slots = self.plan, step.slots
+        if plan.structure != "global_batch":
+            step.layout = [("slot", j) for j in range(plan.slots)] + [("pack", p) for p in range(step.n_packs)]
+            step.trimmed = []
+            return
+        if step.n_packs > plan.slots:
+            raise RuntimeError(f"step {step.number}: {step.n_packs} designer packs exceed the {plan.slots} tickets of "
+                               "one global batch")
+        order = [j for j in range(plan.slots) if slots[j].valid] + [j for j in range(plan.slots) if not slots[j].valid]
+        kept = order[:plan.slots - step.n_packs]
+        step.layout = [("pack", p) for p in range(step.n_packs)] + [("slot", j) for j in kept]
+        step.trimmed = [j for j in order[len(kept):] if slots[j].valid]
 
     async def _begin(self, step: _Step) -> None:
         try:
@@ -150,53 +185,102 @@ class SpadeCoordinator:
             if len(slots) != self.plan.slots:
                 raise RuntimeError(f"the core returned {len(slots)} slots; the ticket plan expects {self.plan.slots}")
             step.slots, step.matured, step.closed, step.metrics = slots, matured, closed, metrics
-            step.packs = pack_designer_samples(matured, self.plan)
+            step.final = self.core.is_final(step.number)
+            pending = self.core.pending_designer_samples(slots) if step.final else 0
+            step.n_packs = self.plan.packs_for(len(matured) + pending)
+            self._layout(step)
+            if not step.final:
+                step.packs = pack_designer_samples(matured, self.plan, step.n_packs)
+                step.designer_ready.set()
             step.ready.set_result(True)
         except Exception as exc:  # every waiting executor call sees the failure
             log.exception("step %d could not begin", step.number)
             step.ready.set_exception(exc)
+            return
+        if step.trimmed:
+            asyncio.get_running_loop().create_task(self._play_trimmed(step))
+        else:
+            step.trimmed_done = True
+            self._after_booking(step)
+
+    async def _play_trimmed(self, step: _Step) -> None:
+        """Play the slots cut from the batch (their statistics count; nothing of them trains)."""
+        chosen = [step.slots[j] for j in step.trimmed]
+        try:
+            played = await asyncio.to_thread(self.core.play, chosen, step.number, "no_hint", self.plan.group_size)
+        except Exception:
+            log.exception("step %d: the %d slots cut from the batch could not be played", step.number, len(chosen))
+            played = {}
+        for slot in chosen:
+            records = played.get(slot.env_id, [])
+            self.core.record_play(slot, records, step.number)
+            self.records += records
+        step.metrics["trimmed_agent_samples"] = sum(len(played.get(s.env_id, [])) for s in chosen)
+        step.trimmed_done = True
+        self._after_booking(step)
+        self._maybe_finish(step)
 
     def _assignment(self, step: _Step, role: int, g: int) -> Assignment:
-        if role < self.plan.slots:
-            slot = step.slots[role]
+        kind, index = step.layout[role]
+        if kind == "slot":
+            slot = step.slots[index]
             if not slot.valid:
                 self._served(step)
                 return Assignment("pad", step.number, role, g)
-            seed = self.core.episode_seeds(step.number, slot, "no_hint")[g]
+            seed = self.core.episode_seeds(step.number, slot, "no_hint", self.plan.group_size)[g]
             job = EpisodeJob(slot.env_id, slot.code, slot.class_name, slot.kind, seed, "no_hint", slot.hint)
             return Assignment("agent", step.number, role, g, job=job)
-        entry = step.packs[role - self.plan.slots][g]
+        entry = step.packs[index][g]
         self._served(step)
         if entry["sample"] is None:
             return Assignment("pad", step.number, role, g, reward=entry["reward"])
         return Assignment("designer", step.number, role, g, entry=entry)
 
     def _book(self, step: _Step, role: int) -> None:
-        slot = step.slots[role]
+        slot = step.slots[step.layout[role][1]]
         arrived = sorted(step.reports[role])
         records = [step.reports[role][g] for g in arrived]
         advantages = self.core.record_play(slot, records, step.number)
         step.advantages[role] = dict(zip(arrived, advantages))
+        step.trained_agent += sum(a is not None and r.generated_tokens > 0 for r, a in zip(records, advantages))
         self.records += records
+        self._after_booking(step)
+
+    def _after_booking(self, step: _Step) -> None:
+        """At the final step, once every play is booked: close the set and fill the designer packs (flush)."""
+        if not step.final or step.designer_ready.is_set() or not step.trimmed_done:
+            return
+        agent_roles = [r for r, (kind, j) in enumerate(step.layout) if kind == "slot" and step.slots[j].valid]
+        if any(r not in step.advantages for r in agent_roles):
+            return
+        flushed, rows, final_metrics = self.core.flush(step.number, step.slots)
+        step.matured, step.closed = step.matured + flushed, step.closed + rows
+        step.metrics.update({(f"final_{k}" if k in step.metrics else k): v for k, v in final_metrics.items()})
+        step.packs = pack_designer_samples(step.matured, self.plan, step.n_packs)
+        step.designer_ready.set()
 
     def _served(self, step: _Step) -> None:
         step.served += 1
-        if step.served == self.plan.responses_per_step:
+        self._maybe_finish(step)
+
+    def _maybe_finish(self, step: _Step) -> None:
+        if step.served == self.plan.responses_per_step and step.trimmed_done and not step.done:
             self._finish(step)
 
     def _finish(self, step: _Step) -> None:
+        from spade.trainer import write_archives
+
         metrics = self.core.end_step(step.number, step.slots, self.records, step.matured, step.metrics)
-        metrics["samples"] = sum(r.generated_tokens > 0 for r in self.records) + len(step.matured)
+        metrics["samples"] = step.trained_agent + len(step.matured)
+        metrics.setdefault("trimmed_agent_samples", 0)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with (self.run_dir / "metrics.jsonl").open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(metrics, sort_keys=True, default=str) + "\n")
-        if step.closed:
-            from spade.trainer import _archive
-
-            atomic_write_json(self.run_dir / "envs" / f"set_{step.closed[0]['step']:05d}.json", _archive(step.closed))
+        write_archives(self.run_dir, step.closed)
         if step.number + 1 in self.config.selfplay.checkpoint_steps():
             self.save_state(step.number + 1)
         step.done = True
+        step.finished.set()
 
     def save_state(self, next_step: int) -> Path:
         """Core state and memory for a resume (weights and optimizer are OpenRLHF's checkpoint)."""
@@ -233,7 +317,7 @@ def build_coordinator(config, tokenizer, pool, run_dir, corpus_path=None, engine
         memory = fresh_memory(config)
     backend = EngineBackend(tokenizer)
     core = SelfPlay(config, backend, Validator(pool, config.validation), memory, corpus_sampler(config, corpus_path),
-                    state, rejected_dir=run_dir / "rejected")
+                    state, rejected_dir=run_dir / "rejected", pool_dir=run_dir)
     return SpadeCoordinator(config, core, backend, run_dir, start, engines, **options)
 
 

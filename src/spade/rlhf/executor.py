@@ -122,4 +122,6 @@ class SpadeAgentExecutor(AgentExecutorBase):
 
         record = await runner.run_one(job.job, agenerate, in_thread=self._in_thread)
         advantage = await client.call("report", job.step, job.role, job.index, record.summary())
+        if advantage is None:  # dropped for an environment failure (agent.failed_plays): trains nothing
+            return plan.pad_response(prompt, label, job.step, 0.0, hf_tokenizer.eos_token_id or 0)
         return plan.agent_response(prompt, label, job.step, record, advantage, max_length)

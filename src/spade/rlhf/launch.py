@@ -61,7 +61,7 @@ FLAG_SOURCES = {
     "--actor.adam.weight_decay": "train.weight_decay", "--actor.eps_clip_low_high": "train.eps_low/eps_high",
     "--algo.kl.init_coef": "train.kl_coef", "--train.batch_size": "train.global_batch",
     "--actor.max_norm": "train.max_grad_norm", "--train.seed": "seed",
-    "--rollout.n_samples_per_prompt": "selfplay.group_size", "--rollout.temperature": "agent.temperature",
+    "--rollout.n_samples_per_prompt": "train.global_batch / slots (selfplay.group_size with batch_structure 'groups')", "--rollout.temperature": "agent.temperature",
     "--rollout.top_p": "agent.top_p", "--data.max_len": "openrlhf.max_len", "--ckpt.save_steps": "selfplay.checkpoint_every",
     "--algo.advantage.is_correction_threshold": "train.tis_cap",
 }
@@ -239,7 +239,10 @@ def placement(config, orl: OpenRLHFConfig | None = None) -> dict:
             "gpus_used": used, "colocate_all_models": orl.colocate_all_models,
             "colocate_actor_ref": bool(ref) and shared_ref, "actor": actor, "ref": ref, "vllm": vllm,
             "rollout_batch_size": plan.tickets_per_step, "n_samples_per_prompt": plan.group_size,
-            "responses_per_step": plan.responses_per_step, "max_len": data_max_len(config, orl), "notes": notes}
+            "responses_per_step": plan.responses_per_step, "max_len": data_max_len(config, orl), "notes": notes,
+            "global_batch": config.train.global_batch,
+            "optimizer_steps": ("one optimizer step" if plan.responses_per_step == config.train.global_batch else
+                                f"{plan.responses_per_step / config.train.global_batch:.2f} optimizer steps")}
 
 
 # ----- the command ----------------------------------------------------------------------------------------
@@ -630,8 +633,9 @@ def describe_placement(place: dict) -> list:
         f" = {place['vllm']['gpus']} GPUs",
         "colocation         " + ("all models share the actor's GPUs (hybrid engine; vLLM and DeepSpeed sleep in turn)"
                                  if place["colocate_all_models"] else "separate GPUs per role"),
-        f"rollout            {place['rollout_batch_size']} tickets x G {place['n_samples_per_prompt']} = "
-        f"{place['responses_per_step']} responses per step; --data.max_len {place['max_len']}",
+        f"rollout            {place['rollout_batch_size']} tickets x {place['n_samples_per_prompt']} = "
+        f"{place['responses_per_step']} responses per step ({place['optimizer_steps']}, train.global_batch "
+        f"{place['global_batch']}); --data.max_len {place['max_len']}",
     ]
     return lines + [f"note: {note}" for note in place["notes"]]
 

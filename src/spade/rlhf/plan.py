@@ -1,15 +1,24 @@
 """Slot tickets, designer packs and OpenRLHF response dicts: the pure pieces of the plugin.
 
 OpenRLHF pulls ``--rollout.batch_size`` prompts per training step from a *shuffled* prompt dataset and
-asks the agent executor for ``--rollout.n_samples_per_prompt`` (= G) responses per prompt. SPADE's step
+asks the agent executor for ``--rollout.n_samples_per_prompt`` (= n) responses per prompt. SPADE's step
 does not fit a static dataset, so the dataset holds interchangeable **tickets**: every ticket carries a
 unique label (``spade-ticket:<i>``) and the run folder, nothing else. The coordinator gives a ticket
-its meaning when the ticket is first seen, in arrival order, so shuffling does not matter:
+its meaning when the ticket is first seen, in arrival order, so shuffling does not matter.
 
-- roles ``0 .. B-1``: environment slot ``j`` of the current set; its G responses are the G no-hint
-  episodes of slot ``j`` (an empty slot answers with G padding responses);
-- roles ``B .. B+D-1``: designer packs; response ``g`` of pack ``p`` replays one matured designer
-  sample (stored token ids and rollout log-probs) or is padding.
+``selfplay.batch_structure`` 'global_batch' (the reference code's structure, the default): B tickets of
+n = m = global_batch / B responses, so one rollout is exactly one global batch (192 = 24 x 8) and one
+optimizer step. A step with d designer samples gives its first P = ceil(d / (m - 1)) roles to designer
+packs; the remaining roles are environment slots in slot order (valid ones first), the m responses of
+a slot role being its m no-hint episodes; the last P slots are the surplus cut from the batch: the
+coordinator plays their episodes itself (their statistics count, as in the reference, which trims them
+after play) and they never reach OpenRLHF.
+
+'groups' (before issue 14): roles ``0 .. B-1`` are the slots, with G responses each, and roles
+``B .. B+D-1`` are designer packs; ``(B + D) x G`` responses per rollout, about 2.2 optimizer steps.
+
+In a designer pack, response ``g`` replays one matured designer sample (stored token ids and rollout
+log-probs) or is padding; an empty slot answers with padding responses.
 
 Advantages reach OpenRLHF as the response ``reward`` under ``--algo.advantage.estimator dr_grpo``,
 which subtracts each prompt group's mean and does nothing else (no std, no batch whitening). Agent
@@ -36,13 +45,21 @@ LOG_KEYS = ("spade_step", "spade_agent", "spade_designer", "spade_pad", "spade_r
 class TicketPlan:
     """How many tickets one SPADE step needs and how many responses each ticket returns."""
 
-    slots: int  # B: environment slots per set (agent tickets)
-    designer_packs: int  # D: tickets that replay matured designer samples
-    group_size: int  # G: --rollout.n_samples_per_prompt
+    slots: int  # B: environment slots per set
+    designer_packs: int  # 'groups': D extra tickets per step; 'global_batch': most slot roles a step's packs take
+    group_size: int  # n: --rollout.n_samples_per_prompt (G for 'groups', m = global_batch / B for 'global_batch')
+    structure: str = "groups"  # selfplay.batch_structure
 
     @property
     def tickets_per_step(self) -> int:  # --rollout.batch_size
-        return self.slots + self.designer_packs
+        return self.slots if self.structure == "global_batch" else self.slots + self.designer_packs
+
+    def packs_for(self, designer_samples: int) -> int:
+        """Designer packs a step with ``designer_samples`` samples uses: a fixed D ('groups'), or as few as hold
+        them, m - 1 each ('global_batch')."""
+        if self.structure != "global_batch":
+            return self.designer_packs
+        return math.ceil(designer_samples / (self.group_size - 1))
 
     @property
     def responses_per_step(self) -> int:
@@ -50,9 +67,10 @@ class TicketPlan:
 
 
 def max_designer_samples(config) -> int:
-    """Most designer samples that can mature at once: one per slot (paper: invalid candidates are
+    """Most designer samples that can train in one step: one per slot (paper: invalid candidates are
     discarded), or one per generation when invalid candidates are trained with a penalty (every design attempt
-    and each of its ``designer_feedback.revisions``)."""
+    and each of its ``designer_feedback.revisions``); twice that when the run's last step is a regeneration
+    step (it closes the previous set and flushes its own)."""
     from spade.rewards import invalid_penalty
 
     if not config.selfplay.train_designer:
@@ -61,17 +79,35 @@ def max_designer_samples(config) -> int:
     penalised = (config.designer.reward == "calibration"
                  or invalid_penalty(config.designer.invalid, config.designer.invalid_penalty) is not None)
     tries = config.selfplay.design_attempts * (1 + config.designer_feedback.revisions)
-    return slots * (tries if penalised else 1)
+    sp = config.selfplay
+    # a last step that is also a regeneration step closes two sets: the previous one and (flush) its own
+    sets = 2 if sp.total_steps > 1 and (sp.total_steps - 1) % sp.regen_interval == 0 else 1
+    return slots * (tries if penalised else 1) * sets
 
 
 def ticket_plan(config) -> TicketPlan:
-    """The ticket layout of ``config``; G must be at least 2 (a pack needs room for one balancing pad)."""
-    group = config.selfplay.group_size
-    if group < 2:
-        raise ValueError(f"selfplay.group_size must be >= 2 for the OpenRLHF backend (dr_grpo groups), got {group}")
+    """The ticket layout of ``config``; a ticket needs at least 2 responses (a pack needs room for one balancing
+    pad). 'global_batch' needs train.global_batch to be a multiple of the slot count."""
     slots = config.selfplay.active_skills * config.selfplay.envs_per_skill
+    structure = config.selfplay.batch_structure
+    if structure == "global_batch":
+        batch = config.train.global_batch
+        group, key = batch // slots, "train.global_batch"
+        if batch % slots:
+            raise ValueError(f"train.global_batch ({batch}) must be a multiple of the {slots} environment slots "
+                             "(selfplay.active_skills x selfplay.envs_per_skill) for the OpenRLHF backend with "
+                             "selfplay.batch_structure 'global_batch': each slot plays global_batch / slots episodes")
+    else:
+        group, key = config.selfplay.group_size, "selfplay.group_size"
+    if group < 2:
+        raise ValueError(f"{key} gives {group} response(s) per ticket; the OpenRLHF backend needs >= 2 (dr_grpo "
+                         f"groups, room for a balancing pad), selfplay.batch_structure {structure!r}")
     packs = math.ceil(max_designer_samples(config) / (group - 1))
-    return TicketPlan(slots, packs, group)
+    if structure == "global_batch" and packs > slots:
+        raise ValueError(f"up to {max_designer_samples(config)} designer samples need {packs} packs of {group - 1}, "
+                         f"more than the {slots} tickets of one global batch (train.global_batch {config.train.global_batch});"
+                         " raise train.global_batch or use selfplay.batch_structure 'groups'")
+    return TicketPlan(slots, packs, group, structure)
 
 
 def ticket_label(index: int) -> str:
@@ -116,20 +152,22 @@ def write_tickets(path, plan: TicketPlan, total_steps: int, run_dir) -> int:
 
 
 # ----- designer packs ----------------------------------------------------------------------------------
-def pack_designer_samples(samples: list, plan: TicketPlan) -> list:
-    """Distribute matured designer ``Sample``s over the D packs of G responses each.
+def pack_designer_samples(samples: list, plan: TicketPlan, packs: int | None = None) -> list:
+    """Distribute matured designer ``Sample``s over ``packs`` packs (default ``plan.packs_for(len(samples))``)
+    of n responses each.
 
-    Returns D lists of G entries; an entry is ``{"sample": Sample, "reward": advantage * weight}`` or a
+    Returns one list of n entries per pack; an entry is ``{"sample": Sample, "reward": advantage * weight}`` or a
     padding ``{"sample": None, "reward": r}``. Each pack holds at most G-1 samples and its first padding
     entry carries minus their rewards' sum, so every pack's rewards sum to 0 (see the module doc).
     The up-weighting of designer samples (spec 6) is folded into the reward: for a weight w > 0,
     -min(ratio*A*w, clip(ratio)*A*w) = w * -min(ratio*A, clip(ratio)*A).
     """
     room = plan.group_size - 1
-    if len(samples) > plan.designer_packs * room:
-        raise ValueError(f"{len(samples)} designer samples do not fit {plan.designer_packs} packs of {room}")
+    count = plan.packs_for(len(samples)) if packs is None else packs
+    if len(samples) > count * room:
+        raise ValueError(f"{len(samples)} designer samples do not fit {count} packs of {room}")
     packs = []
-    for p in range(plan.designer_packs):
+    for p in range(count):
         chunk = samples[p * room:(p + 1) * room]
         entries = [{"sample": s, "reward": float(s.advantage) * float(s.weight)} for s in chunk]
         balance = -sum(e["reward"] for e in entries)

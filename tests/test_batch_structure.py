@@ -1,0 +1,202 @@
+"""Issue 14 items 2, 3, 4 and 7: the batch structure of one rollout as the reference code takes it, the final
+set's flush, the plateau input, the memory's win rate and dropped plays. Hand-computed expectations.
+
+Reference behaviour (authors' code, read for this): ceil(global_batch / valid environments) no-hint plays per
+environment and step (192 / 24 = 8), G = 16 hinted plays at the regeneration step; one optimizer step of
+global_batch samples, designer samples first, the surplus agent samples cut from the tail; designer weight
+min(agent samples / designer samples * k, 50); the last set flushed at the final rollout.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from spade.agent import EpisodeRecord
+from spade.config import load_config
+from spade.selfplay import EnvSlot, Sample, SelfPlay
+
+
+class RoleBackend:
+    """A stand-in model (no weights): a valid environment for the designer, a hint, a fixed agent answer."""
+
+    def __init__(self, tokenizer, design_text: str, answer: str = "\\boxed{0}"):
+        self.tokenizer, self.design_text, self.answer, self.calls = tokenizer, design_text, answer, []
+
+    def generate(self, prompts, params, seed):
+        from spade.generation import Generation
+
+        out = []
+        for prompt in prompts:
+            text = self.tokenizer.decode(prompt)
+            role = ("design" if "You are an environment designer" in text else
+                    "hint" if "write one short hint" in text else "agent")
+            self.calls.append(role)
+            reply = {"design": self.design_text, "hint": "<hint>Count carefully.</hint>", "agent": self.answer}[role]
+            ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+            out.append(Generation(reply, ids, [-0.1] * len(ids), "stop"))
+        return out
+
+
+def _core(pool, tokenizer, overrides: dict, backend=None) -> SelfPlay:
+    from spade.designer.memory import EnvironmentMemory
+    from spade.envs.library import get_env
+    from spade.envs.validate import Validator
+
+    config = load_config(overrides={"model_card": "tiny-random", **overrides})
+    design = "Here it is:\n```python\n" + get_env("knapsack_selection").source() + "```\n"
+    backend = backend or RoleBackend(tokenizer, design)
+    return SelfPlay(config, backend, Validator(pool), EnvironmentMemory(config.memory), None)
+
+
+def _record(env_id: str, seed: int, ret: float, outcome: str = "terminated") -> EpisodeRecord:
+    return EpisodeRecord(env_id, seed, "no_hint", turns=1, generated_tokens=2, rewards=[ret], final_return=ret,
+                         won=ret >= 1.0 - 1e-6, outcome=outcome, token_ids=[1, 2, 3], loss_mask=[0, 1, 1],
+                         rollout_logprobs=[0.0, -0.5, -0.5])
+
+
+@pytest.mark.slow
+def test_paper_games_recipe_one_rollout_is_one_global_batch(pool, tiny_model):
+    """The paper games recipe (24 slots, G 16, global batch 192, k 4) with a scripted model, 8 steps: every
+    rollout is exactly 192 samples; at a step that trains designer samples they come first, weigh
+    min(192 / 24 * 4, 50) = 32, and 24 agent samples (the last 3 environments x 8 plays) are cut; the set
+    designed at step 4 is flushed at the final step 7, so its designer samples train there."""
+    _, tokenizer = tiny_model
+    core = _core(pool, tokenizer, {"selfplay": {"total_steps": 8}, "agent": {"max_turns": 1},
+                                   "corpus": {"enabled": False}})
+    assert (core.config.train.global_batch, core.config.selfplay.group_size) == (192, 16)
+    for step in range(8):
+        samples, metrics, closed = core.rollout(step)
+        roles = [s.role for s in samples]
+        assert len(samples) == 192, step
+        assert metrics["no_hint_plays"] == 8 and metrics["episodes"] == 24 * 8
+        if step in (4, 7):  # set 0 closes at the regeneration step 4; set 4 is flushed at the last step
+            assert roles == ["designer"] * 24 + ["agent"] * 168
+            assert {s.weight for s in samples if s.role == "designer"} == {32.0}
+            assert metrics["designer_weight"] == 32.0 and metrics["trimmed_agent_samples"] == 24
+            assert {row["step"] for row in closed} == {0 if step == 4 else 4} and len(closed) == 24
+        else:
+            assert roles == ["agent"] * 192 and metrics["trimmed_agent_samples"] == 0 and closed == []
+        if step in (0, 4):  # the hint arm plays G = 16 per environment at the regeneration step
+            assert all(len(e.hint_returns) == 16 and len(e.paired_returns) == 8 for e in core._envs())
+    assert metrics["final_set_closed"] is True
+    assert {r.env_id for r in core.memory.records if r.step == 4} == {e.env_id for e in core._envs()}
+
+
+def test_one_rollout_trains_in_one_optimizer_step(tiny_model):
+    """The local trainer takes one optimizer step for a rollout of global_batch samples ('global_batch')."""
+    from spade.trainer import LocalTrainer
+
+    model, tokenizer = tiny_model
+    config = load_config(overrides={"model_card": "tiny-random", "train": {"global_batch": 6, "micro_batch": 4}})
+    samples = [Sample("designer", [1, 2, 3, 4], [0, 1, 1, 1], [0.0, -1.0, -1.0, -1.0], 0.5, 32.0, True)] + [
+        Sample("agent", [1, 2, 3], [0, 1, 1], [0.0, -1.0, -1.0], a) for a in (1.0, -1.0, 0.5, -0.5, 0.0)]
+    stats = LocalTrainer(config, model, tokenizer.pad_token_id or 0).update(samples)
+    assert stats["optimizer_steps"] == 1 and stats["tokens"] == 3 + 5 * 2
+
+
+def test_plays_per_environment_follow_the_valid_count(pool, tiny_model):
+    """m = ceil(global_batch / valid environments): 192 / 24 = 8, 192 / 20 = 10 (reference); 'groups': G."""
+    _, tokenizer = tiny_model
+    core = _core(pool, tokenizer, {})
+    slots = [EnvSlot(f"e{i}", "logical_deduction", 0, "designer", valid=i < 20) for i in range(24)]
+    assert core.no_hint_plays(slots) == 10
+    assert core.no_hint_plays([replace_valid(s) for s in slots]) == 8
+    assert core.no_hint_plays([EnvSlot("x", "logical_deduction", 0, "designer")]) == 0
+    groups = _core(pool, tokenizer, {"selfplay": {"batch_structure": "groups"}})
+    assert groups.no_hint_plays(slots) == 16
+
+
+def replace_valid(slot: EnvSlot) -> EnvSlot:
+    from dataclasses import replace
+
+    return replace(slot, valid=True)
+
+
+def test_designer_weight_games_32_tool_use_capped_at_50(pool, tiny_model):
+    """min(192 / 24 * 4, 50) = 32 (games); min(192 / 24 * 8, 50) = 50 (tool use, k 8); with 12 designer samples
+    min(192 / 12 * 4, 50) = 50; 'groups' keeps min(G * k, 50) = 50 for games."""
+    _, tokenizer = tiny_model
+    slots = [EnvSlot(f"e{i}", "logical_deduction", 0, "designer", valid=True) for i in range(24)]
+
+    def designer(n):
+        return [Sample("designer", [1, 2], [0, 1], [0.0, -1.0], 0.1, 50.0, True) for _ in range(n)]
+
+    games = _core(pool, tokenizer, {})
+    assert games.weigh_designer(designer(24), slots) == 32.0
+    assert games.weigh_designer(designer(12), slots) == 50.0
+    tool_use = _core(pool, tokenizer, {"recipe": "tool_use"})
+    assert tool_use.config.selfplay.regen_interval == 8 and tool_use.weigh_designer(designer(24), slots) == 50.0
+    groups = _core(pool, tokenizer, {"selfplay": {"batch_structure": "groups"}})
+    kept = designer(24)
+    assert groups.weigh_designer(kept, slots) == 50.0 and kept[0].weight == 50.0  # left as close_set set it
+
+
+def test_assemble_puts_designer_first_and_cuts_the_agent_tail(pool, tiny_model):
+    _, tokenizer = tiny_model
+    core = _core(pool, tokenizer, {"train": {"global_batch": 5}})
+    designer = [Sample("designer", [1], [1], [0.0], 0.0) for _ in range(2)]
+    agent = [Sample("agent", [1], [1], [0.0], float(i)) for i in range(6)]
+    samples, metrics = core.assemble(designer, agent)
+    assert [s.role for s in samples] == ["designer", "designer", "agent", "agent", "agent"]
+    assert [s.advantage for s in samples[2:]] == [0.0, 1.0, 2.0] and metrics["trimmed_agent_samples"] == 3
+    groups = _core(pool, tokenizer, {"train": {"global_batch": 5}, "selfplay": {"batch_structure": "groups"}})
+    samples, metrics = groups.assemble(designer, agent)
+    assert len(samples) == 8 and samples[-1].role == "designer" and metrics["trimmed_agent_samples"] == 0
+
+
+def test_paired_regret_uses_the_seeds_both_arms_played(pool, tiny_model):
+    """G = 4 hinted plays on seeds 10..13, m = 2 no-hint plays on seeds 10, 11: paired regret =
+    mean((1 - 0), (0.5 - 0.5)) = 0.5; unpaired (reference) = mean(1, .5, 1, 1) - mean(0, .5) = 0.875 - 0.25."""
+    _, tokenizer = tiny_model
+    slot = EnvSlot("e", "logical_deduction", 0, "designer", valid=True, hint_returns=[1.0, 0.5, 1.0, 1.0],
+                   hint_seeds=[10, 11, 12, 13])
+    core = _core(pool, tokenizer, {})
+    core.record_play(slot, [_record("e", 10, 0.0), _record("e", 11, 0.5)], 0)
+    assert slot.regret == pytest.approx(0.5)
+    unpaired = _core(pool, tokenizer, {"agent": {"paired_arms": False}})
+    other = EnvSlot("e", "logical_deduction", 0, "designer", valid=True, hint_returns=[1.0, 0.5, 1.0, 1.0])
+    unpaired.record_play(other, [_record("e", 20, 0.0), _record("e", 21, 0.5)], 0)
+    assert other.regret == pytest.approx(0.625)
+
+
+def test_failed_plays_are_dropped_from_the_group(pool, tiny_model):
+    """Returns 1, 0 and a failure: 'drop' z-scores (1, 0) -> (+1, -1) and books 2 plays; 'zero' z-scores
+    (1, 0, 0): mean 1/3, std sqrt(2)/3 -> (sqrt 2, -1/sqrt 2, -1/sqrt 2)."""
+    _, tokenizer = tiny_model
+    records = [_record("e", 1, 1.0), _record("e", 2, 0.0), _record("e", 3, 0.0, outcome="env_failure")]
+    core = _core(pool, tokenizer, {})
+    slot = EnvSlot("e", "logical_deduction", 5, "designer", valid=True)
+    advantages = core.record_play(slot, records, 6)
+    assert advantages[:2] == [pytest.approx(1.0), pytest.approx(-1.0)] and advantages[2] is None
+    assert (slot.episodes, slot.wins, slot.dropped) == (2, 1, 1)
+    metrics = core._play_metrics([slot], records, [])
+    assert metrics["dropped_plays"] == 1 and metrics["env_failures"] == 1 and metrics["agent_win_rate"] == 0.5
+    zero = _core(pool, tokenizer, {"agent": {"failed_plays": "zero"}})
+    slot = EnvSlot("e", "logical_deduction", 5, "designer", valid=True)
+    assert zero.record_play(slot, records, 6) == [pytest.approx(2 ** 0.5), pytest.approx(-(2 ** -0.5)),
+                                                   pytest.approx(-(2 ** -0.5))]
+    assert (slot.episodes, slot.dropped) == (3, 0)
+
+
+def test_plateau_reads_the_mean_return_and_memory_the_positive_share(pool, tiny_model):
+    """Partial rewards: 8 plays of return 0.5 over the window, none a full win, regret 0.
+    plateau_input mean_return: plateau(0.5) = 1 -> reward 0.6; win_rate: plateau(0) = 0 (0.4 below the band,
+    beyond the 0.25 ramp) -> reward 0. Memory: 4 regeneration-step plays, 3 with return > 0 -> 0.75 ('regen_positive');
+    'window_win': 0 full wins of 8 -> 0.0."""
+    _, tokenizer = tiny_model
+    sample = {"token_ids": [5, 6], "loss_mask": [0, 1], "rollout_logprobs": [0.0, -1.0]}
+
+    def slot():
+        return EnvSlot("p", "logical_deduction", 0, "designer", code="x", valid=True, wins=0, episodes=8,
+                       return_sum=4.0, regen_positive=3, regen_episodes=4, regret=0.0, designer_sample=sample)
+
+    reference = _core(pool, tokenizer, {})
+    closed = slot()
+    reference.close_set([closed])
+    assert closed.designer_reward == pytest.approx(0.6)
+    assert reference.memory.records[-1].win_rate == pytest.approx(0.75)
+    previous = _core(pool, tokenizer, {"reward": {"plateau_input": "win_rate"}, "memory": {"win_rate": "window_win"}})
+    closed = slot()
+    previous.close_set([closed])
+    assert closed.designer_reward == pytest.approx(0.0)
+    assert previous.memory.records[-1].win_rate == 0.0
