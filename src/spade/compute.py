@@ -17,8 +17,11 @@ attention width (query heads x head dim):
 
 What is counted, per run (``selfplay``, ``agent``, ``designer``, ``eval`` keys of the config):
 
-* rollout generation: every step, ``G`` no-hint episodes on each filled slot; at every regeneration (every
-  ``k`` steps, ``ceil(total_steps / k)`` of them) also ``G`` hint-arm episodes per filled slot. Slots =
+* rollout generation: every step, ``train.global_batch`` no-hint episodes spread over the filled slots
+  (``selfplay.batch_structure: global_batch``; ``groups``: ``G`` per filled slot); at every regeneration (every
+  ``k`` steps, ``ceil(total_steps / k)`` of them) also ``G`` hint-arm episodes per filled slot. A pool designed
+  before training (Fixed-env GRPO, the external designer's offline pool) costs design rounds of one slot set each
+  until it holds ``baseline.pool_size`` valid environments (at most ``pool_max_rounds``), and its sets are full. Slots =
   ``active_skills x envs_per_skill``; a slot is filled with probability ``1 - (1 - p)^A`` (``p`` =
   ``design_valid_rate``, ``A`` = ``design_attempts x (1 + designer_feedback.revisions)``: a revision counts as one
   more try), or always with ``backfill``. An episode has
@@ -29,8 +32,9 @@ What is counted, per run (``selfplay``, ``agent``, ``designer``, ``eval`` keys o
   on a prompt of instructions + corpus document (``corpus.*_max_words x tokens_per_word`` when
   ``corpus.enabled``) + memory seeds (``memory.n_positive + 1`` examples when ``memory.enabled``), and one
   hint per filled slot (``designer.hint_max_new_tokens x hint_token_fraction``) on the environment's code;
-* training: the no-hint episodes of every step, plus (``selfplay.train_designer``) the designer's valid
-  designs (``designer.invalid: penalty`` trains on every attempt);
+* training: the no-hint episodes of every step (with ``global_batch``, less the places the designer samples
+  take), plus (``selfplay.train_designer``) the designer's valid designs (``designer.invalid: penalty`` trains on
+  every attempt);
 * evaluation: every ``eval.during_training`` benchmark at step 0 and at every checkpoint
   (``selfplay.checkpoint_every`` and the last step), and every ``eval.final`` benchmark at step 0 and the
   last step (pairs counted once). Episodes per benchmark come from its config keys (:func:`eval_episodes`)
@@ -320,16 +324,23 @@ def estimate(config, assumptions: dict | None = None, path: str | Path = COMPUTE
     slots = sp.active_skills * sp.envs_per_skill
     from spade.baselines import baseline_of
 
-    base = baseline_of(config)  # fixed modes design (fixed_env_grpo) or fill (fixed_pool, rlve) one set only
+    from spade.baselines import designs_pool, pool_max_rounds, pool_size_of
+
+    base = baseline_of(config)  # fixed_pool / rlve fill their sets from a source, designed pools design before training
     external = base.mode == "fixed_external_designer"  # designs and hints run on the external endpoint, not here
+    pooled = designs_pool(config)  # fixed_env_grpo, or the external designer's offline pool
     every_k = math.ceil(sp.total_steps / sp.regen_interval)
-    regenerations = {"spade": every_k, "fixed_env_grpo": 1, "fixed_external_designer": every_k}.get(base.mode, 0)
-    hint_sets = regenerations if base.mode in ("spade", "fixed_external_designer") else int(base.hint_arm)
     # designer_feedback.revisions R: each attempt may be followed by up to R revisions, counted as further tries of
     # the same validity and length (revision prompts are longer: the previous answer and report are added)
     p, attempts = model["design_valid_rate"], sp.design_attempts * (1 + config.designer_feedback.revisions)
-    filled = slots if sp.backfill or base.mode in ("fixed_pool", "rlve") else slots * filled_share(p, attempts)
     designed_valid = slots * filled_share(p, attempts)
+    if pooled:  # rounds of `slots` designs until the pool holds pool_size valid environments (or the round cap)
+        regenerations = min(math.ceil(pool_size_of(config) / max(designed_valid, 1e-9)), pool_max_rounds(config))
+    else:
+        regenerations = every_k if base.mode == "spade" or external else 0  # the external designer online: every k
+    hint_sets = regenerations if not pooled and base.mode in ("spade", "fixed_external_designer") else int(base.hint_arm)
+    # every step's set of a pool mode is full (drawn from the pool or the source); a designed set keeps its empty slots
+    filled = slots if sp.backfill or pooled or base.mode in ("fixed_pool", "rlve") else slots * filled_share(p, attempts)
     tries = slots * expected_attempts(p, attempts)
 
     agent = agent_episode(config, model)
