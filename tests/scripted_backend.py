@@ -27,3 +27,36 @@ class ScriptedBackend:
             out.append(Generation(text=reply, completion_ids=ids + [self.tokenizer.eos_token_id],
                                   logprobs=[0.0] * (len(ids) + 1)))
         return out
+
+
+def role_of(text: str) -> str:
+    """Which SPADE role a decoded prompt is for: "design", "hint" or "agent"."""
+    return ("design" if "You are an environment designer" in text else
+            "hint" if "write one short hint" in text else "agent")
+
+
+class RoleBackend:
+    """A stand-in model (no weights) that answers by role: ``design_text`` for the designer, a fixed hint, and
+    ``answer`` for the agent. Records (role, temperature, max_new_tokens) of every prompt in ``calls``."""
+
+    def __init__(self, tokenizer, design_text: str, hint: str = "<hint>Count carefully.</hint>",
+                 answer: str = "\\boxed{0}"):
+        self.tokenizer = tokenizer
+        self.replies = {"design": design_text, "hint": hint, "agent": answer}
+        self.calls: list = []
+
+    def generate(self, prompts, params, seed):
+        out = []
+        for prompt in prompts:
+            role = role_of(self.tokenizer.decode(prompt))
+            self.calls.append((role, params.temperature, params.max_new_tokens))
+            ids = self.tokenizer(self.replies[role], add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+            out.append(Generation(self.replies[role], ids, [-0.1] * len(ids), "stop"))
+        return out
+
+    def roles(self) -> list:
+        return [role for role, _, _ in self.calls]
+
+    def of(self, role: str) -> list:
+        """(temperature, max_new_tokens) of every prompt of ``role``."""
+        return [(t, n) for r, t, n in self.calls if r == role]

@@ -11,30 +11,10 @@ from __future__ import annotations
 
 import pytest
 
+from scripted_backend import RoleBackend
 from spade.agent import EpisodeRecord
 from spade.config import load_config
 from spade.selfplay import EnvSlot, Sample, SelfPlay
-
-
-class RoleBackend:
-    """A stand-in model (no weights): a valid environment for the designer, a hint, a fixed agent answer."""
-
-    def __init__(self, tokenizer, design_text: str, answer: str = "\\boxed{0}"):
-        self.tokenizer, self.design_text, self.answer, self.calls = tokenizer, design_text, answer, []
-
-    def generate(self, prompts, params, seed):
-        from spade.generation import Generation
-
-        out = []
-        for prompt in prompts:
-            text = self.tokenizer.decode(prompt)
-            role = ("design" if "You are an environment designer" in text else
-                    "hint" if "write one short hint" in text else "agent")
-            self.calls.append(role)
-            reply = {"design": self.design_text, "hint": "<hint>Count carefully.</hint>", "agent": self.answer}[role]
-            ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
-            out.append(Generation(reply, ids, [-0.1] * len(ids), "stop"))
-        return out
 
 
 def _core(pool, tokenizer, overrides: dict, backend=None) -> SelfPlay:

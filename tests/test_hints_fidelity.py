@@ -5,34 +5,11 @@ from __future__ import annotations
 import pytest
 
 from spade.config import load_config
-from spade.generation import Generation
-
-HINT = "<hint>Count carefully.</hint>"
+from scripted_backend import RoleBackend
 
 
-class RecordingBackend:
-    """Answers by role (design, hint, agent) and records (role, temperature, max_new_tokens) per prompt."""
 
-    def __init__(self, tokenizer, design_text: str):
-        self.tokenizer, self.design_text, self.calls = tokenizer, design_text, []
-
-    def generate(self, prompts, params, seed):
-        out = []
-        for prompt in prompts:
-            text = self.tokenizer.decode(prompt)
-            role = ("design" if "You are an environment designer" in text else
-                    "hint" if "write one short hint" in text else "agent")
-            self.calls.append((role, params.temperature, params.max_new_tokens))
-            reply = {"design": self.design_text, "hint": HINT, "agent": "\\boxed{0}"}[role]
-            ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
-            out.append(Generation(reply, ids, [-0.1] * len(ids), "stop"))
-        return out
-
-    def of(self, role: str) -> list:
-        return [(t, n) for r, t, n in self.calls if r == role]
-
-
-def first_rollout(pool, tiny_model, designer: dict) -> RecordingBackend:
+def first_rollout(pool, tiny_model, designer: dict) -> RoleBackend:
     from spade.designer.memory import EnvironmentMemory
     from spade.envs.library import get_env
     from spade.envs.validate import Validator
@@ -43,7 +20,7 @@ def first_rollout(pool, tiny_model, designer: dict) -> RecordingBackend:
     config = load_config(overrides={"model_card": "tiny-random", "selfplay": {
         "active_skills": 1, "envs_per_skill": 2, "group_size": 2, "regen_interval": 2, "backfill": False},
         "agent": {"max_turns": 2}, "corpus": {"enabled": False}, "designer": designer})
-    backend = RecordingBackend(tokenizer, design)
+    backend = RoleBackend(tokenizer, design)
     core = SelfPlay(config, backend, Validator(pool), EnvironmentMemory(config.memory), None)
     core.rollout(0)
     assert all(slot.hint == "Count carefully." for slot in core._envs())

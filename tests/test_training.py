@@ -12,6 +12,7 @@ from spade.generation_hf import HFBackend
 from spade.models import load_model
 from spade.selfplay import Sample, derive_seed
 from spade.trainer import LocalTrainer, train_run
+from scripted_backend import RoleBackend
 
 LETTERS = '''
 class Letters:
@@ -114,27 +115,6 @@ def test_closing_a_set_rewards_the_designer(pool, tiny_model):
     assert {r.env_id for r in memory.records} == {"a", "b"}  # backfilled environments are not the designer's
 
 
-class RoleBackend:
-    """A stand-in model that answers by role: a valid environment, a hint, or a fixed agent answer."""
-
-    def __init__(self, tokenizer, design_text: str):
-        self.tokenizer, self.design_text, self.calls = tokenizer, design_text, []
-
-    def generate(self, prompts, params, seed):
-        from spade.generation import Generation
-
-        out = []
-        for prompt in prompts:
-            text = self.tokenizer.decode(prompt)
-            role = ("design" if "You are an environment designer" in text else
-                    "hint" if "write one short hint" in text else "agent")
-            self.calls.append(role)
-            reply = {"design": self.design_text, "hint": "<hint>Count carefully.</hint>", "agent": "\\boxed{0}"}[role]
-            ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
-            out.append(Generation(reply, ids, [-0.1] * len(ids), "stop"))
-        return out
-
-
 def test_designer_path_valid_environments_hints_and_regret(pool, tiny_model):
     """The paper-scale path: the designer's own valid environments fill the set (no backfill)."""
     from spade.designer.memory import EnvironmentMemory
@@ -151,7 +131,7 @@ def test_designer_path_valid_environments_hints_and_regret(pool, tiny_model):
     core = SelfPlay(config, backend, Validator(pool), EnvironmentMemory(config.memory), None)
     samples, metrics, closed = core.rollout(0)
     assert metrics["valid_env_rate"] == 1.0 and metrics["backfilled_share"] == 0.0 and metrics["slots"] == 2
-    assert backend.calls[:2] == ["design", "design"] and backend.calls[2:4] == ["hint", "hint"]
+    assert backend.roles()[:2] == ["design", "design"] and backend.roles()[2:4] == ["hint", "hint"]
     envs = core._envs()
     assert all(e.source == "designer" and e.hint == "Count carefully." for e in envs)
     assert all(e.regret == 0.0 and len(e.hint_returns) == 2 for e in envs)  # same answers with and without hint
