@@ -40,12 +40,17 @@ def test_paper_games_recipe_one_rollout_is_one_global_batch(pool, tiny_model):
     rollout is exactly 192 samples; at a step that trains designer samples they come first, weigh
     min(192 / 24 * 4, 50) = 32, and 24 agent samples (the last 3 environments x 8 plays) are cut; the set
     designed at step 4 is flushed at the final step 7, so its designer samples train there."""
-    _, tokenizer = tiny_model
+    from spade.trainer import LocalTrainer
+
+    model, tokenizer = tiny_model
     core = _core(pool, tokenizer, {"selfplay": {"total_steps": 8}, "agent": {"max_turns": 1},
-                                   "corpus": {"enabled": False}})
+                                   "corpus": {"enabled": False}, "train": {"micro_batch": 32}})
     assert (core.config.train.global_batch, core.config.selfplay.group_size) == (192, 16)
+    trainer = LocalTrainer(core.config, model, tokenizer.pad_token_id or 0)
     for step in range(8):
         samples, metrics, closed = core.rollout(step)
+        if step in (0, 7):  # the local trainer takes exactly one optimizer step for the rollout
+            assert trainer.update(samples)["optimizer_steps"] == 1
         roles = [s.role for s in samples]
         assert len(samples) == 192, step
         assert metrics["no_hint_plays"] == 8 and metrics["episodes"] == 24 * 8
@@ -180,3 +185,17 @@ def test_plateau_reads_the_mean_return_and_memory_the_positive_share(pool, tiny_
     previous.close_set([closed])
     assert closed.designer_reward == pytest.approx(0.0)
     assert previous.memory.records[-1].win_rate == 0.0
+
+
+def test_tool_use_keeps_table_5_and_the_scripts_values_are_one_switch_away():
+    """Item 9: the reference's tool-use scripts use KL 0.005 on every backbone and all 6 skills per regeneration;
+    Table 5 says KL 0 (0.005 for Qwen3-8B) and 3 of 6 skills, and is explicit, so it stays the default."""
+    from spade.config import CONFIG_DIR
+
+    for size, kl in (("4b", 0.0), ("8b", 0.005), ("30b", 0.0)):
+        config = load_config(CONFIG_DIR / "paper" / f"spade_tool_use_{size}.yaml")
+        assert (config.train.kl_coef, config.selfplay.active_skills, len(config.selfplay.skills)) == (kl, 3, 6), size
+        assert config.selfplay.regen_interval == 8 and config.designer.hint_max_new_tokens == 2048, size
+    scripts = load_config(CONFIG_DIR / "paper" / "spade_tool_use_30b.yaml",
+                          overrides={"train": {"kl_coef": 0.005}, "selfplay": {"active_skills": 6}})
+    assert (scripts.train.kl_coef, scripts.selfplay.active_skills) == (0.005, 6)
