@@ -373,7 +373,7 @@ def test_global_batch_every_rollout_is_one_optimizer_step(global_run):
         # plus the hint arm (2 x G 2) at the regeneration steps
         assert sum(c[0] == "agent" for c in step["calls"]) == 8 + (4 if s % 2 == 0 else 0), s
     lines = [json.loads(x) for x in (global_run["run_dir"] / "metrics.jsonl").read_text().splitlines()]
-    assert [m["episodes"] for m in lines] == [8] * 4
+    assert [m["episodes"] for m in lines] == [8] * 4 and not any("trimmed_play_error" in m for m in lines)
     assert [m["trimmed_agent_samples"] for m in lines] == [0, 0, 4, 4]
     assert [m["designer_samples"] for m in lines] == [0, 0, 2, 2] and lines[3]["final_set_closed"]
     assert [m["samples"] for m in lines] == [8, 8, 6, 6]  # 2 designer + 4 agent at steps 2 and 3

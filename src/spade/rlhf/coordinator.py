@@ -208,8 +208,9 @@ class SpadeCoordinator:
         chosen = [step.slots[j] for j in step.trimmed]
         try:
             played = await asyncio.to_thread(self.core.play, chosen, step.number, "no_hint", self.plan.group_size)
-        except Exception:
+        except Exception as exc:  # the step goes on without their statistics, and says so in its metrics
             log.exception("step %d: the %d slots cut from the batch could not be played", step.number, len(chosen))
+            step.metrics["trimmed_play_error"] = f"{type(exc).__name__}: {exc}"[:500]
             played = {}
         for slot in chosen:
             records = played.get(slot.env_id, [])
