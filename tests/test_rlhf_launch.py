@@ -8,6 +8,7 @@ compared flag by flag with the parser's table (exact names, number of values, ch
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -209,6 +210,22 @@ def test_command_agrees_with_prepare_run(toy, tmp_path):
     assert groups["--data.prompt_dataset"] == [prepared["prompt_dataset"]]
     lines = Path(prepared["prompt_dataset"]).read_text().splitlines()
     assert len(lines) == toy.selfplay.total_steps * 2  # one pass over the tickets = total_steps rollout batches
+
+
+def test_relative_paths_as_snakemake_passes_them(toy, tmp_path, monkeypatch):
+    """rules/train.smk passes relative --run-dir/--model: the command, the ticket prompts and the run spec must all
+    carry the same absolute paths (Ray workers read them from another working directory)."""
+    monkeypatch.chdir(tmp_path)
+    argv = L.openrlhf_command(toy, "results/runs/toy", "results/models/m", "results/corpus/games.jsonl", small_orl())
+    prepared = prepare_run(toy, "results/runs/toy", "results/models/m", "results/corpus/games.jsonl", engines=2)
+    groups = dict(L.flag_groups(argv))
+    run = str(tmp_path / "results" / "runs" / "toy")
+    assert groups["--data.prompt_dataset"] == [prepared["prompt_dataset"]] == [run + "/tickets.jsonl"]
+    first = json.loads(Path(prepared["prompt_dataset"]).read_text().splitlines()[0])
+    assert json.loads(first["prompt"]) == {"spade_run": run}
+    spec = json.loads(Path(prepared["run_spec"]).read_text())
+    assert (spec["model_dir"], spec["corpus_path"]) == (str(tmp_path / "results/models/m"),
+                                                         str(tmp_path / "results/corpus/games.jsonl"))
 
 
 def test_presets_cover_every_paper_backbone():

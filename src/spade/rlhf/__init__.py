@@ -12,6 +12,7 @@ decides what is generated and how it is rewarded. Design and settings: docs/OPEN
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from spade.rlhf.plan import TicketPlan, ticket_plan, write_tickets
@@ -21,9 +22,12 @@ AGENT_FUNC_PATH = Path(__file__).with_name("agent_func.py")
 
 def prepare_run(config, run_dir, model_dir, corpus_path=None, engines: int = 1) -> dict:
     """Write ``<run_dir>/rlhf_run.json`` and ``<run_dir>/tickets.jsonl``; returns the values the launcher
-    turns into OpenRLHF flags (see docs/OPENRLHF.md)."""
+    turns into OpenRLHF flags (see docs/OPENRLHF.md). Every path written is absolute, as in the command
+    (``launch.openrlhf_command``): Ray workers read them from another working directory."""
     from spade.rlhf.coordinator import write_run_spec
 
+    run_dir, model_dir = Path(os.path.abspath(run_dir)), os.path.abspath(model_dir)
+    corpus_path = os.path.abspath(corpus_path) if corpus_path else None
     plan = ticket_plan(config)
     spec = write_run_spec(run_dir, config, model_dir, corpus_path, engines)
     tickets = Path(run_dir) / "tickets.jsonl"
