@@ -42,10 +42,12 @@ try:  # recipe < model card < run file and --config overrides; fail before any j
 except ConfigError as exc:
     raise WorkflowError(f"invalid configuration: {exc}")
 
-# The interpreter of the jobs: the venv snakemake runs in, or, under --software-deployment-method conda/apptainer,
-# the job's own environment (envs/*.yaml, containers/; docs/CONTAINERS.md)
+# The interpreter of the jobs: the venv snakemake runs in (every CPU rule: they declare no environment of their own);
+# the rules that declare one (train, evaluate, designer_fidelity: envs/spade-gpu.yaml, containers/) use its python
+# under --software-deployment-method conda/apptainer (docs/CONTAINERS.md)
 DEPLOYED = bool(set(workflow.deployment_settings.deployment_method) & {DeploymentMethod.CONDA, DeploymentMethod.APPTAINER})
-PYTHON = "python" if DEPLOYED else shlex.quote(sys.executable)
+PYTHON = shlex.quote(sys.executable)
+GPU_PYTHON = "python" if DEPLOYED else PYTHON
 GPU_IMAGE = os.environ.get("SPADE_GPU_IMAGE", "containers/spade-gpu.sif")  # containers/Apptainer.def, built once
 CPU_ENV = "../envs/spade-cpu.yaml"  # relative to rules/
 GPU_ENV = "../envs/spade-gpu.yaml"

@@ -30,7 +30,7 @@ rule evaluate:
     container:
         GPU_IMAGE
     shell:
-        "{PYTHON} -m spade.cli eval run --config-json " + CONFIG_ARG + " --model {params.model} --step {wildcards.step} "
+        "{GPU_PYTHON} -m spade.cli eval run --config-json " + CONFIG_ARG + " --model {params.model} --step {wildcards.step} "
         "--benchmark {wildcards.benchmark} --out {output} > {log} 2>&1"
 
 
@@ -57,7 +57,7 @@ rule designer_fidelity:
     container:
         GPU_IMAGE
     shell:
-        "{PYTHON} -m spade.cli fidelity --config-json " + CONFIG_ARG + " --model {params.model} --out {output} "
+        "{GPU_PYTHON} -m spade.cli fidelity --config-json " + CONFIG_ARG + " --model {params.model} --out {output} "
         "> {log} 2>&1"
 
 

@@ -14,10 +14,10 @@ def train_backend(wildcards):
 # The command: a config with one run keeps the exact text it always had (plus `--backend openrlhf` for a GPU run);
 # with several runs (multi-run, toy ablations) each job names its backend.
 if PER_RUN_JSON:
-    TRAIN_COMMAND = "{PYTHON} -m spade.cli train --backend {params.backend} --config-json " + CONFIG_ARG
+    TRAIN_COMMAND = "{GPU_PYTHON} -m spade.cli train --backend {params.backend} --config-json " + CONFIG_ARG
     TRAIN_PARAMS = {"backend": train_backend, **run_json_params()}
 else:
-    TRAIN_COMMAND = "{PYTHON} -m spade.cli train " + ("--backend openrlhf " if is_gpu_run(SPADE.run_name) else "")
+    TRAIN_COMMAND = "{GPU_PYTHON} -m spade.cli train " + ("--backend openrlhf " if is_gpu_run(SPADE.run_name) else "")
     TRAIN_COMMAND += "--config-json " + CONFIG_ARG
     TRAIN_PARAMS = {}
 

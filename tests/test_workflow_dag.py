@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +64,27 @@ def test_default_plan_is_the_toy_pipeline(tmp_path):
     steps = sorted(job["wildcards"] for job in planned if job["rule"] == "evaluate")
     assert steps == [f"run=toy, benchmark=heldout_library, step={step}" for step in ("000000", "000002", "000004")]
     assert "pending_run" not in run.stdout
+
+
+def test_deployed_environments_are_used_only_by_the_rules_that_declare_one(tmp_path):
+    """Under --software-deployment-method apptainer (an `apptainer` stand-in on PATH: Snakemake asks for its version
+    when it builds the DAG) train and evaluate run the image's python; every CPU rule keeps the venv snakemake runs
+    in (they declare no container, so a bare `python` would be whatever the node has)."""
+    fake = tmp_path / "bin" / "apptainer"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'apptainer version 1.3.4'\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"}
+    run = subprocess.run(SNAKEMAKE + ["-n", "-p", "--sdm", "apptainer", "--configfile", str(ROOT / "configs/default.yaml"),
+                                      "--directory", str(tmp_path / "work")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    shells = {job["rule"]: job["shell"] for job in jobs(run.stdout) if job["shell"]}
+    venv = shlex.quote(sys.executable)
+    for rule in ("train", "evaluate"):
+        assert shells[rule].startswith("python -m spade.cli "), rule
+    for rule in ("library_check", "build_corpus", "prepare_model", "results_table", "run_table", "training_figure"):
+        assert shells[rule].startswith(venv + " "), rule
 
 
 def test_toy_ablations_plan_every_mode_and_the_ablation_artifacts(tmp_path):
