@@ -257,6 +257,24 @@ def test_launch_scripts(tmp_path):
         assert subprocess.run(["bash", "-n", str(tmp_path / "s.sh")]).returncode == 0
 
 
+def test_ray_temp_dir_keeps_its_socket_paths_under_the_unix_limit(tmp_path):
+    """Ray puts its plasma socket at <temp dir>/session_<date>_<time>_<us>_<pid>/sockets/plasma_store and rejects paths
+    over 107 bytes: the launch script falls back from a long $TMPDIR to /tmp (run here in bash, as on a node)."""
+    script = L.launch_script(load_config(CONFIG_DIR / "paper" / "spade_games_4b.yaml"), tmp_path / "run", tmp_path / "m",
+                             "c.jsonl")
+    lines = [line for line in script.splitlines() if line.lstrip().startswith(("TMP_RAY=", "if [ \"${#TMP_RAY}\""))]
+    assert len(lines) == 2
+    socket = "/session_2026-12-02_06-50-40_123456_4194304/sockets/plasma_store"
+    for tmpdir, expected in (("/tmp", "/tmp/ray_12345678"),
+                             ("/scratch/slurm/job_12345678/node-local-tmp", "/tmp/ray_12345678")):
+        out = subprocess.run(["bash", "-c", "\n".join(lines) + '\necho "$TMP_RAY"'], capture_output=True, text=True,
+                             env={"TMPDIR": tmpdir, "SLURM_JOB_ID": "12345678", "PATH": "/usr/bin:/bin"})
+        assert out.stdout.strip() == expected and len(expected + socket) <= 107, tmpdir
+    short = subprocess.run(["bash", "-c", "\n".join(lines) + '\necho "$TMP_RAY"'], capture_output=True, text=True,
+                           env={"TMPDIR": "/lscratch", "SLURM_JOB_ID": "7", "PATH": "/usr/bin:/bin"})
+    assert short.stdout.strip() == "/lscratch/ray_7"  # a short $TMPDIR is kept
+
+
 def test_link_checkpoints(toy, tmp_path):
     ckpt = L.run_paths(tmp_path)["ckpt"]
     for step in toy.selfplay.checkpoint_steps():  # [2, 4]

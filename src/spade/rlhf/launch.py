@@ -67,6 +67,11 @@ FLAG_SOURCES = {
 }
 
 
+# bytes of "/session_2026-12-02_06-50-40_123456_4194304/sockets/plasma_store" (Ray 2.55's session folder, a 7-digit
+# pid) plus a margin of 10: what Ray appends to --temp-dir for its longest socket path
+RAY_SOCKET_SUFFIX = 64 + 10
+
+
 class LaunchError(RuntimeError):
     """The GPU launch cannot proceed; the message says what is missing and what to do."""
 
@@ -401,6 +406,9 @@ engine(s) x TP {orl.vllm_tensor_parallel_size}; colocate_all {orl.colocate_all_m
         GPUS_WANTED={orl.num_nodes * orl.gpus_per_node}
         PORT=$((20000 + ${{SLURM_JOB_ID:-$$}} % 20000))
         TMP_RAY="${{TMPDIR:-/tmp}}/ray_${{SLURM_JOB_ID:-$$}}"
+        # Ray's sockets live {RAY_SOCKET_SUFFIX} bytes below it ($TMP_RAY/session_<date>_<time>_<us>_<pid>/sockets/
+        # plasma_store) and a Unix socket path holds at most 107 bytes: a longer $TMPDIR falls back to /tmp
+        if [ "${{#TMP_RAY}}" -gt {107 - RAY_SOCKET_SUFFIX} ]; then TMP_RAY="/tmp/ray_${{SLURM_JOB_ID:-$$}}"; fi
         if [ "$NODES_WANTED" -gt 1 ]; then
           if [ -z "${{SLURM_JOB_NODELIST:-}}" ]; then
             echo "openrlhf.num_nodes is $NODES_WANTED: run this script inside a SLURM allocation of that many nodes," \\
