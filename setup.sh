@@ -37,6 +37,9 @@ PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 "${PIP[@]}" --no-deps openrlhf==0.11.2 pylatexenc==2.11 aiohttp==3.14.5 aiohappyeyeballs==2.7.1 aiosignal==1.4.0 \
   frozenlist==1.8.0 multidict==7.2.1 propcache==0.5.4 yarl==1.25.1
 rm -rf .venv/lib/python*/site-packages/tests
+# Ray 2.55 (the GPU stack's, envs/spade-gpu.yaml) on the CPU: the coordinator is tested as a real Ray actor
+# (tests/test_rlhf_ray.py); its other dependencies are already met by our pins
+"${PIP[@]}" --no-deps ray==2.55.0 msgpack==1.2.4 protobuf==7.36.2
 # the SLURM executor for `snakemake --profile slurm` (its declared dependencies are already met by our pins)
 "${PIP[@]}" --no-deps snakemake-executor-plugin-slurm==2.8.0 snakemake-executor-plugin-slurm-jobstep==0.6.1
 .venv/bin/python - <<'PY'

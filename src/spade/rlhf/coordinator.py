@@ -348,9 +348,14 @@ class _RayCoordinatorHost:
 
 
 def ray_coordinator(run_dir):
-    """The run's coordinator actor, created on first use (CPU only; async so calls interleave)."""
+    """The run's coordinator actor, created on first use (CPU only; async so calls interleave). The first executor
+    call creates it from inside a vLLM engine actor, which OpenRLHF places in a placement group bundle with child
+    capture on; outside any group (``placement_group=None``) it takes a free CPU of the node instead of waiting
+    forever for the one the engine holds."""
     import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    actor = ray.remote(_RayCoordinatorHost).options(name=COORDINATOR_NAME, get_if_exists=True, num_cpus=1,
-                                                    max_concurrency=100_000)
+    actor = ray.remote(_RayCoordinatorHost).options(
+        name=COORDINATOR_NAME, get_if_exists=True, num_cpus=1, max_concurrency=100_000,
+        scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=None))
     return actor.remote(str(run_dir))
