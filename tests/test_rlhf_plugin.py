@@ -21,7 +21,7 @@ import asyncio
 import importlib.util
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import pytest
 import torch
@@ -32,7 +32,7 @@ from spade.config import load_config  # noqa: E402
 from spade.generation import SamplingParams  # noqa: E402
 from spade.generation_hf import HFBackend  # noqa: E402
 from spade.rlhf import AGENT_FUNC_PATH, prepare_run  # noqa: E402
-from spade.rlhf.coordinator import build_coordinator  # noqa: E402
+from spade.rlhf.coordinator import build_coordinator, state_folder  # noqa: E402
 from spade.rlhf.plan import LOG_KEYS, TicketPlan, action_ranges, pack_designer_samples, parse_ticket  # noqa: E402
 from spade.seeding import derive_seed  # noqa: E402
 from spade.selfplay import Sample  # noqa: E402
@@ -313,7 +313,36 @@ def test_metrics_and_state(plugin_run):
     assert [m["step"] for m in lines] == [0, 1, 2]
     assert lines[0]["regenerated"] and lines[0]["mean_regret"] == 0.0 and lines[2]["closed_set_step"] == 0
     assert (run_dir / "envs" / "set_00000.json").is_file()
-    assert (run_dir / "spade_state" / "state.json").is_file()  # total_steps is a checkpoint step
+    assert (state_folder(run_dir, STEPS) / "state.json").is_file()  # checkpoint_every = STEPS
+
+
+def test_resume_takes_the_state_of_the_step_openrlhf_resumes_from(plugin_run, pool, tmp_path):
+    """A run killed after step 5's generation but before its training: the coordinator saved states for steps 3 and 6,
+    OpenRLHF's last checkpoint is global_step3. The resume takes step 3's state and cuts metrics.jsonl back to steps
+    0-2; with no OpenRLHF checkpoint the core starts afresh; a checkpoint with no matching state stops the run."""
+    import shutil
+
+    config, tokenizer = plugin_run["config"], plugin_run["tokenizer"]
+    run_dir = tmp_path / "run"
+    shutil.copytree(plugin_run["run_dir"], run_dir)
+    saved = json.loads((state_folder(run_dir, 3) / "state.json").read_text())
+    ahead = state_folder(run_dir, 6)
+    shutil.copytree(state_folder(run_dir, 3), ahead)
+    (ahead / "state.json").write_text(json.dumps({**saved, "next_step": 6}))
+    metrics = run_dir / "metrics.jsonl"
+    metrics.write_text(metrics.read_text() + "".join(json.dumps({"step": s}) + "\n" for s in (3, 4, 5)))
+    latest = run_dir / "openrlhf" / "ckpt" / "_actor" / "latest"
+    latest.parent.mkdir(parents=True)
+    latest.write_text("global_step3")
+    resumed = build_coordinator(config, tokenizer, pool, run_dir, engine_wait_s=0.0)
+    assert resumed.next_step == 3 and asdict(resumed.core.state) == saved["selfplay"]
+    assert [json.loads(line)["step"] for line in metrics.read_text().splitlines()] == [0, 1, 2]
+    latest.write_text("global_step2")  # no state was saved for step 2
+    with pytest.raises(RuntimeError, match="resumes from global_step2 but .*step_000002 holds no SPADE state"):
+        build_coordinator(config, tokenizer, pool, run_dir, engine_wait_s=0.0)
+    latest.unlink()  # killed before OpenRLHF's first checkpoint: everything starts again
+    fresh = build_coordinator(config, tokenizer, pool, run_dir, engine_wait_s=0.0)
+    assert fresh.next_step == 0 and fresh.core.state.envs == [] and metrics.read_text() == ""
 
 
 # ----- the default structure: one global batch per rollout (issue 14) ------------------------------------------------

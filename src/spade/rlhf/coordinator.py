@@ -25,6 +25,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import re
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,6 +38,7 @@ from spade.rlhf.plan import TicketPlan, pack_designer_samples, parse_ticket, tic
 
 log = logging.getLogger("spade.rlhf")
 COORDINATOR_NAME = "spade-coordinator"
+KEEP_STATES = 3  # SPADE states kept on disk: OpenRLHF keeps --ckpt.max_num 2 checkpoints
 RUN_SPEC = "rlhf_run.json"
 
 
@@ -284,11 +288,19 @@ class SpadeCoordinator:
         step.finished.set()
 
     def save_state(self, next_step: int) -> Path:
-        """Core state and memory for a resume (weights and optimizer are OpenRLHF's checkpoint)."""
-        folder = self.run_dir / "spade_state"
-        folder.mkdir(parents=True, exist_ok=True)
-        self.core.memory.save(folder / "memory.json")
-        atomic_write_json(folder / "state.json", {"next_step": next_step, "selfplay": asdict(self.core.state)})
+        """Core state and memory after ``next_step`` completed steps, in ``spade_state/step_<next_step>/`` (weights and
+        optimizer are OpenRLHF's checkpoint ``global_step<next_step>``, written only after that step trains: a resume
+        takes the state of the step OpenRLHF resumes from, ``build_coordinator``). The newest KEEP_STATES are kept."""
+        folder = state_folder(self.run_dir, next_step)
+        tmp = folder.with_name(folder.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        self.core.memory.save(tmp / "memory.json")
+        atomic_write_json(tmp / "state.json", {"next_step": next_step, "selfplay": asdict(self.core.state)})
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(tmp, folder)
+        for old in sorted(folder.parent.glob("step_[0-9]*"))[:-KEEP_STATES]:
+            shutil.rmtree(old, ignore_errors=True)
         return folder
 
 
@@ -302,20 +314,50 @@ def write_run_spec(run_dir, config, model_dir, corpus_path=None, engines: int = 
                                                    "engines": int(engines)})
 
 
+def state_folder(run_dir, next_step: int) -> Path:
+    return Path(run_dir) / "spade_state" / f"step_{next_step:06d}"
+
+
+def openrlhf_resume_step(run_dir) -> int:
+    """Completed steps of the weights OpenRLHF resumes from: the tag DeepSpeed wrote to ``<ckpt>/_actor/latest``
+    (``global_step<N>``, saved after step N trained; OpenRLHF loads that tag with --ckpt.load_enable); 0 when none."""
+    from spade.rlhf.launch import run_paths
+
+    latest = run_paths(run_dir)["ckpt"] / "_actor" / "latest"
+    if not latest.is_file():
+        return 0
+    tag = latest.read_text(encoding="utf-8").strip()
+    match = re.fullmatch(r"global_step(\d+)", tag)
+    if match is None:
+        raise RuntimeError(f"{latest} names checkpoint {tag!r}, not OpenRLHF's global_step<N>: cannot tell which SPADE "
+                           "state matches the weights it resumes from")
+    return int(match.group(1))
+
+
 def build_coordinator(config, tokenizer, pool, run_dir, corpus_path=None, engines: int = 1, **options) -> SpadeCoordinator:
-    """A coordinator over a fresh (or resumed, from ``<run_dir>/spade_state``) self-play core."""
+    """A coordinator over a fresh self-play core, or one resumed at the step OpenRLHF's weights resume from
+    (``openrlhf_resume_step``), with that step's saved state; a state saved for a later step (generation ended,
+    training did not) is not used. ``metrics.jsonl`` is cut back to the steps before it (they are written again)."""
     from spade.designer.memory import EnvironmentMemory
     from spade.envs.validate import Validator
     from spade.selfplay import SelfPlay, SelfPlayState, corpus_sampler, fresh_memory
+    from spade.trainer import _cut_metrics
 
     run_dir = Path(run_dir)
-    state, start, saved = None, 0, run_dir / "spade_state"
-    if (saved / "state.json").is_file():
+    state, start = None, openrlhf_resume_step(run_dir)
+    if start:
+        saved = state_folder(run_dir, start)
+        if not (saved / "state.json").is_file():
+            found = sorted(p.name for p in (run_dir / "spade_state").glob("step_*"))
+            raise RuntimeError(f"OpenRLHF resumes from global_step{start} but {saved} holds no SPADE state (found: "
+                               f"{found or 'none'}); the self-play state would not match the weights. Check that "
+                               "selfplay.checkpoint_every equals --ckpt.save_steps, or start the run afresh")
         data = json.loads((saved / "state.json").read_text())
-        state, start = SelfPlayState(**data["selfplay"]), data["next_step"]
+        state = SelfPlayState(**data["selfplay"])
         memory = EnvironmentMemory.load(saved / "memory.json", config.memory)
     else:
         memory = fresh_memory(config)
+    _cut_metrics(run_dir / "metrics.jsonl", start)
     backend = EngineBackend(tokenizer)
     core = SelfPlay(config, backend, Validator(pool, config.validation), memory, corpus_sampler(config, corpus_path),
                     state, rejected_dir=run_dir / "rejected", pool_dir=run_dir)
