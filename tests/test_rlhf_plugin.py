@@ -146,6 +146,31 @@ def zscores(values):
     return [(v - m) / (sd + 1e-8) for v in values]
 
 
+def drive_plugin(config, model, tokenizer, pool, run_dir, steps: int) -> dict:
+    """Run ``steps`` SPADE steps through the plugin as OpenRLHF's samples generator drives them: per step, the
+    step's tickets (in reverse: the dataloader shuffles) x n concurrent ``execute`` calls against ``HFEngine``."""
+    launch = prepare_run(config, run_dir, "unused-model-dir")
+    tickets = [json.loads(line) for line in (run_dir / "tickets.jsonl").read_text().splitlines()]
+    coordinator = build_coordinator(config, tokenizer, pool, run_dir, engine_wait_s=0.0)
+    executor = load_agent_module().AgentExecutor(coordinator=coordinator, pool=pool)
+    engine = HFEngine(model, tokenizer)
+    per_step, n = launch["rollout_batch_size"], launch["n_samples_per_prompt"]
+
+    async def drive():
+        done = []
+        for s in range(steps):
+            batch = tickets[s * per_step:(s + 1) * per_step][::-1]  # order does not matter (shuffled dataloader)
+            calls_before = len(engine.calls)
+            responses = await asyncio.gather(*[executor.execute(t["prompt"], t["label"], EngineParams(), MAX_LEN,
+                                                                tokenizer, engine) for t in batch for _ in range(n)])
+            done.append({"groups": [responses[i * n:(i + 1) * n] for i in range(len(batch))],
+                         "calls": engine.calls[calls_before:], "envs": [dict(e) for e in coordinator.core.state.envs]})
+        return done
+
+    return {"config": config, "launch": launch, "steps": asyncio.run(drive()), "run_dir": run_dir,
+            "coordinator": coordinator, "executor": executor, "tickets": tickets}
+
+
 @pytest.fixture(scope="module")
 def plugin_run(tiny_model, pool, tmp_path_factory):
     """Three steps through the plugin, as OpenRLHF's samples generator would drive them."""
@@ -158,32 +183,8 @@ def plugin_run(tiny_model, pool, tmp_path_factory):
         "agent": {"max_turns": 1, "max_new_tokens": 6, "max_context_tokens": 2048, "temperature": T},
         "designer": {"temperature": T, "max_new_tokens": 8, "hint_max_new_tokens": 6},
         "corpus": {"enabled": False}, "memory": {"enabled": False, "seed_library": False}})
-    run_dir = tmp_path_factory.mktemp("rlhf-run")
-    launch = prepare_run(config, run_dir, "unused-model-dir")
-    tickets = [json.loads(line) for line in (run_dir / "tickets.jsonl").read_text().splitlines()]
-    coordinator = build_coordinator(config, tokenizer, pool, run_dir, engine_wait_s=0.0)
-    module = load_agent_module()
-    executor = module.AgentExecutor(coordinator=coordinator, pool=pool)
-    engine = HFEngine(model, tokenizer)
-    per_step = launch["rollout_batch_size"]
-    G = launch["n_samples_per_prompt"]
-
-    async def drive():
-        steps = []
-        for s in range(STEPS):
-            batch = tickets[s * per_step:(s + 1) * per_step][::-1]  # order does not matter (shuffled dataloader)
-            calls_before = len(engine.calls)
-            tasks = [executor.execute(t["prompt"], t["label"], EngineParams(), MAX_LEN, tokenizer, engine)
-                     for t in batch for _ in range(G)]
-            responses = await asyncio.gather(*tasks)
-            groups = [responses[i * G:(i + 1) * G] for i in range(len(batch))]
-            steps.append({"groups": groups, "calls": engine.calls[calls_before:],
-                          "envs": [dict(e) for e in coordinator.core.state.envs]})
-        return steps
-
-    steps = asyncio.run(drive())
-    return {"config": config, "steps": steps, "launch": launch, "run_dir": run_dir, "tokenizer": tokenizer,
-            "model": model, "coordinator": coordinator, "executor": executor, "tickets": tickets}
+    run = drive_plugin(config, model, tokenizer, pool, tmp_path_factory.mktemp("rlhf-run"), STEPS)
+    return {**run, "tokenizer": tokenizer, "model": model}
 
 
 # ----- tests -------------------------------------------------------------------------------------------
@@ -362,26 +363,7 @@ def global_run(tiny_model, pool, tmp_path_factory):
         "agent": {"max_turns": 1, "max_new_tokens": 6, "max_context_tokens": 2048, "temperature": T},
         "designer": {"temperature": T, "max_new_tokens": 8, "hint_max_new_tokens": 6},
         "corpus": {"enabled": False}, "memory": {"enabled": False, "seed_library": False}})
-    run_dir = tmp_path_factory.mktemp("rlhf-global")
-    launch = prepare_run(config, run_dir, "unused-model-dir")
-    tickets = [json.loads(line) for line in (run_dir / "tickets.jsonl").read_text().splitlines()]
-    coordinator = build_coordinator(config, tokenizer, pool, run_dir, engine_wait_s=0.0)
-    executor = load_agent_module().AgentExecutor(coordinator=coordinator, pool=pool)
-    engine = HFEngine(model, tokenizer)
-    per_step, n = launch["rollout_batch_size"], launch["n_samples_per_prompt"]
-
-    async def drive():
-        steps = []
-        for s in range(GLOBAL_STEPS):
-            batch = tickets[s * per_step:(s + 1) * per_step][::-1]
-            calls_before = len(engine.calls)
-            responses = await asyncio.gather(*[executor.execute(t["prompt"], t["label"], EngineParams(), MAX_LEN,
-                                                                tokenizer, engine) for t in batch for _ in range(n)])
-            steps.append({"groups": [responses[i * n:(i + 1) * n] for i in range(len(batch))],
-                          "calls": engine.calls[calls_before:], "envs": [dict(e) for e in coordinator.core.state.envs]})
-        return steps
-
-    return {"config": config, "launch": launch, "steps": asyncio.run(drive()), "run_dir": run_dir}
+    return drive_plugin(config, model, tokenizer, pool, tmp_path_factory.mktemp("rlhf-global"), GLOBAL_STEPS)
 
 
 def _kinds(group) -> str:
