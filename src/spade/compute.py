@@ -322,9 +322,7 @@ def estimate(config, assumptions: dict | None = None, path: str | Path = COMPUTE
     peak = assumptions["hardware"]["peak_tflops_bf16"]
     sp = config.selfplay
     slots = sp.active_skills * sp.envs_per_skill
-    from spade.baselines import baseline_of
-
-    from spade.baselines import designs_pool, pool_max_rounds, pool_size_of
+    from spade.baselines import baseline_of, designs_pool, pool_max_rounds, pool_size_of
 
     base = baseline_of(config)  # fixed_pool / rlve fill their sets from a source, designed pools design before training
     external = base.mode == "fixed_external_designer"  # designs and hints run on the external endpoint, not here

@@ -96,7 +96,6 @@ class EnvSlot:
     wins: int = 0  # no-hint wins over the window
     episodes: int = 0  # no-hint episodes over the window
     return_sum: float = 0.0  # sum of the no-hint returns R_A over the window (plateau input, ema_lp)
-    positive: int = 0  # no-hint plays over the window with a return > 0
     dropped: int = 0  # no-hint plays over the window left out for an environment failure (agent.failed_plays)
     regen_positive: int = 0  # regeneration-step no-hint plays with a return > 0 (memory.win_rate 'regen_positive')
     regen_episodes: int = 0  # regeneration-step no-hint plays booked (memory.win_rate 'regen_positive')
@@ -694,7 +693,6 @@ class SelfPlay:
             slot.regen_episodes += len(kept)
             slot.regret = self.slot_regret(slot)
         slot.wins += sum(r.won for r in kept)
-        slot.positive += sum(x > 0 for x in returns)
         slot.return_sum += sum(returns)
         slot.episodes += len(kept)
         slot.distinct_rewards = sorted(set(slot.distinct_rewards) | {r.rewards[-1] for r in kept if r.rewards})

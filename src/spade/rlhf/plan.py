@@ -102,9 +102,10 @@ def ticket_plan(config) -> TicketPlan:
     if group < 2:
         raise ValueError(f"{key} gives {group} response(s) per ticket; the OpenRLHF backend needs >= 2 (dr_grpo "
                          f"groups, room for a balancing pad), selfplay.batch_structure {structure!r}")
-    packs = math.ceil(max_designer_samples(config) / (group - 1))
+    most = max_designer_samples(config)
+    packs = math.ceil(most / (group - 1))
     if structure == "global_batch" and packs > slots:
-        raise ValueError(f"up to {max_designer_samples(config)} designer samples need {packs} packs of {group - 1}, "
+        raise ValueError(f"up to {most} designer samples need {packs} packs of {group - 1}, "
                          f"more than the {slots} tickets of one global batch (train.global_batch {config.train.global_batch});"
                          " raise train.global_batch or use selfplay.batch_structure 'groups'")
     return TicketPlan(slots, packs, group, structure)
@@ -157,7 +158,7 @@ def pack_designer_samples(samples: list, plan: TicketPlan, packs: int | None = N
     of n responses each.
 
     Returns one list of n entries per pack; an entry is ``{"sample": Sample, "reward": advantage * weight}`` or a
-    padding ``{"sample": None, "reward": r}``. Each pack holds at most G-1 samples and its first padding
+    padding ``{"sample": None, "reward": r}``. Each pack holds at most n-1 samples and its first padding
     entry carries minus their rewards' sum, so every pack's rewards sum to 0 (see the module doc).
     The up-weighting of designer samples (spec 6) is folded into the reward: for a weight w > 0,
     -min(ratio*A*w, clip(ratio)*A*w) = w * -min(ratio*A, clip(ratio)*A).
