@@ -74,6 +74,7 @@ class Sample:
     advantage: float = 0.0
     weight: float = 1.0  # designer up-weighting (spec 6)
     delayed: bool = False  # generated k steps before its update: TIS applies
+    group: str = ""  # designer: "set<design step>:<skill>", the samples whose advantages sum to 0 (spec 6)
 
 
 @dataclass
@@ -348,8 +349,10 @@ class SelfPlay:
         n_envs = max(sum(s.valid for s in slots), 1)
         weight = designer_upweight(n_envs * cfg.selfplay.group_size, n_envs, cfg.selfplay.regen_interval,
                                    cfg.train.designer_upweight_cap)
-        return [Sample("designer", s["token_ids"], s["loss_mask"], s["rollout_logprobs"], float(a), weight, True)
-                for (s, _, _), a in zip(rewards, advantages.tolist())]
+        set_step = slots[0].step if slots else 0
+        return [Sample("designer", s["token_ids"], s["loss_mask"], s["rollout_logprobs"], float(a), weight, True,
+                       group=f"set{set_step}:{skill}")
+                for (s, _, skill), a in zip(rewards, advantages.tolist())]
 
     def plateau_input(self, slot: EnvSlot) -> float:
         """What the plateau reads over the window (``reward.plateau_input``): the mean no-hint return
@@ -411,16 +414,21 @@ class SelfPlay:
             metrics["trimmed_designer_samples"] = len(designer) - batch
         return kept_designer + agent[:room], metrics
 
-    def pending_designer_samples(self, slots: list) -> int:
-        """How many designer samples ``close_set(slots)`` will return (the OpenRLHF coordinator plans the final
-        step's designer packs before that step's plays)."""
+    def pending_designer_groups(self, slots: list) -> list:
+        """The sizes of the advantage groups (one per skill) of the designer samples ``close_set(slots)`` will
+        return: the OpenRLHF coordinator plans the final step's designer packs before that step's plays."""
         cfg = self.config
         if self.fixed or not cfg.selfplay.train_designer or self.designer_backend is not None:
-            return 0
+            return []
         penalty = (-1.0 if cfg.designer.reward == "calibration"
                    else invalid_penalty(cfg.designer.invalid, cfg.designer.invalid_penalty))
-        designed = sum(s.valid and s.source == "designer" for s in slots)
-        return designed + (len(self.state.invalid_samples) if penalty is not None else 0)
+        sizes: dict = {}
+        for slot in slots:
+            if slot.valid and slot.source == "designer":
+                sizes[slot.skill] = sizes.get(slot.skill, 0) + 1
+        for sample in self.state.invalid_samples if penalty is not None else []:
+            sizes[sample["skill"]] = sizes.get(sample["skill"], 0) + 1
+        return list(sizes.values())
 
     def is_final(self, step: int) -> bool:
         return step == self.config.selfplay.total_steps - 1

@@ -28,6 +28,7 @@ import logging
 import os
 import re
 import shutil
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -52,7 +53,6 @@ class Assignment:
     index: int  # g, 0 <= g < n
     job: EpisodeJob | None = None
     entry: dict | None = None  # designer pack entry {"sample": Sample, "reward": float}
-    reward: float = 0.0  # pad reward
 
 
 @dataclass
@@ -153,6 +153,16 @@ class SpadeCoordinator:
         self._served(step)
         return advantage
 
+    async def wait_finished(self, step_number: int) -> None:
+        """Returns once step ``step_number`` is booked, logged and archived, including the slots cut from the batch,
+        which the coordinator plays through the engines: an executor holds its response until then, so OpenRLHF's
+        generation phase ends only after the last engine call of the step (with ``--vllm.enable_sleep`` it then
+        puts the engines to sleep, and a later call would find them asleep)."""
+        step = self.current
+        if step is None or step.number != step_number:
+            raise RuntimeError(f"wait_finished for step {step_number} while step {step and step.number} is open")
+        await asyncio.wait_for(step.finished.wait(), self.barrier_timeout_s)
+
     # ----- step bookkeeping ---------------------------------------------------------------------------
     def _open(self, number: int) -> _Step:
         loop = asyncio.get_running_loop()
@@ -190,12 +200,11 @@ class SpadeCoordinator:
                 raise RuntimeError(f"the core returned {len(slots)} slots; the ticket plan expects {self.plan.slots}")
             step.slots, step.matured, step.closed, step.metrics = slots, matured, closed, metrics
             step.final = self.core.is_final(step.number)
-            pending = self.core.pending_designer_samples(slots) if step.final else 0
-            step.n_packs = self.plan.packs_for(len(matured) + pending)
+            pending = self.core.pending_designer_groups(slots) if step.final else []
+            step.n_packs = self.plan.packs_for(list(Counter(s.group for s in matured).values()) + pending)
             self._layout(step)
             if not step.final:
-                step.packs = pack_designer_samples(matured, self.plan, step.n_packs)
-                step.designer_ready.set()
+                self._fill_packs(step)
             step.ready.set_result(True)
         except Exception as exc:  # every waiting executor call sees the failure
             log.exception("step %d could not begin", step.number)
@@ -238,7 +247,7 @@ class SpadeCoordinator:
         entry = step.packs[index][g]
         self._served(step)
         if entry["sample"] is None:
-            return Assignment("pad", step.number, role, g, reward=entry["reward"])
+            return Assignment("pad", step.number, role, g)
         return Assignment("designer", step.number, role, g, entry=entry)
 
     def _book(self, step: _Step, role: int) -> None:
@@ -261,7 +270,11 @@ class SpadeCoordinator:
         flushed, rows, final_metrics = self.core.flush(step.number, step.slots)
         step.matured, step.closed = step.matured + flushed, step.closed + rows
         step.metrics.update({(f"final_{k}" if k in step.metrics else k): v for k, v in final_metrics.items()})
-        step.packs = pack_designer_samples(step.matured, self.plan, step.n_packs)
+        self._fill_packs(step)
+
+    def _fill_packs(self, step: _Step) -> None:
+        step.packs, shift = pack_designer_samples(step.matured, self.plan, step.n_packs)
+        step.metrics["designer_pack_shift"] = shift
         step.designer_ready.set()
 
     def _served(self, step: _Step) -> None:
@@ -387,6 +400,9 @@ class _RayCoordinatorHost:
 
     async def report(self, step, role, g, summary):
         return await self.coordinator.report(step, role, g, summary)
+
+    async def wait_finished(self, step):
+        return await self.coordinator.wait_finished(step)
 
 
 def ray_coordinator(run_dir):

@@ -19,8 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from openrlhf.utils.agent import AgentExecutorBase
 
+from spade.generation import SamplingParams
 from spade.rlhf import plan
 from spade.rlhf.engine import call_engine, from_request_output, to_engine_params
+from spade.seeding import derive_seed
 
 
 class _Local:
@@ -110,18 +112,32 @@ class SpadeAgentExecutor(AgentExecutorBase):
         client = await self._connect(prompt)
         self._check(sampling_params, max_length)
         job = await client.call("assign", label, self._engine_ref(llm_engine), sampling_params)
-        if job.kind == "pad":
-            return plan.pad_response(prompt, label, job.step, job.reward, hf_tokenizer.eos_token_id or 0)
-        if job.kind == "designer":
-            return plan.designer_response(prompt, label, job.step, job.entry, max_length)
-        runner = self._episode_runner(hf_tokenizer)
 
         async def agenerate(prompt_ids, params, seed):
             output = await call_engine(llm_engine, prompt_ids, to_engine_params(sampling_params, params, seed))
             return from_request_output(output, hf_tokenizer)
 
-        record = await runner.run_one(job.job, agenerate, in_thread=self._in_thread)
-        advantage = await client.call("report", job.step, job.role, job.index, record.summary())
-        if advantage is None:  # dropped for an environment failure (agent.failed_plays): trains nothing
-            return plan.pad_response(prompt, label, job.step, 0.0, hf_tokenizer.eos_token_id or 0)
-        return plan.agent_response(prompt, label, job.step, record, advantage, max_length)
+        async def pad(reward: float = 0.0):
+            """One token sampled after the ticket's own prompt, with its real log-prob."""
+            prompt_ids = hf_tokenizer(prompt, add_special_tokens=False)["input_ids"]
+            agent = self._config.agent
+            params = SamplingParams(agent.temperature, agent.top_p, 1)
+            out = await agenerate(prompt_ids, params, derive_seed(self._config.seed, "pad", job.step, job.role, job.index))
+            return plan.pad_response(prompt, label, job.step, prompt_ids, out.completion_ids[0], out.logprobs[0], reward)
+
+        if job.kind == "pad":
+            out = await pad()
+        elif job.kind == "designer":
+            out = plan.designer_response(prompt, label, job.step, job.entry, max_length)
+        else:
+            runner = self._episode_runner(hf_tokenizer)
+            record = await runner.run_one(job.job, agenerate, in_thread=self._in_thread)
+            advantage = await client.call("report", job.step, job.role, job.index, record.summary())
+            if advantage is None:  # dropped for an environment failure (agent.failed_plays 'drop'): trains nothing
+                out = await pad()
+            elif not any(record.loss_mask):  # failed before its first turn ('zero'): the pad keeps the group's sum
+                out = await pad(advantage)
+            else:
+                out = plan.agent_response(prompt, label, job.step, record, advantage, max_length)
+        await client.call("wait_finished", job.step)  # the step's last engine call is over (SpadeCoordinator)
+        return out

@@ -22,10 +22,12 @@ log-probs) or is padding; an empty slot answers with padding responses.
 
 Advantages reach OpenRLHF as the response ``reward`` under ``--algo.advantage.estimator dr_grpo``,
 which subtracts each prompt group's mean and does nothing else (no std, no batch whitening). Agent
-groups are z-scores of G returns, so their mean is already 0. A designer pack holds at most G-1 real
-samples; one padding response carries minus their sum, so the pack's mean is 0 as well, and every real
-response keeps exactly the reward we computed. Padding responses have no action tokens, so they never
-enter the loss.
+groups are z-scores of m returns, so their mean is already 0. A designer pack holds the samples of one
+(set, skill) advantage group, whose advantages sum to 0 by construction, so its mean is 0 as well and
+every real response keeps exactly the reward we computed (``pack_designer_samples``). Padding responses
+carry one token the engine sampled (OpenRLHF divides its metrics by the action-token count, so a response
+without one crashes it) and reward 0, hence advantage 0: they add nothing to the gradient, only one token
+each to the token-mean denominator.
 """
 
 from __future__ import annotations
@@ -54,40 +56,53 @@ class TicketPlan:
     def tickets_per_step(self) -> int:  # --rollout.batch_size
         return self.slots if self.structure == "global_batch" else self.slots + self.designer_packs
 
-    def packs_for(self, designer_samples: int) -> int:
-        """Designer packs a step with ``designer_samples`` samples uses: a fixed D ('groups'), or as few as hold
-        them, m - 1 each ('global_batch')."""
+    def packs_for(self, group_sizes: list) -> int:
+        """Designer packs a step whose designer samples form advantage groups of ``group_sizes`` uses: a fixed D
+        ('groups'), or as few as ``pack_designer_samples`` fills ('global_batch')."""
         if self.structure != "global_batch":
             return self.designer_packs
-        return math.ceil(designer_samples / (self.group_size - 1))
+        return len(_bins([size for size in group_sizes for size in _chunk_sizes(size, self.group_size)],
+                         self.group_size))
 
     @property
     def responses_per_step(self) -> int:
         return self.tickets_per_step * self.group_size
 
 
-def max_designer_samples(config) -> int:
-    """Most designer samples that can train in one step: one per slot (paper: invalid candidates are
-    discarded), or one per generation when invalid candidates are trained with a penalty (every design attempt
-    and each of its ``designer_feedback.revisions``); twice that when the run's last step is a regeneration
-    step (it closes the previous set and flushes its own)."""
+def _designer_bounds(config) -> tuple:
+    """(sets closed in one step, skills, most designer samples of one skill in one set): one per slot (paper:
+    invalid candidates are discarded), or one per generation when invalid candidates are trained with a penalty
+    (every design attempt and each of its ``designer_feedback.revisions``); a last step that is also a
+    regeneration step closes two sets (the previous one and, by the flush, its own)."""
     from spade.rewards import invalid_penalty
 
-    if not config.selfplay.train_designer:
-        return 0
-    slots = config.selfplay.active_skills * config.selfplay.envs_per_skill
+    sp = config.selfplay
     penalised = (config.designer.reward == "calibration"
                  or invalid_penalty(config.designer.invalid, config.designer.invalid_penalty) is not None)
-    tries = config.selfplay.design_attempts * (1 + config.designer_feedback.revisions)
-    sp = config.selfplay
-    # a last step that is also a regeneration step closes two sets: the previous one and (flush) its own
+    tries = sp.design_attempts * (1 + config.designer_feedback.revisions)
     sets = 2 if sp.total_steps > 1 and (sp.total_steps - 1) % sp.regen_interval == 0 else 1
-    return slots * (tries if penalised else 1) * sets
+    return sets, sp.active_skills, sp.envs_per_skill * (tries if penalised else 1)
+
+
+def max_designer_samples(config) -> int:
+    """Most designer samples that can train in one step (see ``_designer_bounds``)."""
+    if not config.selfplay.train_designer:
+        return 0
+    sets, skills, per_skill = _designer_bounds(config)
+    return sets * skills * per_skill
+
+
+def max_designer_packs(config, group_size: int) -> int:
+    """Most designer packs of ``group_size`` responses one step needs: every (set, skill) advantage group
+    takes ceil(its size / group_size) packs."""
+    if not config.selfplay.train_designer:
+        return 0
+    sets, skills, per_skill = _designer_bounds(config)
+    return sets * skills * math.ceil(per_skill / group_size)
 
 
 def ticket_plan(config) -> TicketPlan:
-    """The ticket layout of ``config``; a ticket needs at least 2 responses (a pack needs room for one balancing
-    pad). 'global_batch' needs train.global_batch to be a multiple of the slot count."""
+    """The ticket layout of ``config``; a ticket needs at least 2 responses (dr_grpo). 'global_batch' needs train.global_batch to be a multiple of the slot count."""
     slots = config.selfplay.active_skills * config.selfplay.envs_per_skill
     structure = config.selfplay.batch_structure
     if structure == "global_batch":
@@ -101,11 +116,10 @@ def ticket_plan(config) -> TicketPlan:
         group, key = config.selfplay.group_size, "selfplay.group_size"
     if group < 2:
         raise ValueError(f"{key} gives {group} response(s) per ticket; the OpenRLHF backend needs >= 2 (dr_grpo "
-                         f"groups, room for a balancing pad), selfplay.batch_structure {structure!r}")
-    most = max_designer_samples(config)
-    packs = math.ceil(most / (group - 1))
+                         f"needs n_samples_per_prompt > 1), selfplay.batch_structure {structure!r}")
+    most, packs = max_designer_samples(config), max_designer_packs(config, group)
     if structure == "global_batch" and packs > slots:
-        raise ValueError(f"up to {most} designer samples need {packs} packs of {group - 1}, "
+        raise ValueError(f"up to {most} designer samples need {packs} packs of {group}, "
                          f"more than the {slots} tickets of one global batch (train.global_batch {config.train.global_batch});"
                          " raise train.global_batch or use selfplay.batch_structure 'groups'")
     return TicketPlan(slots, packs, group, structure)
@@ -153,29 +167,63 @@ def write_tickets(path, plan: TicketPlan, total_steps: int, run_dir) -> int:
 
 
 # ----- designer packs ----------------------------------------------------------------------------------
-def pack_designer_samples(samples: list, plan: TicketPlan, packs: int | None = None) -> list:
-    """Distribute matured designer ``Sample``s over ``packs`` packs (default ``plan.packs_for(len(samples))``)
-    of n responses each.
+def _chunk_sizes(size: int, n: int) -> list:
+    """Sizes of the round-robin chunks of a group of ``size`` (ceil(size / n) chunks, none above n)."""
+    count = math.ceil(size / n)
+    return [len(range(c, size, count)) for c in range(count)]
 
-    Returns one list of n entries per pack; an entry is ``{"sample": Sample, "reward": advantage * weight}`` or a
-    padding ``{"sample": None, "reward": r}``. Each pack holds at most n-1 samples and its first padding
-    entry carries minus their rewards' sum, so every pack's rewards sum to 0 (see the module doc).
-    The up-weighting of designer samples (spec 6) is folded into the reward: for a weight w > 0,
-    -min(ratio*A*w, clip(ratio)*A*w) = w * -min(ratio*A, clip(ratio)*A).
+
+def _bins(sizes: list, n: int) -> list:
+    """First-fit decreasing: chunk indices per pack of capacity ``n`` (deterministic: ties keep their order)."""
+    bins, room = [], []
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        for b, free in enumerate(room):
+            if sizes[i] <= free:
+                bins[b].append(i)
+                room[b] -= sizes[i]
+                break
+        else:
+            bins.append([i])
+            room.append(n - sizes[i])
+    return bins
+
+
+def pack_designer_samples(samples: list, plan: TicketPlan, packs: int | None = None) -> tuple:
+    """Distribute matured designer ``Sample``s over ``packs`` packs of n responses (default: as many as
+    ``plan.packs_for`` gives for their groups); returns (packs, largest advantage shift).
+
+    dr_grpo subtracts each pack's mean reward, and every response carries at least one action token (a
+    response without one makes OpenRLHF's metric step divide 0 by 0), so a pack is exact only if its real
+    rewards sum to 0: then the mean is 0, every sample keeps its reward and every padding response (reward 0)
+    has advantage 0. The designer advantages of one (set, skill) group sum to 0 (spec 6: the skill mean is
+    subtracted), so packs are filled with whole groups (first-fit decreasing). A group larger than n is sorted
+    by advantage and dealt round robin into ceil(size / n) chunks, each re-centred on its own mean: the only
+    change to an advantage, returned as the largest shift (0 at paper scale, where a skill has 8 designs and
+    n = 8). An entry is ``{"sample": Sample, "reward": advantage * weight}`` or a padding
+    ``{"sample": None, "reward": 0.0}``. The up-weighting of designer samples (spec 6) is folded into the
+    reward: for a weight w > 0, -min(ratio*A*w, clip(ratio)*A*w) = w * -min(ratio*A, clip(ratio)*A).
     """
-    room = plan.group_size - 1
-    count = plan.packs_for(len(samples)) if packs is None else packs
-    if len(samples) > count * room:
-        raise ValueError(f"{len(samples)} designer samples do not fit {count} packs of {room}")
-    packs = []
-    for p in range(count):
-        chunk = samples[p * room:(p + 1) * room]
-        entries = [{"sample": s, "reward": float(s.advantage) * float(s.weight)} for s in chunk]
-        balance = -sum(e["reward"] for e in entries)
-        entries.append({"sample": None, "reward": balance})
-        entries += [{"sample": None, "reward": 0.0} for _ in range(plan.group_size - len(entries))]
-        packs.append(entries)
-    return packs
+    n = plan.group_size
+    groups: dict = {}
+    for sample in samples:
+        groups.setdefault(sample.group, []).append(sample)
+    chunks, shift = [], 0.0
+    for members in groups.values():
+        count = math.ceil(len(members) / n)
+        ordered = sorted(members, key=lambda s: float(s.advantage))
+        for c in range(count):
+            chunk = ordered[c::count]
+            rewards = [float(s.advantage) * float(s.weight) for s in chunk]
+            centre = math.fsum(rewards) / len(rewards) if count > 1 else 0.0
+            shift = max(shift, abs(centre))
+            chunks.append([{"sample": s, "reward": r - centre} for s, r in zip(chunk, rewards)])
+    filled = [[entry for i in b for entry in chunks[i]] for b in _bins([len(c) for c in chunks], n)]
+    wanted = len(filled) if packs is None else packs
+    if len(filled) > wanted:
+        raise ValueError(f"{len(samples)} designer samples in {len(groups)} advantage groups need {len(filled)} "
+                         f"packs of {n}; the step planned {wanted}")
+    filled += [[] for _ in range(wanted - len(filled))]
+    return [pack + [{"sample": None, "reward": 0.0} for _ in range(n - len(pack))] for pack in filled], shift
 
 
 # ----- OpenRLHF response dicts ----------------------------------------------------------------------------
@@ -211,9 +259,16 @@ def response(prompt, label, token_ids: list, loss_mask: list, rollout_logprobs: 
     }
 
 
-def pad_response(prompt, label, step: int, reward: float, token_id: int) -> dict:
-    """A response that trains nothing (two tokens, no action range) but counts in its group's mean."""
-    return response(prompt, label, [token_id, token_id], [0, 0], [0.0, 0.0], reward, 0.0, _logs(step, "pad"))
+def pad_response(prompt, label, step: int, prompt_ids: list, token_id: int, logprob: float,
+                 reward: float = 0.0) -> dict:
+    """A response that keeps OpenRLHF's arithmetic defined: one token sampled by the engine after ``prompt_ids``
+    (with its rollout log-prob). With reward 0 in a zero-mean group its advantage is 0 and it trains nothing.
+    An episode that failed before its first turn under ``agent.failed_plays: zero`` passes its advantage as
+    ``reward``, so its group keeps summing to 0 (that one token then carries it)."""
+    ids = list(prompt_ids) + [int(token_id)]
+    mask = [0] * len(prompt_ids) + [1]
+    return response(prompt, label, ids, mask, [0.0] * len(prompt_ids) + [float(logprob)], reward, 0.0,
+                    _logs(step, "pad"))
 
 
 def agent_response(prompt, label, step: int, record, advantage: float, max_length: int) -> dict:
@@ -222,7 +277,7 @@ def agent_response(prompt, label, step: int, record, advantage: float, max_lengt
         raise ValueError(f"episode of {len(record.token_ids)} tokens exceeds --data.max_len {max_length}; "
                          "set agent.max_context_tokens <= --data.max_len")
     if not record.token_ids or not any(record.loss_mask):
-        return pad_response(prompt, label, step, advantage, 0 if not record.token_ids else record.token_ids[0])
+        raise ValueError("an episode without sampled tokens is answered with a pad by the executor")
     return response(prompt, label, record.token_ids, record.loss_mask, record.rollout_logprobs, advantage,
                     record.final_return, _logs(step, "agent", record.final_return, record.won),
                     truncated=record.outcome == "context_limit")
