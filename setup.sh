@@ -40,6 +40,12 @@ rm -rf .venv/lib/python*/site-packages/tests
 # Ray 2.55 (the GPU stack's, envs/spade-gpu.yaml) on the CPU: the coordinator is tested as a real Ray actor
 # (tests/test_rlhf_ray.py); its other dependencies are already met by our pins
 "${PIP[@]}" --no-deps ray==2.55.0 msgpack==1.2.4 protobuf==7.36.2
+# OpenRLHF's own training loop on this CPU (`snakemake integration_openrlhf`, tests/test_integration_openrlhf.py,
+# spade.rlhf.cpu): DeepSpeed 0.19.6 (an sdist; built against our torch, no ops compiled) and the packages
+# openrlhf imports at module level, without their declared CUDA torch; TensorBoard writes and reads its logs
+"${PIP[@]}" --no-deps --no-build-isolation deepspeed==0.19.6 hjson==3.1.0 py-cpuinfo==9.0.0 ninja==1.13.2 \
+  peft==0.21.2 torchdata==0.11.0 datasets==5.2.0 dill==0.4.1 xxhash==4.1.0 multiprocess==0.70.19 einops==0.8.2 \
+  tensorboard==2.21.0 absl-py==2.5.1
 # the SLURM executor for `snakemake --profile slurm` (its declared dependencies are already met by our pins)
 "${PIP[@]}" --no-deps snakemake-executor-plugin-slurm==2.8.0 snakemake-executor-plugin-slurm-jobstep==0.6.1
 .venv/bin/python - <<'PY'

@@ -74,6 +74,11 @@ class ResultPaths:
     def training_figure(self, run: str) -> str:
         return f"{self.root}/figures/{run}_training.pdf"
 
+    @property
+    def integration_openrlhf_dir(self) -> str:
+        """The CPU integration run of the OpenRLHF path (``spade.rlhf.cpu.run``): model, runs, logs, report."""
+        return f"{self.root}/integration/openrlhf_cpu"
+
     def log(self, rule: str) -> str:
         return f"{self.root}/logs/{rule}.log"
 

@@ -290,6 +290,7 @@ class SpadeCoordinator:
 
         metrics = self.core.end_step(step.number, step.slots, self.records, step.matured, step.metrics)
         metrics["samples"] = step.trained_agent + len(step.matured)
+        metrics.update(sent_reward_stats(self._sent_rewards(step)))
         metrics.setdefault("trimmed_agent_samples", 0)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with (self.run_dir / "metrics.jsonl").open("a", encoding="utf-8") as handle:
@@ -299,6 +300,19 @@ class SpadeCoordinator:
             self.save_state(step.number + 1)
         step.done = True
         step.finished.set()
+
+    def _sent_rewards(self, step: _Step) -> list:
+        """The ``reward`` of every response of the step, as the executors return them: an agent its advantage (a
+        dropped play's pad 0), an empty slot's pads 0, a designer pack its entries' rewards."""
+        rewards = []
+        for role, (kind, index) in enumerate(step.layout):
+            if kind == "pack":
+                rewards += [entry["reward"] for entry in step.packs[index]]
+            elif step.slots[index].valid:
+                rewards += [step.advantages[role].get(g) or 0.0 for g in range(self.plan.group_size)]
+            else:
+                rewards += [0.0] * self.plan.group_size
+        return rewards
 
     def save_state(self, next_step: int) -> Path:
         """Core state and memory after ``next_step`` completed steps, in ``spade_state/step_<next_step>/`` (weights and
@@ -403,6 +417,16 @@ class _RayCoordinatorHost:
 
     async def wait_finished(self, step):
         return await self.coordinator.wait_finished(step)
+
+
+def sent_reward_stats(rewards: list) -> dict:
+    """What OpenRLHF logs of a rollout's rewards (``ppo_trainer.py`` ``_compute_rollout_stats``: mean, unbiased
+    std, count), from the rewards we sent: the integration run checks the two agree step by step."""
+    import statistics
+
+    return {"openrlhf_reward_mean": statistics.fmean(rewards) if rewards else 0.0,
+            "openrlhf_reward_std": statistics.stdev(rewards) if len(rewards) > 1 else 0.0,
+            "openrlhf_num_samples": len(rewards)}
 
 
 def ray_coordinator(run_dir):

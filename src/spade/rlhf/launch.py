@@ -343,10 +343,11 @@ def openrlhf_command(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHF
     cmd += ["--ckpt.path", str(paths["ckpt"]), "--ckpt.save_steps", _num(config.selfplay.checkpoint_every),
             "--ckpt.save_hf", "--ckpt.max_num", _num(orl.ckpt_max_num), "--ckpt.load_enable",
             "--ckpt.output_dir", str(paths["final"]),
-            "--logger.logging_steps", "1", "--logger.tensorboard_dir", str(paths["tensorboard"])]
+            "--logger.logging_steps", "1", "--logger.tensorboard_dir", str(paths["tensorboard"]),
+            # the TensorBoard folder is <tensorboard_dir>/<run_name>; OpenRLHF's default name holds a timestamp
+            "--logger.wandb.run_name", config.run_name]
     if orl.wandb_project:
-        cmd += ["--logger.wandb.key", WANDB_KEY, "--logger.wandb.project", orl.wandb_project,
-                "--logger.wandb.run_name", config.run_name]
+        cmd += ["--logger.wandb.key", WANDB_KEY, "--logger.wandb.project", orl.wandb_project]
     ours = {token for token in cmd if token.startswith("--")}
     for flag, values in split_extra_args(orl.extra_args):
         if flag in FORBIDDEN_FLAGS:

@@ -1,0 +1,20 @@
+# `snakemake integration_openrlhf`: OpenRLHF 0.11.2's own train_ppo_ray loop on this CPU, through the launcher a
+# cluster job uses (spade.rlhf.cpu, docs/OPENRLHF.md "The CPU integration run"). Never part of `all`: it checks the
+# GPU path, it produces no number of the paper. Its config is fixed (configs/integration/openrlhf_cpu.yaml over
+# configs/default.yaml), so the output depends only on those files and the code.
+
+
+rule integration_openrlhf:
+    """A full 4-step run, and the same run killed after step 2's generation and resumed; report.json holds the checks
+    (checkpoints, rewards sent = rewards OpenRLHF logged, designer replay k steps later, resumed metrics = full ones)."""
+    input:
+        "configs/default.yaml",
+        "configs/integration/openrlhf_cpu.yaml",
+    output:
+        report=f"{OUT.integration_openrlhf_dir}/report.json",
+    log:
+        OUT.log("integration_openrlhf"),
+    benchmark:
+        OUT.benchmark("integration_openrlhf")
+    shell:
+        "{PYTHON} -m spade.rlhf.cpu.run --out {OUT.integration_openrlhf_dir} > {log} 2>&1"

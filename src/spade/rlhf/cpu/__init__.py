@@ -1,0 +1,39 @@
+"""OpenRLHF 0.11.2's own training loop on a CPU: the integration run of the GPU path (docs/OPENRLHF.md).
+
+``snakemake integration_openrlhf`` (``python -m spade.rlhf.cpu.run``) trains a tiny model for 4 SPADE steps through
+the exact path a cluster job takes: ``spade train --backend openrlhf`` writes the launch script, which starts a local
+Ray cluster and runs ``openrlhf.cli.train_ppo_ray`` with our agent function file; OpenRLHF's Ray actors, experience
+maker, ``dr_grpo`` advantages, PPO actor loss, DeepSpeed optimizer step (ZeRO-2, bf16, ``DS_ACCELERATOR=cpu`` with
+gloo), checkpoints and weight sync all run unchanged, with our coordinator as a named Ray actor and our sandbox.
+
+What stands in for CUDA-only pieces, all in this package and used by nothing else:
+
+- ``patches.py``: the CUDA calls OpenRLHF makes unconditionally, each with the line it replaces;
+- ``site/vllm``: the vLLM names OpenRLHF uses, over our ``HFBackend`` (no vLLM build runs on this CPU in CI's
+  time); ``site/flash_attn``: two pure-torch helper modules ``ring_attn_utils.py`` imports at module level;
+- ``site/sitecustomize.py``: installs the patches in every process of the run (driver and Ray workers), because
+  ``site/`` is on their ``PYTHONPATH`` (``environment()``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+SITE = Path(__file__).resolve().parent / "site"
+
+
+def environment(base: dict | None = None) -> dict:
+    """The process environment of the CPU run: ``site/`` first on ``PYTHONPATH`` (stand-ins and patches), DeepSpeed's
+    CPU accelerator, Ray kept on this machine."""
+    env = dict(os.environ if base is None else base)
+    paths = [str(SITE)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(SITE)]
+    env.update({
+        "PYTHONPATH": os.pathsep.join(paths),
+        "DS_ACCELERATOR": "cpu",  # DeepSpeed's CPU accelerator: gloo process groups, no IPEX needed
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        "RAY_DISABLE_USAGE_STATS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"),  # several actors share 2 cores
+    })
+    return env
