@@ -199,3 +199,37 @@ def test_tool_use_keeps_table_5_and_the_scripts_values_are_one_switch_away():
     scripts = load_config(CONFIG_DIR / "paper" / "spade_tool_use_30b.yaml",
                           overrides={"train": {"kl_coef": 0.005}, "selfplay": {"active_skills": 6}})
     assert (scripts.train.kl_coef, scripts.selfplay.active_skills) == (0.005, 6)
+
+
+def test_designer_samples_carry_their_advantage_group_and_pending_groups_count_them(pool, tiny_model):
+    """close_set labels each designer sample 'set<design step>:<skill>' and centres its advantage on the skill's mean,
+    so a group's advantages sum to 0 (what the OpenRLHF packs rely on). Regret 0, reward 0.6 x plateau(mean return):
+    4/8 -> plateau(0.5) = 1 -> 0.6; 8/8 -> plateau(1.0) = max(0, 1 - 0.4 / 0.25) = 0 -> 0; 2/8 -> plateau(0.25) =
+    1 - 0.15 / 0.25 = 0.4 -> 0.24. logical_deduction: 0.6, 0 (mean 0.3) -> +0.3, -0.3; optimization: 0.24 alone -> 0.
+    pending_designer_groups counts the same groups before the set closes: valid designer slots per skill (an invalid
+    candidate and a backfilled slot give no sample), plus penalised invalid candidates when they train."""
+    _, tokenizer = tiny_model
+    sample = {"token_ids": [5, 6], "loss_mask": [0, 1], "rollout_logprobs": [0.0, -1.0]}
+
+    def slots():
+        def slot(env_id, skill, returns, source="designer", valid=True):
+            return EnvSlot(env_id, skill, 4, source, code="x", valid=valid, episodes=8, return_sum=returns, regret=0.0,
+                           regen_episodes=4, regen_positive=2, designer_sample=dict(sample) if valid else None)
+
+        return [slot("a", "logical_deduction", 4.0), slot("b", "logical_deduction", 8.0), slot("c", "optimization", 2.0),
+                slot("d", "logical_deduction", 0.0, valid=False), slot("e", "optimization", 4.0, source="backfill:knapsack_selection")]
+
+    core = _core(pool, tokenizer, {})
+    assert core.pending_designer_groups(slots()) == [2, 1]  # logical_deduction 2 (a, b), optimization 1 (c)
+    designer = core.close_set(slots())
+    assert [(s.group, s.role) for s in designer] == [("set4:logical_deduction", "designer")] * 2 + [("set4:optimization", "designer")]
+    assert [s.advantage for s in designer] == [pytest.approx(0.3), pytest.approx(-0.3), pytest.approx(0.0)]
+    invalid = [{**sample, "skill": "logical_deduction"}, {**sample, "skill": "spatial_reasoning"}]
+    core.state.invalid_samples = invalid  # discarded: no sample, no group
+    assert core.pending_designer_groups(slots()) == [2, 1]
+    penalised = _core(pool, tokenizer, {"designer": {"invalid": "penalty"}})
+    penalised.state.invalid_samples = invalid  # each trains with the penalty -1 in its skill's group
+    assert penalised.pending_designer_groups(slots()) == [3, 1, 1]
+    assert [s.group for s in penalised.close_set(slots())] == ["set4:logical_deduction"] * 2 + ["set4:optimization"] + [
+        "set4:logical_deduction", "set4:spatial_reasoning"]
+    assert _core(pool, tokenizer, {"selfplay": {"train_designer": False}}).pending_designer_groups(slots()) == []

@@ -82,9 +82,17 @@ def test_hand_written_command_for_a_small_config(toy, tmp_path):
         "--ckpt.path", str(run / "openrlhf" / "ckpt"), "--ckpt.save_steps", "2", "--ckpt.save_hf", "--ckpt.max_num", "2",
         "--ckpt.load_enable", "--ckpt.output_dir", str(run / "openrlhf" / "final"),
         "--logger.logging_steps", "1", "--logger.tensorboard_dir", str(run / "openrlhf" / "tensorboard"),
+        # always named after the run (TensorBoard folder <tensorboard_dir>/toy); no wandb key/project without
+        # openrlhf.wandb_project
+        "--logger.wandb.run_name", "toy",
         "--ds.experts_implementation", "eager",
     ]
     assert argv == expected
+    wandb = L.openrlhf_command(toy, run, model, "corpus.jsonl", small_orl(wandb_project="spade"), python="py")
+    at = wandb.index("--logger.wandb.run_name")  # the key stays a shell expansion, then the project
+    assert wandb[at:at + 6] == ["--logger.wandb.run_name", "toy", "--logger.wandb.key", L.WANDB_KEY,
+                                "--logger.wandb.project", "spade"]
+    assert wandb[:at] == argv[:at] and wandb[at + 6:] == argv[at + 2:]
     table = L.probe_parser([argv])
     assert table["version"] == L.OPENRLHF_VERSION
     assert L.check_command(argv, table, table["results"][0]) == []
@@ -128,10 +136,14 @@ def test_paper_values_and_per_model_exceptions_reach_the_command(paper):
         # every paper run keeps a checkpoint every 16 steps (their run files; recipe: 50), as the reference scripts
         assert args["ckpt"]["save_steps"] == 16, name
         assert args["train"]["seed"] == 0, name
-        # designer packs take slot tickets: 24 designer samples at most -> ceil(24 / 7) = 4 packs; the calibration
-        # reward trains invalid designs too: 24 x 5 attempts -> ceil(120 / 7) = 18 packs, still within the 24 tickets
+        # designer packs take slot tickets, one (set, skill) advantage group per ceil(size / 8) packs of 8; 400 steps
+        # with k = 4 or 8: (400 - 1) % k != 0, so the last step closes one set. 3 skills x 8 envs: 3 x ceil(8 / 8)
+        # = 3 packs; two skills x 12 envs: 2 x ceil(12 / 8) = 4; the calibration reward trains invalid designs too:
+        # 8 envs x 5 attempts = 40 per skill -> 3 x ceil(40 / 8) = 15 packs, still within the 24 tickets
         plan = ticket_plan(config)
-        packs = 0 if not config.selfplay.train_designer else 18 if config.designer.reward == "calibration" else 4
+        packs = (0 if not config.selfplay.train_designer else 15 if config.designer.reward == "calibration"
+                 else 4 if config.selfplay.active_skills == 2 else 3)
+        assert (config.selfplay.active_skills * config.selfplay.envs_per_skill, config.selfplay.total_steps) == (24, 400)
         assert (plan.tickets_per_step, plan.designer_packs, plan.responses_per_step) == (24, packs, 192), name
         if card == "qwen3-8b":  # KL 0.005 with a k3 loss against a reference; designer 20,000 tokens
             assert args["algo"]["kl"]["init_coef"] == 0.005 and args["algo"]["kl"]["use_loss"], name
