@@ -122,6 +122,14 @@ def invalid_penalty(mode: str = "discard", penalty: float = -1.0) -> float | Non
     return None if mode == "discard" else penalty
 
 
+def invalid_candidate_reward(designer) -> float | None:
+    """The reward of an invalid candidate under a run's ``designer`` config, None when it makes no sample: the
+    calibration band trains every attempt (-1 when invalid, AutoEnvScaling); otherwise ``invalid_penalty``."""
+    if designer.reward == "calibration":
+        return -1.0
+    return invalid_penalty(designer.invalid, designer.invalid_penalty)
+
+
 @dataclass(frozen=True)
 class EMAState:
     """Per-skill EMAs of the skill's mean R_A (Eqs. 4-5): mu_fast (logged only) and mu_slow."""

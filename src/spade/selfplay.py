@@ -38,6 +38,7 @@ import json
 import logging
 import math
 import random
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -54,7 +55,7 @@ from spade.envs.validate import Validator, store_rejection
 from spade.generation import SamplingParams
 from spade.seeding import derive_seed
 from spade.rewards import (
-    EMAState, calibration_band_reward, designer_reward, ema_update, invalid_penalty, learning_potential, regret,
+    EMAState, calibration_band_reward, designer_reward, ema_update, invalid_candidate_reward, learning_potential, regret,
 )
 
 
@@ -337,8 +338,7 @@ class SelfPlay:
                 self.memory.add(MemoryRecord(slot.env_id, slot.code, slot.skill, cfg.selfplay.flavour,
                                              self.memory_win_rate(slot), slot.regret, slot.step))
         rewards = [(s.designer_sample, s.designer_reward, s.skill) for s in designed]
-        penalty = (-1.0 if cfg.designer.reward == "calibration"
-                   else invalid_penalty(cfg.designer.invalid, cfg.designer.invalid_penalty))
+        penalty = invalid_candidate_reward(cfg.designer)
         if penalty is not None:
             rewards += [(sample, penalty, sample["skill"]) for sample in self.state.invalid_samples]
         if not rewards or not cfg.selfplay.train_designer or self.designer_backend is not None:
@@ -420,14 +420,9 @@ class SelfPlay:
         cfg = self.config
         if self.fixed or not cfg.selfplay.train_designer or self.designer_backend is not None:
             return []
-        penalty = (-1.0 if cfg.designer.reward == "calibration"
-                   else invalid_penalty(cfg.designer.invalid, cfg.designer.invalid_penalty))
-        sizes: dict = {}
-        for slot in slots:
-            if slot.valid and slot.source == "designer":
-                sizes[slot.skill] = sizes.get(slot.skill, 0) + 1
-        for sample in self.state.invalid_samples if penalty is not None else []:
-            sizes[sample["skill"]] = sizes.get(sample["skill"], 0) + 1
+        sizes = Counter(slot.skill for slot in slots if slot.valid and slot.source == "designer")
+        if invalid_candidate_reward(cfg.designer) is not None:
+            sizes.update(sample["skill"] for sample in self.state.invalid_samples)
         return list(sizes.values())
 
     def is_final(self, step: int) -> bool:

@@ -74,11 +74,10 @@ def _designer_bounds(config) -> tuple:
     invalid candidates are discarded), or one per generation when invalid candidates are trained with a penalty
     (every design attempt and each of its ``designer_feedback.revisions``); a last step that is also a
     regeneration step closes two sets (the previous one and, by the flush, its own)."""
-    from spade.rewards import invalid_penalty
+    from spade.rewards import invalid_candidate_reward
 
     sp = config.selfplay
-    penalised = (config.designer.reward == "calibration"
-                 or invalid_penalty(config.designer.invalid, config.designer.invalid_penalty) is not None)
+    penalised = invalid_candidate_reward(config.designer) is not None
     tries = sp.design_attempts * (1 + config.designer_feedback.revisions)
     sets = 2 if sp.total_steps > 1 and (sp.total_steps - 1) % sp.regen_interval == 0 else 1
     return sets, sp.active_skills, sp.envs_per_skill * (tries if penalised else 1)
@@ -102,7 +101,8 @@ def max_designer_packs(config, group_size: int) -> int:
 
 
 def ticket_plan(config) -> TicketPlan:
-    """The ticket layout of ``config``; a ticket needs at least 2 responses (dr_grpo). 'global_batch' needs train.global_batch to be a multiple of the slot count."""
+    """The ticket layout of ``config``; a ticket needs at least 2 responses (dr_grpo). 'global_batch' needs
+    train.global_batch to be a multiple of the slot count."""
     slots = config.selfplay.active_skills * config.selfplay.envs_per_skill
     structure = config.selfplay.batch_structure
     if structure == "global_batch":

@@ -118,21 +118,15 @@ class _Worker:
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.model_runner = _ModelRunner(model)
         if not dist.is_initialized():
-            with _free_port() as port:
-                pass
-            dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+            dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
 
 
-class _free_port:
-    def __enter__(self):
-        import socket
+def _free_port() -> int:
+    import socket
 
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        return self.sock.getsockname()[1]
-
-    def __exit__(self, *exc):
-        self.sock.close()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 class _OutputProcessor:
