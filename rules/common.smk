@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -43,12 +44,38 @@ except ConfigError as exc:
     raise WorkflowError(f"invalid configuration: {exc}")
 
 # The interpreter of the jobs: the venv snakemake runs in (every CPU rule: they declare no environment of their own);
-# the rules that declare one (train, evaluate, designer_fidelity: envs/spade-gpu.yaml, containers/) use its python
-# under --software-deployment-method conda/apptainer (docs/CONTAINERS.md)
-DEPLOYED = bool(set(workflow.deployment_settings.deployment_method) & {DeploymentMethod.CONDA, DeploymentMethod.APPTAINER})
+# the rules that declare one (evaluate, designer_fidelity: envs/spade-gpu.yaml and the image; train: the conda
+# environment only) use its python under --software-deployment-method conda/apptainer (docs/CONTAINERS.md)
+DEPLOYMENT = set(workflow.deployment_settings.deployment_method)
+DEPLOYED = bool(DEPLOYMENT & {DeploymentMethod.CONDA, DeploymentMethod.APPTAINER})
+IN_APPTAINER = DeploymentMethod.APPTAINER in DEPLOYMENT
 PYTHON = shlex.quote(sys.executable)
 GPU_PYTHON = "python" if DEPLOYED else PYTHON
 GPU_IMAGE = os.environ.get("SPADE_GPU_IMAGE", "containers/spade-gpu.sif")  # containers/Apptainer.def, built once
+# `train` declares no container: under apptainer its job runs on the host (this venv, or the conda environment
+# under conda), so that the launch script can call srun and scontrol, and every Ray process enters the image
+# itself (spade train --image, docs/CONTAINERS.md "Multi-node training")
+TRAIN_PYTHON = "python" if DeploymentMethod.CONDA in DEPLOYMENT else PYTHON
+APPTAINER_ARGS = workflow.deployment_settings.apptainer_args or "--nv"
+# The cluster profile turns apptainer on; Snakemake refuses even to plan without the apptainer binary. A dry run
+# here (a laptop, a CI machine) plans the GPU jobs without their container and says so; a real run stops.
+def _dry_run():
+    """-n/--dry-run: Snakemake picks its dry-run executor only after parsing the workflow, so read the command line."""
+    if workflow.dryrun:
+        return True
+    flags = [arg for arg in sys.argv[1:] if arg.startswith("-")]
+    return any(arg in ("--dry-run", "--dryrun") or (not arg.startswith("--") and "n" in arg[1:]) for arg in flags)
+
+
+GPU_CONTAINER = GPU_IMAGE
+if IN_APPTAINER and not (shutil.which("apptainer") or shutil.which("singularity")):
+    if not _dry_run():
+        raise WorkflowError("--software-deployment-method apptainer (profiles/slurm/config.yaml) needs the apptainer "
+                            "command on PATH (e.g. `module load apptainer`); without a container use "
+                            "--software-deployment-method conda, or none for the CPU venv (docs/CONTAINERS.md)")
+    print("note: apptainer is not installed here: this dry run plans the GPU jobs without their container "
+          f"({GPU_IMAGE}); a real run needs it", file=sys.stderr)
+    GPU_CONTAINER = None
 CPU_ENV = "../envs/spade-cpu.yaml"  # relative to rules/
 GPU_ENV = "../envs/spade-gpu.yaml"
 SCRIPT_DIR = Path(workflow.basedir) / "paper" / "scripts"  # works with --directory elsewhere

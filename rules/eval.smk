@@ -28,7 +28,7 @@ rule evaluate:
     conda:
         GPU_ENV
     container:
-        GPU_IMAGE
+        GPU_CONTAINER
     shell:
         "{GPU_PYTHON} -m spade.cli eval run --config-json " + CONFIG_ARG + " --model {params.model} --step {wildcards.step} "
         "--benchmark {wildcards.benchmark} --out {output} > {log} 2>&1"
@@ -55,7 +55,7 @@ rule designer_fidelity:
     conda:
         GPU_ENV
     container:
-        GPU_IMAGE
+        GPU_CONTAINER
     shell:
         "{GPU_PYTHON} -m spade.cli fidelity --config-json " + CONFIG_ARG + " --model {params.model} --out {output} "
         "> {log} 2>&1"

@@ -11,14 +11,20 @@ def train_backend(wildcards):
     return "openrlhf" if is_gpu_run(wildcards.run) else "local"
 
 
+# Under --software-deployment-method apptainer a GPU run's Ray processes and driver enter the image (the local
+# trainer ignores the flag). A global, not a param: switching the deployment method does not retrain anything.
+TRAIN_IMAGE = (f"--image {shlex.quote(repo_path(GPU_IMAGE))} --apptainer-args={shlex.quote(APPTAINER_ARGS)}"
+               if IN_APPTAINER else "")
+
+
 # The command: a config with one run keeps the exact text it always had (plus `--backend openrlhf` for a GPU run);
 # with several runs (multi-run, toy ablations) each job names its backend.
 if PER_RUN_JSON:
-    TRAIN_COMMAND = "{GPU_PYTHON} -m spade.cli train --backend {params.backend} --config-json " + CONFIG_ARG
+    TRAIN_COMMAND = "{TRAIN_PYTHON} -m spade.cli train --backend {params.backend} {TRAIN_IMAGE} --config-json " + CONFIG_ARG
     TRAIN_PARAMS = {"backend": train_backend, **run_json_params()}
 else:
-    TRAIN_COMMAND = "{GPU_PYTHON} -m spade.cli train " + ("--backend openrlhf " if is_gpu_run(SPADE.run_name) else "")
-    TRAIN_COMMAND += "--config-json " + CONFIG_ARG
+    TRAIN_COMMAND = "{TRAIN_PYTHON} -m spade.cli train " + ("--backend openrlhf " if is_gpu_run(SPADE.run_name) else "")
+    TRAIN_COMMAND += "{TRAIN_IMAGE} --config-json " + CONFIG_ARG
     TRAIN_PARAMS = {}
 
 
@@ -44,8 +50,6 @@ rule train:
         **train_resources(),
     conda:
         GPU_ENV
-    container:
-        GPU_IMAGE
     shell:
         TRAIN_COMMAND + " --model {input.model} "
         "--corpus '{input.corpus}' --run-dir " + OUT.run_dir("{wildcards.run}") + " > {log} 2>&1"

@@ -68,8 +68,9 @@ def test_default_plan_is_the_toy_pipeline(tmp_path):
 
 def test_deployed_environments_are_used_only_by_the_rules_that_declare_one(tmp_path):
     """Under --software-deployment-method apptainer (an `apptainer` stand-in on PATH: Snakemake asks for its version
-    when it builds the DAG) train and evaluate run the image's python; every CPU rule keeps the venv snakemake runs
-    in (they declare no container, so a bare `python` would be whatever the node has)."""
+    when it builds the DAG) evaluate runs the image's python; train stays on the host in the venv (its launch script
+    calls srun, and passes --image so that every Ray process enters the image); every CPU rule keeps the venv
+    snakemake runs in (they declare no container, so a bare `python` would be whatever the node has)."""
     fake = tmp_path / "bin" / "apptainer"
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho 'apptainer version 1.3.4'\n")
@@ -81,10 +82,25 @@ def test_deployed_environments_are_used_only_by_the_rules_that_declare_one(tmp_p
     assert run.returncode == 0, run.stderr[-3000:]
     shells = {job["rule"]: job["shell"] for job in jobs(run.stdout) if job["shell"]}
     venv = shlex.quote(sys.executable)
-    for rule in ("train", "evaluate"):
-        assert shells[rule].startswith("python -m spade.cli "), rule
+    assert shells["evaluate"].startswith("python -m spade.cli "), shells["evaluate"]
+    image = shlex.quote(str(ROOT / "containers" / "spade-gpu.sif"))
+    assert shells["train"].startswith(f"{venv} -m spade.cli train --backend local --image {image} --apptainer-args=--nv ")
     for rule in ("library_check", "build_corpus", "prepare_model", "results_table", "run_table", "training_figure"):
         assert shells[rule].startswith(venv + " "), rule
+
+
+def test_apptainer_without_apptainer_plans_but_does_not_run(tmp_path):
+    """The cluster profile turns apptainer on: here (no apptainer) a dry run still plans, saying the GPU jobs go
+    without their container; a real run stops before any job, naming the flag and what to do."""
+    env = {**os.environ, "PATH": os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                                                 if not (Path(p) / "apptainer").exists())}
+    args = ["--sdm", "apptainer", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)]
+    plan = subprocess.run(SNAKEMAKE + ["-n", *args], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert plan.returncode == 0 and "apptainer is not installed here" in plan.stderr, plan.stderr[-3000:]
+    real = subprocess.run(SNAKEMAKE + ["--cores", "1", *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert real.returncode != 0 and "needs the apptainer command on PATH" in real.stdout + real.stderr
+    assert not (tmp_path / "results").exists()
 
 
 def test_toy_ablations_plan_every_mode_and_the_ablation_artifacts(tmp_path):
@@ -157,8 +173,11 @@ def test_slurm_profile_plans_every_paper_run_on_gpus(slurm_plan):
     assert stats["prepare_model"] == 3  # the three backbones, each prepared once for all its runs
     trains = {job["wildcards"].removeprefix("run="): job for job in planned if job["rule"] == "train"}
     assert sorted(trains) == sorted(PAPER_RUNS)
+    image = shlex.quote(str(ROOT / "containers" / "spade-gpu.sif"))
     for run, job in trains.items():
-        assert "-m spade.cli train --backend openrlhf --config-json" in job["shell"], run
+        # the profile deploys the GPU stack with apptainer: Ray and the driver enter the image (docs/CONTAINERS.md)
+        assert f"-m spade.cli train --backend openrlhf --image {image} --apptainer-args=--nv --config-json" in \
+            job["shell"], run
         assert f'"run_name": "{run}"' in job["shell"] and f"--run-dir results/runs/{run} " in job["shell"]
         res = resources(job)
         # configs/openrlhf/<card>.yaml: one 8-GPU node for 4B and 8B, two for 30B-A3B

@@ -218,9 +218,11 @@ def cmd_train(args) -> int:
 
         try:
             if args.dry_run:
-                print(launch.dry_run(config, args.run_dir, args.model, corpus if config.corpus.enabled else None))
+                print(launch.dry_run(config, args.run_dir, args.model, corpus if config.corpus.enabled else None,
+                                     image=args.image, apptainer_args=args.apptainer_args))
                 return 0
-            summary = launch.launch(config, args.model, corpus if config.corpus.enabled else None, args.run_dir)
+            summary = launch.launch(config, args.model, corpus if config.corpus.enabled else None, args.run_dir,
+                                    image=args.image, apptainer_args=args.apptainer_args)
         except launch.LaunchError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -229,6 +231,9 @@ def cmd_train(args) -> int:
     if args.dry_run:
         raise ConfigError("--dry-run shows the OpenRLHF command: use it with --backend openrlhf "
                           "(the local trainer has nothing to preview)")
+    if args.image:  # the workflow passes it to every train job under apptainer; only OpenRLHF's processes use it
+        print(f"note: --image {args.image} applies to --backend openrlhf only; the local trainer runs in this Python "
+              "environment", file=sys.stderr)
     from spade.trainer import train_run
 
     summary = train_run(config, args.model, corpus if config.corpus.enabled else None, args.run_dir)
@@ -449,6 +454,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="local trainer or OpenRLHF (Ray + vLLM + DeepSpeed); default: openrlhf.enabled")
     train.add_argument("--dry-run", action="store_true",
                        help="print the OpenRLHF placement, command and launch script; start and write nothing")
+    train.add_argument("--image", default="",
+                       help="OpenRLHF backend: an Apptainer image (.sif) with the GPU stack; Ray and the driver run "
+                            "in it on every node (apptainer exec), srun runs on the host (docs/CONTAINERS.md)")
+    train.add_argument("--apptainer-args", default="--nv",
+                       help="flags of every `apptainer exec` with --image (default: --nv, the host's NVIDIA GPUs)")
     train.set_defaults(func=cmd_train)
 
     evals = groups.add_parser("eval", help="benchmarks: run one, list them, select a checkpoint").add_subparsers(

@@ -15,7 +15,9 @@ ticket, awaits ``execute(...)`` G times concurrently with ``llm_engine`` = that 
 from __future__ import annotations
 
 import asyncio
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from openrlhf.utils.agent import AgentExecutorBase
 
@@ -53,17 +55,39 @@ class _TokenizerOnly:
         raise RuntimeError("turns are generated through the vLLM engine (EpisodeRunner.run_one)")
 
 
+class _LockedTokenizer:
+    """A tokenizer whose calls run one at a time: the sandbox threads share one fast (Rust) tokenizer, which
+    may raise "Already borrowed" when two threads use it at once. Attributes pass through unchanged."""
+
+    def __init__(self, tokenizer):
+        self._tokenizer, self._lock = tokenizer, threading.Lock()
+
+    def __call__(self, *args, **kwargs):
+        with self._lock:
+            return self._tokenizer(*args, **kwargs)
+
+    def __getattr__(self, name):
+        value = getattr(self._tokenizer, name)
+        if not callable(value):
+            return value
+
+        def locked(*args, **kwargs):
+            with self._lock:
+                return value(*args, **kwargs)
+
+        return locked
+
+
 class SpadeAgentExecutor(AgentExecutorBase):
     """See the module docstring. ``coordinator``: an in-process ``SpadeCoordinator`` (tests); by default the
-    run's named Ray actor. ``pool``: a ``SandboxPool`` (tests); by default one per engine, made on first use.
-    ``sandbox_threads``: threads for blocking sandbox and tokenizer work (1 = serial, the safe default for
-    a shared fast tokenizer)."""
+    run's named Ray actor. ``pool``: a ``SandboxPool`` (tests); by default one per engine, made on first use
+    with ``openrlhf.sandbox_workers_per_engine`` workers. The blocking sandbox work of the engine's concurrent
+    episodes runs in as many threads as the pool has workers (tokenizer calls among it take turns)."""
 
-    def __init__(self, coordinator=None, pool=None, sandbox_threads: int = 1):
+    def __init__(self, coordinator=None, pool=None):
         self._client = _Local(coordinator) if coordinator is not None else None
         self._in_process = coordinator is not None
-        self._pool, self._config, self._runner = pool, None, None
-        self._threads = ThreadPoolExecutor(max_workers=sandbox_threads, thread_name_prefix="spade-sandbox")
+        self._pool, self._config, self._runner, self._threads, self._tokenizer = pool, None, None, None, None
 
     async def _in_thread(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self._threads, fn, *args)
@@ -91,7 +115,9 @@ class SpadeAgentExecutor(AgentExecutorBase):
             from spade.sandbox.pool import SandboxPool
 
             if self._pool is None:
-                self._pool = SandboxPool(self._config.sandbox)
+                workers = self._config.openrlhf.sandbox_workers_per_engine
+                self._pool = SandboxPool(replace(self._config.sandbox, workers=workers))
+            self._threads = ThreadPoolExecutor(max_workers=len(self._pool.workers), thread_name_prefix="spade-sandbox")
             prompts = {kind: agent_system_prompt(kind) for kind in ("game", "tool_use")}
             self._runner = EpisodeRunner(_TokenizerOnly(tokenizer), self._pool, self._config.agent, prompts)
         return self._runner
@@ -108,7 +134,13 @@ class SpadeAgentExecutor(AgentExecutorBase):
         if agent.max_context_tokens > max_length:
             raise ValueError(f"agent.max_context_tokens {agent.max_context_tokens} exceeds --data.max_len {max_length}")
 
+    def _locked(self, hf_tokenizer) -> _LockedTokenizer:
+        if self._tokenizer is None or self._tokenizer._tokenizer is not hf_tokenizer:
+            self._tokenizer = _LockedTokenizer(hf_tokenizer)
+        return self._tokenizer
+
     async def execute(self, prompt, label, sampling_params, max_length: int, hf_tokenizer, llm_engine, images=None):
+        hf_tokenizer = self._locked(hf_tokenizer)  # shared with the sandbox threads
         client = await self._connect(prompt)
         self._check(sampling_params, max_length)
         job = await client.call("assign", label, self._engine_ref(llm_engine), sampling_params)

@@ -22,7 +22,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -119,6 +121,17 @@ class OpenRLHFConfig:
                                "checkpoints that evaluation reads are all kept.", min=1)
     wandb_project: str = option("", "Weights & Biases project; empty = TensorBoard only. The key is read from "
                                 "$WANDB_API_KEY when the script runs.")
+    network_interface: str = option("", "Network interface whose IPv4 address Ray uses on every node (e.g. ib0 "
+                                    "for IP over InfiniBand); also NCCL's and gloo's socket interface unless "
+                                    "NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME are set. Empty: the first non-loopback "
+                                    "IPv4 address of `hostname -I`.")
+    env: dict = option({}, "Environment variables exported to every Ray process on every node, e.g. {NCCL_IB_HCA: "
+                       "mlx5, NCCL_DEBUG: WARN}: your cluster's NCCL/InfiniBand settings (its documentation lists "
+                       "them); values are strings.")
+    sandbox_workers_per_engine: int = option(6, "Sandboxed workers (and threads stepping them) per vLLM engine; an "
+                                             "engine plays about rollout.batch_size x G / engines episodes at once. "
+                                             "Keep engines x workers below the node's CPUs (8 per GPU in "
+                                             "profiles/slurm) minus a few for Ray and the trainers.", min=1)
     extra_args: list = option([], "Further train_ppo_ray flags, e.g. ['--ds.experts_implementation', 'grouped_mm']; "
                               "checked against OpenRLHF's parser; flags the launcher sets or the plugin needs "
                               "off are refused.")
@@ -128,6 +141,15 @@ class OpenRLHFConfig:
             raise ConfigError(f"config key 'openrlhf.vllm_gpu_memory_utilization' has value "
                               f"{self.vllm_gpu_memory_utilization!r}; it must be in (0, 1]")
         split_extra_args(self.extra_args)
+        for name, value in self.env.items():
+            if not (isinstance(name, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)):
+                raise ConfigError(f"config key 'openrlhf.env' has variable name {name!r}; allowed: letters, digits "
+                                  "and '_', not starting with a digit")
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise ConfigError(f"config key 'openrlhf.env.{name}' has value {value!r}; write it as a string")
+        if self.network_interface and not re.fullmatch(r"[A-Za-z0-9_.:@-]+", self.network_interface):
+            raise ConfigError(f"config key 'openrlhf.network_interface' has value {self.network_interface!r}; "
+                              "expected an interface name such as ib0 or eth0")
 
 
 def split_extra_args(extra: list) -> list:
@@ -368,16 +390,58 @@ def shell_command(argv: list) -> str:
 # ----- launch script --------------------------------------------------------------------------------------
 
 
+def _binds(run_dir, model_dir, corpus_path) -> list:
+    """Host folders the image must see at the same path: the repository (our code and the agent function file),
+    the run, the model and the corpus; a folder inside another one listed is left out."""
+    from spade.rlhf import AGENT_FUNC_PATH
+
+    folders = [Path(AGENT_FUNC_PATH).resolve().parents[3], Path(run_dir).resolve(), Path(model_dir).resolve()]
+    if corpus_path:
+        folders.append(Path(corpus_path).resolve().parent)
+    kept = []
+    for folder in sorted(set(folders), key=lambda f: len(f.parts)):
+        if not any(folder.is_relative_to(other) for other in kept):
+            kept.append(folder)
+    return [str(folder) for folder in kept]
+
+
+def image_prefix(image: str, apptainer_args: str, binds: list) -> list:
+    """``apptainer exec`` argv that runs a command inside ``image`` with the repository's code first on the path
+    (so the code inside the image is the commit that prepared the run)."""
+    from spade.rlhf import AGENT_FUNC_PATH
+
+    src = Path(AGENT_FUNC_PATH).resolve().parents[2]
+    return ["apptainer", "exec", *shlex.split(apptainer_args), "--bind", ",".join(binds),
+            "--env", f"PYTHONPATH={src}", str(Path(image).resolve())]
+
+
 def launch_script(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFConfig | None = None,
-                  python: str | None = None) -> str:
+                  python: str | None = None, image: str = "", apptainer_args: str = "--nv") -> str:
     """Bash text that runs the command: with ``openrlhf.ray_address`` it is sent to that cluster with
-    ``ray job submit``; otherwise Ray is started on the SLURM allocation (head on the first node, one worker
-    per further node through ``srun``; a single node needs no SLURM) and the driver runs on the head."""
+    ``ray job submit``; otherwise Ray is started on the allocation and the driver runs here.
+
+    Inside a SLURM allocation every Ray node is one ``srun`` step on its node (the head on this node, one worker
+    per further node), each bound explicitly to the node's GPUs, CPUs and memory; outside SLURM (a workstation,
+    one node) Ray starts directly. With ``image`` (an Apptainer ``.sif``), ``srun`` and ``scontrol`` run on the
+    host and every Ray process and the driver enter the image through ``apptainer exec`` (the usual way clusters
+    run containers: the image needs no SLURM client)."""
     orl = orl or resolve_openrlhf(config)
+    if image:
+        python = "python"
     python = python or sys.executable
     command = shell_command(openrlhf_command(config, run_dir, model_dir, corpus_path, orl, python=python))
     place = placement(config, orl)
-    ray = shlex.quote(str(Path(python).parent / "ray"))
+    if image:
+        *apptainer, sif = image_prefix(image, apptainer_args, _binds(run_dir, model_dir, corpus_path))
+        runtime = f"IMAGE={shlex.quote(sif)}\nAPPTAINER=({shlex.join(apptainer)})\n"
+        enter = 'IN_IMAGE=("${{APPTAINER[@]}}" {bind}"$IMAGE")\nRAY=("${{IN_IMAGE[@]}}" ray)\nPY=("${{IN_IMAGE[@]}}" python)\n'
+        where = f"the Apptainer image {sif} (apptainer exec {apptainer_args})"
+    else:
+        runtime = (f"RAY=({shlex.quote(str(Path(python).parent / 'ray'))})\n"
+                   f"PY=({shlex.quote(python)})\n")
+        enter = ""
+        where = f"the Python environment of {python}"
+    exports = "".join(f"export {name}={shlex.quote(str(value))}\n" for name, value in sorted(orl.env.items()))
     head = textwrap.dedent(f"""\
         #!/usr/bin/env bash
         # SPADE run {config.run_name!r} on OpenRLHF {OPENRLHF_VERSION}: written by spade.rlhf.launch; do not edit,
@@ -385,76 +449,122 @@ def launch_script(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFCon
         # Placement: {orl.num_nodes} node(s) x {orl.gpus_per_node} GPUs; actor {place['actor']['gpus']} GPUs; \
 reference {place['ref']['gpus'] if place['ref'] else 'none (train.kl_coef = 0)'}; vLLM {orl.vllm_num_engines} \
 engine(s) x TP {orl.vllm_tensor_parallel_size}; colocate_all {orl.colocate_all_models}.
+        # Software: Ray, vLLM, DeepSpeed and OpenRLHF run in {where}.
         set -euo pipefail
-        RAY={ray}
+        """) + runtime + textwrap.dedent("""\
         export TOKENIZERS_PARALLELISM=false
-        """)
+        # openrlhf.env (NCCL/InfiniBand and other settings every Ray process inherits: srun and apptainer pass the
+        # environment on)
+        """) + exports
     if orl.ray_address:
         submission = f"spade-{config.run_name}-$(date +%Y%m%d%H%M%S)"
         body = textwrap.dedent(f"""\
             # An existing Ray cluster: its nodes must see this run folder and have the same Python environment.
             ADDRESS={shlex.quote(orl.ray_address)}
             ID="{submission}"
-            "$RAY" job submit --address "$ADDRESS" --submission-id "$ID" -- {command}
-            STATUS=$("$RAY" job status --address "$ADDRESS" "$ID" | tail -n 1)
+            "${{RAY[@]}}" job submit --address "$ADDRESS" --submission-id "$ID" -- {command}
+            STATUS=$("${{RAY[@]}}" job status --address "$ADDRESS" "$ID" | tail -n 1)
             echo "$STATUS"
             case "$STATUS" in *SUCCEEDED*) exit 0 ;; *) echo "ray job $ID did not succeed" >&2; exit 1 ;; esac
             """)
-        return head + body
+        return head + enter.format(bind="") + body
+    driver = ('"${IN_IMAGE[@]}" ' if image else "") + command
     start = textwrap.dedent(f"""\
         NODES_WANTED={orl.num_nodes}
         GPUS_PER_NODE={orl.gpus_per_node}
         GPUS_WANTED={orl.num_nodes * orl.gpus_per_node}
+        NET_IF={shlex.quote(orl.network_interface)}
         PORT=$((20000 + ${{SLURM_JOB_ID:-$$}} % 20000))
         TMP_RAY="${{TMPDIR:-/tmp}}/ray_${{SLURM_JOB_ID:-$$}}"
         # Ray's sockets live {RAY_SOCKET_SUFFIX} bytes below it ($TMP_RAY/session_<date>_<time>_<us>_<pid>/sockets/
         # plasma_store) and a Unix socket path holds at most 107 bytes: a longer $TMPDIR falls back to /tmp
         if [ "${{#TMP_RAY}}" -gt {107 - RAY_SOCKET_SUFFIX} ]; then TMP_RAY="/tmp/ray_${{SLURM_JOB_ID:-$$}}"; fi
-        if [ "$NODES_WANTED" -gt 1 ]; then
-          if [ -z "${{SLURM_JOB_NODELIST:-}}" ]; then
-            echo "openrlhf.num_nodes is $NODES_WANTED: run this script inside a SLURM allocation of that many nodes," \\
-                 "or set openrlhf.ray_address to an existing Ray cluster" >&2
-            exit 2
+        mkdir -p "$TMP_RAY"
+        """) + enter.format(bind='--bind "$TMP_RAY" ') + textwrap.dedent(f"""\
+        # this node's address for Ray and NCCL: the IPv4 address of openrlhf.network_interface, or else the first
+        # IPv4 address of `hostname -I` that is not a loopback one (the first field of `hostname --ip-address` can
+        # be 127.0.1.1 or an IPv6 address)
+        node_ip() {{
+          if [ -n "$NET_IF" ]; then
+            ip -4 -o addr show dev "$NET_IF" | awk '{{split($4, a, "/"); print a[1]; exit}}'
+          else
+            for address in $(hostname -I); do
+              case "$address" in 127.*|*:*) ;; *) echo "$address"; return ;; esac
+            done
           fi
+        }}
+        HEAD_IP=$(node_ip)
+        if [ -z "$HEAD_IP" ]; then
+          echo "no IPv4 address found on $(hostname) (interface '${{NET_IF:-any}}', config key openrlhf.network_interface)" >&2
+          exit 2
+        fi
+        if [ -n "$NET_IF" ]; then  # NCCL and gloo talk over the same interface as Ray unless the environment says otherwise
+          export NCCL_SOCKET_IFNAME="${{NCCL_SOCKET_IFNAME:-$NET_IF}}" GLOO_SOCKET_IFNAME="${{GLOO_SOCKET_IFNAME:-$NET_IF}}"
+        fi
+        export RAY_ADDRESS="$HEAD_IP:$PORT"
+        if [ -n "${{SLURM_JOB_ID:-}}" ]; then
+          # one srun step per Ray node, bound to the node's GPUs, CPUs and memory (the job step this script runs in
+          # has only what Snakemake's job step asked for); --overlap: steps share the job's resources
           mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
           if [ "${{#NODES[@]}}" -lt "$NODES_WANTED" ]; then
             echo "the allocation has ${{#NODES[@]}} node(s), openrlhf.num_nodes wants $NODES_WANTED" >&2
             exit 2
           fi
-          HEAD_NODE=${{NODES[0]}}
-          HEAD_IP=$(srun --overlap --nodes=1 --ntasks=1 -w "$HEAD_NODE" hostname --ip-address | awk '{{print $1}}')
-        else
-          NODES=("$(hostname)")
-          HEAD_IP=$(hostname --ip-address | awk '{{print $1}}')
+          HERE=${{SLURMD_NODENAME:-$(hostname -s)}}
+          CPUS_PER_NODE=${{SLURM_JOB_CPUS_PER_NODE:-$(nproc)}}  # e.g. "64(x2)" or "64,32": this node's count first
+          CPUS_PER_NODE=${{CPUS_PER_NODE%%[(,]*}}
+          STEP=(srun --overlap --nodes=1 --ntasks=1 --cpus-per-task="$CPUS_PER_NODE" --gres=gpu:"$GPUS_PER_NODE" --mem=0)
+          WORKERS=()
+          for node in "${{NODES[@]}}"; do if [ "$node" != "$HERE" ]; then WORKERS+=("$node"); fi; done
+          WORKERS=("${{WORKERS[@]:0:$((NODES_WANTED - 1))}}")
+        elif [ "$NODES_WANTED" -gt 1 ]; then
+          echo "openrlhf.num_nodes is $NODES_WANTED: run this script inside a SLURM allocation of that many nodes," \\
+               "or set openrlhf.ray_address to an existing Ray cluster" >&2
+          exit 2
         fi
-        export RAY_ADDRESS="$HEAD_IP:$PORT"
         PIDS=()
         cleanup() {{ for pid in "${{PIDS[@]}}"; do kill "$pid" 2>/dev/null || true; done; }}
         trap cleanup EXIT
         RAY_START=(start --block --num-gpus "$GPUS_PER_NODE" --disable-usage-stats)
-        if [ "$NODES_WANTED" -gt 1 ]; then
-          srun --overlap --nodes=1 --ntasks=1 -w "$HEAD_NODE" "$RAY" "${{RAY_START[@]}}" --head \\
-               --node-ip-address="$HEAD_IP" --port="$PORT" --temp-dir="$TMP_RAY" --include-dashboard=false &
+        HEAD_START=("${{RAY_START[@]}}" --head --node-ip-address="$HEAD_IP" --port="$PORT" --temp-dir="$TMP_RAY" \\
+                    --include-dashboard=false)
+        # GPUs of the Ray cluster at RAY_ADDRESS (-1 while it does not answer)
+        cluster_gpus() {{
+          "${{PY[@]}}" -c 'import ray; ray.init(logging_level="ERROR"); print(int(ray.cluster_resources().get("GPU", 0)))' \\
+            2>/dev/null || echo -1
+        }}
+        # wait (up to 10 minutes) until the cluster has at least $1 GPUs
+        wait_for_gpus() {{
+          HAVE=-1
+          for _ in $(seq 120); do
+            HAVE=$(cluster_gpus)
+            [ "$HAVE" -ge "$1" ] && return 0
+            sleep 5
+          done
+          echo "Ray cluster at $RAY_ADDRESS has $HAVE of $1 GPUs after 10 minutes" >&2
+          exit 1
+        }}
+        if [ -n "${{SLURM_JOB_ID:-}}" ]; then
+          "${{STEP[@]}}" -w "$HERE" "${{RAY[@]}}" "${{HEAD_START[@]}}" &
           PIDS+=($!)
-          sleep 15
-          for node in "${{NODES[@]:1:$((NODES_WANTED - 1))}}"; do
-            srun --overlap --nodes=1 --ntasks=1 -w "$node" "$RAY" "${{RAY_START[@]}}" --address="$RAY_ADDRESS" &
+          wait_for_gpus 0  # the head answers: the workers can join
+          for node in "${{WORKERS[@]}}"; do
+            # each worker finds its own address (same interface) and joins the head; Ray's folder is node-local
+            "${{STEP[@]}}" -w "$node" bash -c "$(declare -f node_ip); NET_IF=$NET_IF; mkdir -p $(printf %q "$TMP_RAY"); \\
+              ip_here=\\$(node_ip); exec $(printf '%q ' "${{RAY[@]}}" "${{RAY_START[@]}}") --address=$RAY_ADDRESS \\
+              --node-ip-address=\\$ip_here" &
             PIDS+=($!)
           done
         else
-          "$RAY" "${{RAY_START[@]}}" --head --node-ip-address="$HEAD_IP" --port="$PORT" --temp-dir="$TMP_RAY" \\
-               --include-dashboard=false &
+          "${{RAY[@]}}" "${{HEAD_START[@]}}" &
           PIDS+=($!)
         fi
-        # wait (up to 10 minutes) until every GPU of the allocation has joined the cluster
-        for _ in $(seq 120); do
-          HAVE=$({shlex.quote(python)} -c 'import ray; ray.init(logging_level="ERROR"); print(int(ray.cluster_resources().get("GPU", 0)))' 2>/dev/null || echo 0)
-          [ "$HAVE" -ge "$GPUS_WANTED" ] && break
-          sleep 5
-        done
-        if [ "$HAVE" -lt "$GPUS_WANTED" ]; then echo "Ray cluster has $HAVE of $GPUS_WANTED GPUs" >&2; exit 1; fi
+        wait_for_gpus "$GPUS_WANTED"  # every GPU of the allocation has joined
+        if [ "$NODES_WANTED" -gt 1 ] && [ -z "$("${{PY[@]}}" -c 'import os; print(*os.listdir("/sys/class/infiniband")) if os.path.isdir("/sys/class/infiniband") else None' 2>/dev/null)" ]; then
+          echo "warning: no InfiniBand/RoCE device in /sys/class/infiniband: NCCL between the nodes will use TCP sockets" >&2
+        fi
         # the driver runs here and connects to the cluster through RAY_ADDRESS
-        {command}
+        {driver}
         """)
     return head + start
 
@@ -545,16 +655,17 @@ def probe_parser(argvs: list, python: str | None = None, timeout: float = 120) -
     """OpenRLHF's parser table and the outcome of parsing each argv (flags after ``-m ENTRY_POINT`` or whole
     commands), from the installed package; ``{"version", "source", "flags": {flag: {...}}, "results": [...]}``."""
     python = python or sys.executable
+    runner = list(python) if isinstance(python, (list, tuple)) else [python]
     tails = [_flags_of(argv) for argv in argvs]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "WANDB_"))}
     try:
-        done = subprocess.run([python, "-c", _PROBE], input=json.dumps(tails), capture_output=True, text=True,
+        done = subprocess.run([*runner, "-c", _PROBE], input=json.dumps(tails), capture_output=True, text=True,
                               timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise LaunchError(f"reading OpenRLHF's parser took over {timeout} s") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise LaunchError(f"could not read OpenRLHF's argument parser with {python}: {last} "
+        raise LaunchError(f"could not read OpenRLHF's argument parser with {shlex.join(runner)}: {last} "
                           f"(install it: pip install --no-deps openrlhf=={OPENRLHF_VERSION})")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -649,11 +760,12 @@ def describe_placement(place: dict) -> list:
     return lines + [f"note: {note}" for note in place["notes"]]
 
 
-def dry_run(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFConfig | None = None) -> str:
+def dry_run(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFConfig | None = None, image: str = "",
+            apptainer_args: str = "--nv") -> str:
     """Placement, command and launch script as text; reads OpenRLHF's parser when openrlhf is installed.
     Writes nothing."""
     orl = orl or resolve_openrlhf(config)
-    argv = openrlhf_command(config, run_dir, model_dir, corpus_path, orl, python=sys.executable)
+    argv = openrlhf_command(config, run_dir, model_dir, corpus_path, orl, python="python" if image else sys.executable)
     lines = [f"# SPADE -> OpenRLHF {OPENRLHF_VERSION}: run {config.run_name} ({config.model_card}), dry run: "
              "nothing started, nothing written", "# placement"]
     lines += [f"#   {line}" for line in describe_placement(placement(config, orl))]
@@ -667,12 +779,34 @@ def dry_run(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFConfig | 
         lines += [f"#   openrlhf says: {line}" for line in result.get("printed", "").splitlines() if line.strip()]
     lines += ["# command", shell_command(argv), "# launch script (written to "
               f"{run_paths(run_dir)['script']} when not a dry run)", launch_script(config, run_dir, model_dir,
-                                                                                    corpus_path, orl)]
+                                                                                    corpus_path, orl, image=image,
+                                                                                    apptainer_args=apptainer_args)]
     return "\n".join(lines)
 
 
-def missing_gpu_modules() -> list:
-    return [name for name in GPU_MODULES if importlib.util.find_spec(name) is None]
+def missing_gpu_modules(python: list | None = None) -> list:
+    """The GPU-stack modules that cannot be imported here, or by the interpreter argv ``python`` (an image's)."""
+    if python is None:
+        return [name for name in GPU_MODULES if importlib.util.find_spec(name) is None]
+    code = ("import importlib.util, json; print(json.dumps([n for n in %r if importlib.util.find_spec(n) is None]))"
+            % (GPU_MODULES,))
+    done = subprocess.run([*python, "-c", code], capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise LaunchError(f"could not run Python in the image ({shlex.join(python)}): {last}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _runtime(run_dir, model_dir, corpus_path, image: str, apptainer_args: str) -> list:
+    """The interpreter argv of the GPU stack: this one, or the image's through ``apptainer exec``."""
+    if not image:
+        return [sys.executable]
+    if not Path(image).is_file():
+        raise LaunchError(f"--image {image}: no such file; build it (docs/CONTAINERS.md) or point SPADE_GPU_IMAGE "
+                          "at it")
+    if shutil.which("apptainer") is None:
+        raise LaunchError(f"--image {image} needs `apptainer` on this host's PATH (module load apptainer?)")
+    return image_prefix(image, apptainer_args, _binds(run_dir, model_dir, corpus_path)) + ["python"]
 
 
 def link_checkpoints(config, run_dir) -> list:
@@ -700,21 +834,24 @@ def link_checkpoints(config, run_dir) -> list:
     return linked
 
 
-def launch(config, model_dir, corpus_path, run_dir) -> dict:
+def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_args: str = "--nv") -> dict:
     """``spade train --backend openrlhf``: prepare the run (tickets, run spec), check the command against the
-    installed parser, write and run the launch script, link the checkpoints and write ``summary.json``."""
+    installed parser (inside ``image`` when given), write and run the launch script, link the checkpoints and
+    write ``summary.json``."""
     from spade.io import atomic_write_json, atomic_write_text
     from spade.provenance import stamp
     from spade.rlhf import prepare_run
 
-    missing = missing_gpu_modules()
+    runtime = _runtime(run_dir, model_dir, corpus_path, image, apptainer_args)
+    missing = missing_gpu_modules(runtime if image else None)
     if missing:
-        raise LaunchError(f"the OpenRLHF backend needs the GPU training environment; missing here: "
+        where = f"in the image {image}" if image else "here"
+        raise LaunchError(f"the OpenRLHF backend needs the GPU training environment; missing {where}: "
                           f"{', '.join(missing)}. Install the pinned stack ({' '.join(GPU_STACK)}) on a GPU "
                           f"machine (or use the project's GPU environment/container), or train with --backend local.")
     orl = resolve_openrlhf(config)
-    argv = openrlhf_command(config, run_dir, model_dir, corpus_path, orl, python=sys.executable)
-    verify_command(argv)
+    argv = openrlhf_command(config, run_dir, model_dir, corpus_path, orl, python=runtime[-1])
+    verify_command(argv, runtime)
     prepared = prepare_run(config, run_dir, model_dir, corpus_path, engines=orl.vllm_num_engines)
     groups = dict(flag_groups(argv))
     expected = {"--rollout.batch_size": [str(prepared["rollout_batch_size"])],
@@ -724,7 +861,9 @@ def launch(config, model_dir, corpus_path, run_dir) -> dict:
     for flag, value in expected.items():
         if groups[flag] != value:
             raise LaunchError(f"{flag} {groups[flag]} differs from what prepare_run wrote ({value})")
-    script = atomic_write_text(run_paths(run_dir)["script"], launch_script(config, run_dir, model_dir, corpus_path, orl))
+    script = atomic_write_text(run_paths(run_dir)["script"],
+                               launch_script(config, run_dir, model_dir, corpus_path, orl, image=image,
+                                             apptainer_args=apptainer_args))
     done = subprocess.run(["bash", str(script)])
     if done.returncode != 0:
         raise LaunchError(f"the OpenRLHF run failed (exit status {done.returncode}); script: {script}")
