@@ -258,7 +258,7 @@ def test_launch_scripts(tmp_path):
     script = L.launch_script(config, tmp_path / "run", tmp_path / "m", "c.jsonl")
     argv = L.openrlhf_command(config, tmp_path / "run", tmp_path / "m", "c.jsonl", python=L.sys.executable)
     assert L.shell_command(argv) in script
-    assert "scontrol show hostnames" in script and 'srun --overlap --nodes=1 --ntasks=1 -w "$node"' in script
+    assert "scontrol show hostnames" in script and '"${STEP[@]}" -w "$node"' in script  # run: test_rlhf_launch_script
     assert "GPUS_WANTED=16" in script
     remote = L.resolve_openrlhf(config, {"ray_address": "http://head:8265", "wandb_project": "spade"})
     submitted = L.launch_script(config, tmp_path / "run", tmp_path / "m", "c.jsonl", remote)

@@ -245,6 +245,53 @@ def test_agent_func_is_an_openrlhf_agent_executor():
     module.AgentExecutor()  # OpenRLHF instantiates it without arguments, once per engine
 
 
+def test_sandbox_work_runs_in_one_thread_per_pool_worker(plugin_run):
+    """An engine's concurrent episodes step their environments in as many threads as its pool has workers (the
+    fixture's pool: 2), not one thread for all of them."""
+    executor = plugin_run["executor"]
+    assert executor._threads._max_workers == len(executor._pool.workers) == 2
+
+
+def test_locked_tokenizer_never_runs_two_calls_at_once():
+    """The sandbox threads share the engine's tokenizer; its calls take turns (a fast tokenizer may raise "Already
+    borrowed" otherwise), attributes pass through."""
+    import threading
+    import time
+
+    from spade.rlhf.executor import _LockedTokenizer
+
+    class Probe:
+        eos_token_id = 7
+
+        def __init__(self):
+            self.active = self.most = 0
+
+        def _work(self, *args, **kwargs):
+            self.active += 1
+            self.most = max(self.most, self.active)
+            time.sleep(0.01)
+            self.active -= 1
+            return args
+
+        __call__ = decode = _work
+
+    probe = Probe()
+    locked = _LockedTokenizer(probe)
+    threads = [threading.Thread(target=lambda i=i: (locked(i), locked.decode([i]))) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert probe.most == 1 and locked.eos_token_id == 7 and locked.decode([3]) == ([3],)
+    raw = Probe()  # the same calls without the lock do overlap: the probe can see it
+    threads = [threading.Thread(target=raw, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert raw.most > 1
+
+
 def test_tickets_and_plan(plugin_run):
     from spade.rlhf.plan import max_designer_packs, ticket_plan
 

@@ -453,8 +453,8 @@ engine(s) x TP {orl.vllm_tensor_parallel_size}; colocate_all {orl.colocate_all_m
         set -euo pipefail
         """) + runtime + textwrap.dedent("""\
         export TOKENIZERS_PARALLELISM=false
-        # openrlhf.env (NCCL/InfiniBand and other settings every Ray process inherits: srun and apptainer pass the
-        # environment on)
+        # openrlhf.env: NCCL/InfiniBand and other settings, inherited by every Ray process (the job steps and the
+        # image get this environment)
         """) + exports
     if orl.ray_address:
         submission = f"spade-{config.run_name}-$(date +%Y%m%d%H%M%S)"
