@@ -13,18 +13,18 @@ def train_backend(wildcards):
 
 # Under --software-deployment-method apptainer a GPU run's Ray processes and driver enter the image (the local
 # trainer ignores the flag). A global, not a param: switching the deployment method does not retrain anything.
-TRAIN_IMAGE = (f"--image {shlex.quote(repo_path(GPU_IMAGE))} --apptainer-args={shlex.quote(APPTAINER_ARGS)}"
+TRAIN_IMAGE = (f"--image {shlex.quote(repo_path(GPU_IMAGE))} --apptainer-args={shlex.quote(APPTAINER_ARGS)} "
                if IN_APPTAINER else "")
 
 
 # The command: a config with one run keeps the exact text it always had (plus `--backend openrlhf` for a GPU run);
 # with several runs (multi-run, toy ablations) each job names its backend.
 if PER_RUN_JSON:
-    TRAIN_COMMAND = "{TRAIN_PYTHON} -m spade.cli train --backend {params.backend} {TRAIN_IMAGE} --config-json " + CONFIG_ARG
+    TRAIN_COMMAND = "{TRAIN_PYTHON} -m spade.cli train --backend {params.backend} {TRAIN_IMAGE}--config-json " + CONFIG_ARG
     TRAIN_PARAMS = {"backend": train_backend, **run_json_params()}
 else:
     TRAIN_COMMAND = "{TRAIN_PYTHON} -m spade.cli train " + ("--backend openrlhf " if is_gpu_run(SPADE.run_name) else "")
-    TRAIN_COMMAND += "{TRAIN_IMAGE} --config-json " + CONFIG_ARG
+    TRAIN_COMMAND += "{TRAIN_IMAGE}--config-json " + CONFIG_ARG
     TRAIN_PARAMS = {}
 
 
