@@ -51,6 +51,13 @@ def write_mapping(path: Path, tables: dict, **top) -> Path:
     return path
 
 
+def trained(runs_root: Path, run: str, card: str = "qwen3-30b-a3b-instruct-2507", steps: int = 400) -> None:
+    """The run's summary.json as a trainer writes it: its model card and step budget (spade.scale)."""
+    folder = runs_root / run
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "summary.json").write_text(json.dumps({"run": run, "model_card": card, "steps": steps, "provenance": PROV}))
+
+
 def select(runs_root: Path, run: str, step: int) -> None:
     folder = runs_root / run
     folder.mkdir(parents=True, exist_ok=True)
@@ -125,6 +132,8 @@ def games_results(tmp_path):
     rows += [("grpo30", 200, c, 0.5) for c in GAMES[4:]]  # AIME, GPQA and LCB never evaluated
     runs_root = tmp_path / "runs"
     select(runs_root, "g30", 100)
+    trained(runs_root, "g30")
+    trained(runs_root, "grpo30")
     return tidy_csv(tmp_path / "results.csv", rows), runs_root
 
 
@@ -142,7 +151,7 @@ def test_table1_cells_reported_and_differences(tmp_path, games_results):
     groups = md_groups(pt.render_markdown(table))
 
     ours, reported, diff = groups[(B30, "spade_games")]
-    assert ours[0] == "ours, step 100"  # the selected checkpoint, not the later step 300
+    assert ours[0] == "ours, run g30, step 100"  # the selected checkpoint, not the later step 300
     assert ours[1:] == ["63.0", "75.0", "76.0", "47.0", "64.0", "32.0", "38.0", "73.0", "58.5", "8.5"]
     assert reported == ["reported", "62.8", "74.4", "75.8", "47.3", "63.3", "32.1", "37.7", "72.8", "58.3", "8.1"]
     assert diff == ["Δ (ours − reported)", "+0.2", "+0.6", "+0.2", "-0.3", "+0.7", "-0.1", "+0.3", "+0.2", "+0.2",
@@ -153,7 +162,7 @@ def test_table1_cells_reported_and_differences(tmp_path, games_results):
     assert diff[9] == "-0.2" and diff[10] == "—"  # 50.0 - 50.2; no gain for the base row
 
     ours, _, diff = groups[(B30, "fixed_env_grpo")]
-    assert ours[0] == "ours, step 200"
+    assert ours[0] == "ours, run grpo30, step 200"
     assert ours[1:5] == [NOT_RUN] * 4 and ours[5:9] == ["50.0"] * 4
     assert ours[9:] == [NOT_RUN, NOT_RUN]  # the average needs all eight columns
     assert diff[1] == NOT_RUN and diff[5] == "+1.9"  # 50.0 - 48.1
@@ -184,19 +193,53 @@ def test_table1_latex_is_booktabs_and_escaped(tmp_path, games_results):
     assert "$-$0.3" in tex  # negative differences get a real minus sign
 
 
+def test_toy_values_under_a_paper_backbone_carry_the_banner_and_no_difference(tmp_path, games_results):
+    """The toy mapping puts a SmolLM2-135M, 4-step run on the 30B rows: every value of ours names its run and scale,
+    the table opens with the toy-scale banner (Markdown, LaTeX caption, sidecar) and no Δ is computed for it."""
+    results, runs_root = games_results
+    trained(runs_root, "g30", card="smollm2-135m", steps=4)  # same results, now a toy run
+    table, _ = build(pt.TABLE1, table1_mapping(tmp_path), results, runs_root)
+    text = pt.render_markdown(table)
+    groups = md_groups(text)
+    ours, _, diff = groups[(B30, "spade_games")]
+    assert ours[0] == "ours, run g30, step 100; TOY SCALE: smollm2-135m, 4 steps, not comparable"
+    assert ours[1] == "63.0" and set(diff[1:]) == {"—"}
+    base, _, base_diff = groups[(B30, "base")]
+    assert "TOY SCALE: smollm2-135m" in base[0] and set(base_diff[1:]) == {"—"}  # the wrong model, even untrained
+    grpo, _, grpo_diff = groups[(B30, "fixed_env_grpo")]
+    assert "TOY SCALE" not in grpo[0] and grpo_diff[5] == "+1.9"  # a paper-scale run keeps its difference
+    banner = "TOY SCALE, NOT COMPARABLE: values of ours come from run g30: smollm2-135m, 4 steps"
+    assert text.split("\n")[2].startswith(f"> **{banner}") and "Qwen3-30B-A3B-Instruct-2507, 400 steps" in text
+    latex = pt.render_latex(table)
+    assert r"\caption{\textbf{TOY SCALE, NOT COMPARABLE" in latex
+    # the same run at the paper's scale: no banner, differences back
+    trained(runs_root, "g30")
+    table, _ = build(pt.TABLE1, table1_mapping(tmp_path), results, runs_root)
+    assert not table.banner and md_groups(pt.render_markdown(table))[(B30, "spade_games")][2][1] == "+0.2"
+
+
+def test_a_run_without_its_scale_counts_as_not_comparable(tmp_path, games_results):
+    results, runs_root = games_results
+    (runs_root / "g30" / "summary.json").unlink()  # e.g. trained before summary.json named its model card
+    table, _ = build(pt.TABLE1, table1_mapping(tmp_path), results, runs_root)
+    ours = md_groups(pt.render_markdown(table))[(B30, "spade_games")][0]
+    assert ours[0].endswith("TOY SCALE: model unknown, steps unknown, not comparable") and table.banner
+
+
 def test_step_rules_last_and_replicates(tmp_path, games_results):
     results, runs_root = games_results
     rows = [("g30b", 100, c, v + 0.02) for c, v in zip(GAMES, SPADE_30)]
     second = tidy_csv(tmp_path / "second.csv", rows)
     select(runs_root, "g30b", 100)
+    trained(runs_root, "g30b")
     mapping = table1_mapping(tmp_path, r11={"run": ["g30", "g30b"]}, r10={"run": "g30", "step": "last"})
     m = pt.load_table_runs(mapping)
     tidy, _ = pt.load_results([results, second], runs_root, pt.mapped_runs(m, "table1"))
     table, _ = pt.build_benchmark_table(pt.TABLE1, m, REPORTED / "table1_games.csv", pt.ResultIndex(tidy), runs_root)
     groups = md_groups(pt.render_markdown(table))
     ours = groups[(B30, "spade_games")][0]
-    assert ours[0] == "ours, step 100, mean of 2 runs" and ours[1] == "64.0"  # mean of 63 and 65
-    assert groups[(B30, "fixed_env_rlve")][0][:2] == ["ours, step 300", "99.0"]  # last = largest step
+    assert ours[0] == "ours, run g30, run g30b, step 100, mean of 2 runs" and ours[1] == "64.0"  # mean of 63 and 65
+    assert groups[(B30, "fixed_env_rlve")][0][:2] == ["ours, run g30, step 300", "99.0"]  # last = largest step
 
 
 def test_selected_checkpoint_missing_or_malformed(tmp_path, games_results):
@@ -223,6 +266,7 @@ def test_table2_published_rows_and_averages(tmp_path):
         rows.append({"reported": {"section": "ours", "model": f"{size} + SPADE (tool use)"}, "run": None,
                      "base": {"section": "ours", "model": f"{size} (base)"}})
     rows[4]["run"] = "tu30"
+    trained(tmp_path / "runs", "tu30")
     mapping = write_mapping(tmp_path / "map.yaml", {"table2": {"rows": rows}})
     table, _ = build(pt.TABLE2, mapping, results, tmp_path / "runs")
     text = pt.render_markdown(table)
@@ -436,13 +480,36 @@ def make_run(runs_root: Path, run: str, sets: dict, metrics: list | None = None)
         (folder / "envs" / f"set_{step:05d}.json").write_text(json.dumps({"environments": envs}))
     if metrics is not None:
         (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in metrics))
-    (folder / "summary.json").write_text(json.dumps({"run": run, "provenance": PROV}))
+    trained(runs_root, run)  # a 30B run at the paper's 400 steps
     return folder
 
 
 def table7_mapping(tmp_path, run="q30"):
     return write_mapping(tmp_path / "map.yaml", {"table7": {"run": run, "phases": {
         "early_steps_0_40": [0, 40], "mid_steps_150_250": [150, 250], "late_steps_340_396": [340, 396]}}})
+
+
+def test_table7_and_8_of_a_toy_run_carry_the_banner_and_no_difference(tmp_path):
+    runs_root = tmp_path / "runs"
+    make_run(runs_root, "q30", {0: [env_row(0, "a", CODE_A, 0.5), env_row(0, "b", CODE_B, 0.9)]},
+             [{"step": 0, "agent_win_rate": 0.25, "episodes": 8, "mean_turns": 3.0}])
+    trained(runs_root, "q30", card="smollm2-135m", steps=4)
+    table, _, _ = pt.build_table7(pt.load_table_runs(table7_mapping(tmp_path)), REPORTED / "table7_env_quality.csv",
+                                  runs_root)
+    assert table.banner.startswith("TOY SCALE, NOT COMPARABLE: values of ours come from run q30: smollm2-135m, 4 steps")
+    ours = [line for line in table.lines() if line.kind == pt.OURS]
+    assert all(line.detail == "run q30; TOY SCALE: smollm2-135m, 4 steps, not comparable" for line in ours)
+    diffs = [c for line in table.lines() if line.kind == pt.DIFF for c in line.cells]
+    assert not [c for c in diffs if c[:1] in "+-"]  # no difference against the 30B values
+    mapping = write_mapping(tmp_path / "map8.yaml", {"table8": {
+        "field": "code", "vendi": {"size": 2, "draws": 1, "balance_by": "skill", "seed": 0}, "collapsed_below": 0.2,
+        "rows": [{"reported": {"run": label}, "run": "q30" if label == "spade (full)" else None}
+                 for label in pd.read_csv(REPORTED / "table8_diversity.csv")["run"]]}})
+    fake = {name: (lambda texts: [[1.0, float(i)] for i in range(len(texts))]) for name in ("sbert", "tfidf_lsa")}
+    table8, _, _ = pt.build_table8(pt.load_table_runs(mapping), REPORTED / "table8_diversity.csv", runs_root, fake)
+    assert "run q30: smollm2-135m, 4 steps" in table8.banner
+    (full,) = [i for i, line in enumerate(table8.lines()) if line.labels[0] == "spade (full)"]
+    assert "TOY SCALE" in table8.lines()[full].detail and set(table8.lines()[full + 2].cells) == {pt.BLANK}
 
 
 def test_table7_quality_signals(tmp_path):

@@ -66,6 +66,7 @@ from spade.report import (
     write_json_atomic,
     write_text_atomic,
 )
+from spade.scale import banner, comparable, run_scale
 
 NO_DATA = "no data"
 NOT_COMPUTED = "not computed"
@@ -500,6 +501,7 @@ class Table:
     missing: list[str] = field(default_factory=list)
     kind_header: str | None = "Source"
     value_align: str = "r"  # "l" for text columns (Table 5)
+    banner: str = ""  # shown above the table: values of ours that are not at the paper's scale (spade.scale)
 
     def lines(self) -> list[Line]:
         return [line for group in self.groups for line in group]
@@ -522,7 +524,10 @@ def render_markdown(table: Table) -> str:
     headers = table.label_headers + ([table.kind_header] if table.kind_header else []) + table.headers
     value = "---:" if table.value_align == "r" else "---"
     align = ["---"] * (len(table.label_headers) + (1 if table.kind_header else 0)) + [value] * len(table.headers)
-    out = [f"**{_md(table.caption)}**", "", "| " + " | ".join(map(_md, headers)) + " |", "|" + "|".join(align) + "|"]
+    out = [f"**{_md(table.caption)}**", ""]
+    if table.banner:
+        out += [f"> **{_md(table.banner)}**", ""]
+    out += ["| " + " | ".join(map(_md, headers)) + " |", "|" + "|".join(align) + "|"]
     for line in table.lines():
         cells = line.labels + ([_kind_cell(line)] if table.kind_header else []) + line.cells
         out.append("| " + " | ".join(map(_md, cells)) + " |")
@@ -577,7 +582,8 @@ def render_latex(table: Table, script: str = "") -> str:
     return "\n".join([
         f"% {paper}generated{source}; do not edit. Needs \\usepackage{{booktabs}}.",
         r"\begin{table*}[t]", r"\centering\scriptsize", r"\setlength{\tabcolsep}{3pt}",
-        r"\caption{" + tex(caption[:1].upper() + caption[1:]) + "}", r"\label{" + table.label + "}",
+        r"\caption{" + (r"\textbf{" + tex(table.banner) + "} " if table.banner else "")
+        + tex(caption[:1].upper() + caption[1:]) + "}", r"\label{" + table.label + "}",
         r"\begin{tabular}{" + spec + "}", r"\toprule", " & ".join(tex(h) for h in headers) + r" \\", r"\midrule",
         *body, r"\bottomrule", r"\end{tabular}",
         *([r"\par\smallskip", r"\parbox{\linewidth}{\raggedright " + notes + "}"] if notes else []),
@@ -595,7 +601,7 @@ def write_table(table: Table, out: str | Path, script: str, inputs: Sequence[Pat
     write_text_atomic(tex_path, render_latex(table, script))
     tidy_columns = None if tidy is None else tidy[[c for c in TIDY_COLUMNS if c in tidy.columns]]
     record = provenance_record(script, [Path(p) for p in inputs], [out, tex_path], tidy_columns, cells=cells,
-                               missing=table.missing, **extra)
+                               missing=table.missing, banner=table.banner, **extra)
     write_json_atomic(sidecar_path(out), record)
     return [out, tex_path, sidecar_path(out)]
 
@@ -640,9 +646,16 @@ class BenchmarkTable:
     label_columns: tuple  # (reported column, header)
     columns: tuple
     published: tuple | None = None  # (column, value): rows of published reference systems
+    backbone: str = ""  # the paper's backbone of every row; "" = read per row by row_backbone
 
     def value_columns(self) -> list[str]:
         return [c.key for c in self.columns]
+
+    def row_backbone(self, row: dict) -> str:
+        """The backbone a reported row belongs to (Table 1: its column; Table 2: the model's first word)."""
+        if self.backbone:
+            return self.backbone
+        return row["backbone"] if "backbone" in row else row["model"].split(" ")[0]
 
 
 GAMES_COLUMNS = (Column("aime25", "AIME25"), Column("aime26", "AIME26"), Column("gpqa_diamond", "GPQA-D"),
@@ -651,6 +664,8 @@ GAMES_COLUMNS = (Column("aime25", "AIME25"), Column("aime26", "AIME26"), Column(
 GAMES_KEYS = tuple(c.key for c in GAMES_COLUMNS)
 GAMES_AVG = Column("avg", "Avg.", "mean", GAMES_KEYS)
 GAIN = Column("delta_vs_base", "Gain vs base", "gain", ("avg",))
+
+PAPER_30B = "Qwen3-30B-A3B-Instruct-2507"  # the backbone of the paper's Tables 3, 6, 7 and 8
 
 TABLE1 = BenchmarkTable(
     "table1", "Table 1: transfer of games training to reasoning benchmarks (percent)", "tab:games",
@@ -671,12 +686,14 @@ TABLE2 = BenchmarkTable(
 TABLE3 = BenchmarkTable(
     "table3", "Table 3: ablations at 30B (percent)", "tab:ablations", ("setting",),
     (("setting", "Setting"), ("ed_design", "ED design"), ("ed_trained", "ED trained"),
-     ("corpus_grounding", "Corpus"), ("env_memory", "Memory")), GAMES_COLUMNS + (GAMES_AVG,))
+     ("corpus_grounding", "Corpus"), ("env_memory", "Memory")), GAMES_COLUMNS + (GAMES_AVG,),
+    backbone=PAPER_30B)
 
 TABLE6 = BenchmarkTable(
     "table6", "Table 6: all ablations at 30B, with the checkpoint used and the GEM games (percent)",
     "tab:ablations-full", ("setting",), (("setting", "Setting"),),
-    (Column("checkpoint", "Checkpoint", "step"),) + GAMES_COLUMNS + (Column("gem", "GEM"), GAMES_AVG))
+    (Column("checkpoint", "Checkpoint", "step"),) + GAMES_COLUMNS + (Column("gem", "GEM"), GAMES_AVG),
+    backbone=PAPER_30B)
 
 BENCHMARK_SPECS = {spec.name: spec for spec in (TABLE1, TABLE2, TABLE3, TABLE6)}
 
@@ -783,6 +800,8 @@ def build_benchmark_table(spec: BenchmarkTable, mapping: dict, reported_path: st
                 ours[key]["cells"][column.key] = {"kind": "gain", "of": column.parts[0],
                                                   "base_row": _row_name(spec, base_key)}
 
+    scales = {run: run_scale(runs_root, run) for entry in entries.values() for run in entry["runs"]}
+    off_scale, off_backbones = [], []  # runs whose values sit under a backbone/step budget they did not train
     groups, cells, missing = [], [], []
     for line_no, (key, row) in enumerate(zip(keys, rows), start=2):
         labels = [row[c] for c in label_keys]
@@ -793,6 +812,10 @@ def build_benchmark_table(spec: BenchmarkTable, mapping: dict, reported_path: st
             groups[-1].append(Line(labels, PUBLISHED, reported_text))
             continue
         mine = ours[key]
+        backbone = spec.row_backbone(row)
+        base_row = entries[key]["step"] == "base"  # the untrained model: only the model must match
+        off = [scales[run] for run in entries[key]["runs"]
+               if not comparable(scales[run], backbone, model_only=base_row)]
         ours_text, diff_text = [], []
         for column in spec.columns:
             value = mine["values"][column.key]
@@ -808,7 +831,7 @@ def build_benchmark_table(spec: BenchmarkTable, mapping: dict, reported_path: st
                 diff_text.append(NOT_RUN)
             else:
                 ours_text.append(f"{value:.1f}")
-                diff_text.append(BLANK if reported is None else _signed(value - reported, 1))
+                diff_text.append(BLANK if reported is None or off else _signed(value - reported, 1))
             if value is not None and value is not BLANK:
                 cells.append({"row": _row_name(spec, key), "column": column.key, "value": value,
                               "shown": ours_text[-1], "reported": reported, **mine["cells"].get(column.key, {})})
@@ -816,6 +839,12 @@ def build_benchmark_table(spec: BenchmarkTable, mapping: dict, reported_path: st
         detail = ("step " if len(steps) == 1 else "steps ") + "/".join(map(str, steps)) if steps else ""
         if len(entries[key]["runs"]) > 1:
             detail += f"{', ' if detail else ''}mean of {len(entries[key]['runs'])} runs"
+        if steps:  # a value of ours is shown: name the run(s) and, off the paper's scale, say so
+            detail = ", ".join(f"run {s.run}" for s in map(scales.get, entries[key]["runs"])) + f", {detail}"
+            if off:
+                detail += "; TOY SCALE: " + "; ".join(s.label() for s in off) + ", not comparable"
+                off_scale += off
+                off_backbones.append(backbone)
         groups.append([Line(labels, OURS, ours_text, detail), Line([""] * len(labels), REPORTED, reported_text),
                        Line([""] * len(labels), DIFF, diff_text)])
         if mine["missing"]:
@@ -823,7 +852,8 @@ def build_benchmark_table(spec: BenchmarkTable, mapping: dict, reported_path: st
             label = " / ".join(text for text in labels if text) + (f" (run {runs})" if runs else "")
             missing.append(f"{label}: {'; '.join(mine['missing'])}")
     table = Table(spec.caption, spec.label, [h for _, h in spec.label_columns], [c.header for c in spec.columns],
-                  groups, benchmark_notes(spec, mapping, reported_path), missing)
+                  groups, benchmark_notes(spec, mapping, reported_path), missing,
+                  banner=banner(off_scale, off_backbones) if off_scale else "")
     return table, cells
 
 
@@ -1055,6 +1085,16 @@ def run_provenance(run_dir: Path) -> dict:
     return {key: prov.get(key) for key in ("config_hash", "git_commit", "seed")}
 
 
+def off_scale(runs_root, run: str, backbone: str = PAPER_30B):
+    """The run's scale (spade.scale.RunScale) when it is not the paper's for ``backbone``, else None."""
+    scale = run_scale(runs_root, run)
+    return None if comparable(scale, backbone) else scale
+
+
+def scale_detail(run: str, off) -> str:
+    return f"run {run}" + (f"; TOY SCALE: {off.label()}, not comparable" if off else "")
+
+
 _SET_FILE = re.compile(r"^set_(\d+)\.json$")  # as spade.analysis.read_env_sets
 
 
@@ -1174,6 +1214,7 @@ def build_table7(mapping: dict, reported_path: str | Path, runs_root: str | Path
     else:
         measures, inputs, skipped = env_quality(run_dir, phases)
         prov = run_provenance(run_dir)
+    off = off_scale(runs_root, run) if measures is not None else None
     groups, cells = [], []
     for line_no, row in enumerate(rows, start=2):
         signal = row["signal"]
@@ -1201,10 +1242,10 @@ def build_table7(mapping: dict, reported_path: str | Path, runs_root: str | Path
                 missing.append(f"{signal}, {phase}: run {run} has {EMPTY_PHASE[measure]} in steps {first}-{last}")
                 continue
             ours_text.append(f"{entry['value']:.{decimals}f}")
-            diff_text.append(BLANK if reported is None else _signed(entry["value"] - reported, decimals))
+            diff_text.append(BLANK if reported is None or off else _signed(entry["value"] - reported, decimals))
             cells.append({"row": signal, "column": phase, "measure": measure, "run": run, "steps": phases[phase],
                           "shown": ours_text[-1], "reported": reported, **entry, **prov})
-        groups.append([Line([signal], OURS, ours_text, f"run {run}" if measures is not None else ""),
+        groups.append([Line([signal], OURS, ours_text, scale_detail(run, off) if measures is not None else ""),
                        Line([""], REPORTED, reported_text), Line([""], DIFF, diff_text)])
     missing += [f"code not analysed: {item}" for item in skipped]
     headers = [f"{phase.split('_')[0]} (steps {a}-{b})" for phase, (a, b) in phases.items()]
@@ -1218,7 +1259,7 @@ def build_table7(mapping: dict, reported_path: str | Path, runs_root: str | Path
         "not run: no run mapped or no run folder; no data: the run has nothing in that phase.",
     ]
     table = Table("Table 7: quality of generated environments early, mid and late in training", "tab:env-quality",
-                  ["Signal"], headers, groups, notes, missing)
+                  ["Signal"], headers, groups, notes, missing, banner=banner([off], [PAPER_30B]) if off else "")
     return table, cells, inputs
 
 
@@ -1308,7 +1349,7 @@ def build_table8(mapping: dict, reported_path: str | Path, runs_root: str | Path
     if unmapped:
         raise ReportInputError(f"{mapping['path']}: key 'tables.table8.rows' has no entry for the reported row "
                                f"run={unmapped[0]} (write `run: null` if we have no run for it)")
-    groups, cells, inputs, missing = [], [], [], []
+    groups, cells, inputs, missing, offs = [], [], [], [], []
     for label, (line_no, row) in by_label.items():
         runs = entries[label]["runs"]
         run = runs[0] if runs else None
@@ -1326,6 +1367,8 @@ def build_table8(mapping: dict, reported_path: str | Path, runs_root: str | Path
             if ours["vendi_per_n"] is None:
                 missing.append(f"{label} (run {run}): {ours['sample']} designer-written environments; Vendi/n needs "
                                f"{vendi['size']}")
+        off = off_scale(runs_root, run) if ours is not None else None
+        offs += [off] if off else []
         ours_text, reported_text, diff_text = [], [], []
         for key in columns:
             text = row[key]
@@ -1343,19 +1386,19 @@ def build_table8(mapping: dict, reported_path: str | Path, runs_root: str | Path
                 continue
             if key == "reading":
                 ours_text.append(value)
-                diff_text.append(BLANK if not text else ("same" if value == text else "differs"))
+                diff_text.append(BLANK if not text or off else ("same" if value == text else "differs"))
             elif key == "sample":
                 ours_text.append(str(value))
                 reported = reported_number(reported_path, line_no, key, text)
-                diff_text.append(BLANK if reported is None else f"{value - reported:+.0f}")
+                diff_text.append(BLANK if reported is None or off else f"{value - reported:+.0f}")
             else:
                 ours_text.append(f"{value:.2f}")
                 reported = reported_number(reported_path, line_no, key, text)
-                diff_text.append(BLANK if reported is None else _signed(value - reported, 2))
+                diff_text.append(BLANK if reported is None or off else _signed(value - reported, 2))
             cells.append({"row": label, "column": key, "run": run, "value": value, "shown": ours_text[-1],
                           "reported": text, "field": section["field"], "vendi": vendi,
                           "draw_sd": ours["draws"], "inputs": [str(p) for p in files], **run_provenance(run_dir)})
-        groups.append([Line([label], OURS, ours_text, f"run {run}" if ours is not None else ""),
+        groups.append([Line([label], OURS, ours_text, scale_detail(run, off) if ours is not None else ""),
                        Line([""], REPORTED, reported_text), Line([""], DIFF, diff_text)])
     notes = [
         ("ours: valid designer-written environments of the whole run (their source code); Vendi/n = Vendi score "
@@ -1369,7 +1412,7 @@ def build_table8(mapping: dict, reported_path: str | Path, runs_root: str | Path
     ]
     headers = [header for _, header in TABLE8_COLUMNS]
     table = Table("Table 8: diversity of generated environments", "tab:diversity", ["Run"], headers, groups, notes,
-                  missing)
+                  missing, banner=banner(offs, [PAPER_30B]) if offs else "")
     return table, cells, inputs
 
 

@@ -214,7 +214,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
                     shutil.copy(run_dir / "memory.json", folder / "memory.json")
                 if stop_after is not None and ran >= stop_after:
                     return {"stopped_at": step + 1}
-    summary = {"run": config.run_name, "steps": config.selfplay.total_steps,
+    summary = {"run": config.run_name, "model_card": config.model_card, "steps": config.selfplay.total_steps,
                "checkpoints": [f"step_{s:06d}" for s in config.selfplay.checkpoint_steps()], "provenance": stamp(config)}
     atomic_write_json(run_dir / "summary.json", summary)
     return summary

@@ -868,7 +868,8 @@ def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_a
     if done.returncode != 0:
         raise LaunchError(f"the OpenRLHF run failed (exit status {done.returncode}); script: {script}")
     checkpoints = link_checkpoints(config, run_dir)
-    summary = {"run": config.run_name, "steps": config.selfplay.total_steps, "checkpoints": checkpoints,
+    summary = {"run": config.run_name, "model_card": config.model_card, "steps": config.selfplay.total_steps,
+               "checkpoints": checkpoints,
                "backend": f"openrlhf {OPENRLHF_VERSION}", "provenance": stamp(config)}
     atomic_write_json(Path(run_dir) / "summary.json", summary)
     return summary

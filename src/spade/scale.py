@@ -1,0 +1,63 @@
+"""The scale of a run (its model card and step budget) against the paper's.
+
+A value of ours may sit in a row or curve that the paper gives to a backbone (e.g. the toy run mapped onto the
+Qwen3-30B SPADE rows). It is comparable with the paper's only when the run trained that backbone for the
+paper's step budget (the recipe's ``selfplay.total_steps``, 400 in Table 5). Every artifact asks ``comparable``
+and, when a value is not, says so visibly (``banner``) and shows no difference against the paper.
+
+A run's scale comes from its ``summary.json`` (``model_card`` and ``steps``, written by both trainers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from spade.configtools import load_yaml
+
+RECIPE_DIR = Path(__file__).resolve().parents[2] / "configs" / "recipes"
+
+
+@lru_cache(maxsize=None)
+def paper_steps(recipe: str = "games") -> int:
+    """The paper's step budget: ``selfplay.total_steps`` of ``configs/recipes/<recipe>.yaml``."""
+    return int(load_yaml(RECIPE_DIR / f"{recipe}.yaml")["selfplay"]["total_steps"])
+
+
+@dataclass(frozen=True)
+class RunScale:
+    run: str
+    model_card: str | None  # None: the run's summary.json predates the field (or is missing)
+    total_steps: int | None
+
+    def label(self) -> str:
+        model = self.model_card or "model unknown"
+        steps = f"{self.total_steps} steps" if self.total_steps is not None else "steps unknown"
+        return f"{model}, {steps}"
+
+
+def run_scale(runs_root, run: str) -> RunScale:
+    """The scale of ``runs_root/run`` from its ``summary.json`` (fields None when absent)."""
+    from spade.report import read_json
+
+    path = Path(runs_root) / run / "summary.json" if runs_root is not None else None
+    summary = read_json(path) if path is not None and path.is_file() else {}
+    steps = summary.get("steps")
+    return RunScale(run, summary.get("model_card"), int(steps) if isinstance(steps, int) else None)
+
+
+def comparable(scale: RunScale, backbone: str, model_only: bool = False) -> bool:
+    """Did the run train the paper row's ``backbone`` for the paper's step budget? ``model_only``: a base-model row,
+    where only the model must match."""
+    same_model = scale.model_card is not None and scale.model_card.lower() == backbone.lower()
+    return same_model and (model_only or scale.total_steps == paper_steps())
+
+
+def banner(scales: list[RunScale], backbones: list[str]) -> str:
+    """One sentence for the top of an artifact whose values of ours come from runs not at the paper's scale."""
+    runs = "; ".join(f"run {s.run}: {s.label()}" for s in dict.fromkeys(scales))
+    shown = ", ".join(dict.fromkeys(backbones))
+    return (f"TOY SCALE, NOT COMPARABLE: values of ours come from {runs}, not from the paper's setting "
+            f"({shown}, {paper_steps()} steps). They show that the pipeline runs; no difference to the paper is "
+            "shown for them.")
