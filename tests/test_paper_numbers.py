@@ -38,7 +38,14 @@ def write_evals(runs_root: Path, run: str, step: int, values: list[float], parts
         path = runs_root / run / "eval" / bench / f"step_{step:06d}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"run": run, "rows": rows, "provenance": PROV}))
-    (runs_root / run / "summary.json").write_text(json.dumps({"run": run, "provenance": PROV}))
+    trained(runs_root, run)
+
+
+def trained(runs_root: Path, run: str, card: str = "qwen3-30b-a3b-instruct-2507", steps: int = 400) -> None:
+    """summary.json as a trainer writes it: the model card and step budget (a 30B run at the paper's 400 steps)."""
+    (runs_root / run).mkdir(parents=True, exist_ok=True)
+    (runs_root / run / "summary.json").write_text(json.dumps({"run": run, "model_card": card, "steps": steps,
+                                                              "provenance": PROV}))
 
 
 def select(runs_root: Path, run: str, step: int) -> None:
@@ -55,7 +62,7 @@ def write_sets(runs_root: Path, run: str, sets: dict) -> Path:
     (folder / "envs").mkdir(parents=True, exist_ok=True)
     for step, envs in sets.items():
         (folder / "envs" / f"set_{step:05d}.json").write_text(json.dumps({"environments": envs}))
-    (folder / "summary.json").write_text(json.dumps({"run": run, "provenance": PROV}))
+    trained(runs_root, run)
     return folder
 
 
@@ -110,6 +117,29 @@ def test_games_gain_and_margins_from_run_folders(tmp_path):
     assert spade["detail"]["steps"] == [100] and spade["value"] == pytest.approx(58.5)
     assert sidecar["runs"]["g30"]["config_hash"] == PROV["config_hash"]
     assert any(i["path"].endswith("g30/eval/aime/step_000100.json") for i in sidecar["inputs"])
+
+
+def test_toy_numbers_carry_a_mark_and_their_paragraph_a_banner(tmp_path):
+    """The toy run mapped onto the 30B numbers: every value of ours from it reads "<value>\\textsuperscript{toy}", the
+    group's \\NumGamesGainScale macro (printed at the top of the paragraph in paper/main.tex) holds the banner, and
+    the sidecar names the run's scale; from a 30B run at 400 steps the macro is empty."""
+    runs_root = tmp_path / "runs"
+    write_evals(runs_root, "toy", 0, BASE_30)
+    write_evals(runs_root, "toy", 4, SPADE_30)
+    select(runs_root, "toy", 4)
+    trained(runs_root, "toy", card="smollm2-135m", steps=4)
+    mapping = write_mapping(tmp_path / "map.yaml", {"games_gain": {"backbones": {"30B": {
+        "reported": B30, "base": "toy", "spade": "toy", "fixed_env_grpo": None, "fixed_env_rlve": None}}}})
+    got, sidecar = run_script("games_gain", mapping, runs_root, tmp_path / "out")
+    assert got["NumGamesAvgSpadeThirtyB"] == r"58.5\textsuperscript{toy}" and got["NumGamesAvgSpadeThirtyBReported"] == "58.3"
+    assert got["NumGamesGainSpadeThirtyB"] == r"+8.5\textsuperscript{toy}"
+    assert got["NumGamesAvgGrpoThirtyB"] == r"\textit{not run}"  # nothing to mark
+    assert "TOY SCALE, NOT COMPARABLE: values of ours come from run toy: smollm2-135m, 4 steps" in got["NumGamesGainScale"]
+    spade = next(n for n in sidecar["numbers"] if n["macro"] == "NumGamesAvgSpadeThirtyB")
+    assert spade["toy_scale"] == ["smollm2-135m, 4 steps"]
+    trained(runs_root, "toy", card="qwen3-30b-a3b-instruct-2507", steps=400)
+    got, _ = run_script("games_gain", mapping, runs_root, tmp_path / "out")
+    assert got["NumGamesAvgSpadeThirtyB"] == "58.5" and got["NumGamesGainScale"] == ""
 
 
 def test_designer_reward_no_data_when_a_benchmark_is_missing(tmp_path):
@@ -239,7 +269,7 @@ def test_missing_run_prints_not_run_and_is_listed(tmp_path):
     mapping = write_mapping(tmp_path / "map.yaml", {"reward_levels": {"run": "gone"}},
                             phases={"early": [0, 1], "late": [2, 3]})
     got, sidecar = run_script("reward_levels", mapping, tmp_path / "runs", tmp_path / "out")
-    assert {v for k, v in got.items() if not k.endswith("Reported")} == {r"\textit{not run}"}
+    assert {v for k, v in got.items() if not k.endswith(("Reported", "Scale"))} == {r"\textit{not run}"}
     assert len(sidecar["missing"]) == 4 and all("gone" in m["reason"] for m in sidecar["missing"])
     text = (tmp_path / "out" / "reward_levels.tex").read_text()
     assert text.startswith("% Quoted numbers 'reward_levels'") and "paper_number_reward_levels" in text
@@ -297,3 +327,11 @@ def test_shipped_mappings_load_and_name_the_same_runs_as_the_tables():
         assert set(pn.group_runs(toy, group)) <= {"toy"}, group
     rows = (REPORTED / pn.QUOTED_CSV).read_text().splitlines()
     assert rows[0] == "key,value,unit,where" and len(rows) == 11
+
+
+def test_main_tex_prints_every_groups_toy_banner():
+    """paper/main.tex opens each paragraph of quoted numbers with its group's banner macro, and only with those."""
+    from spade.paper_numbers import GROUP_SPECS, scale_macro
+
+    used = set(re.findall(r"\\(Num[A-Za-z]+Scale)\b", (Path(__file__).resolve().parents[1] / "paper" / "main.tex").read_text()))
+    assert used == {scale_macro(group) for group in GROUP_SPECS.values()}

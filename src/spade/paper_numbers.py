@@ -54,12 +54,14 @@ from spade import paper_tables as pt
 from spade.report import (
     NOT_RUN,
     ReportInputError,
+    latex_escape,
     provenance_record,
     read_yaml,
     sidecar_path,
     write_json_atomic,
     write_text_atomic,
 )
+from spade.scale import banner, comparable, run_scale
 
 NO_DATA = pt.NO_DATA
 PERCENT = 100.0
@@ -316,11 +318,13 @@ class Number:
     mark: str = ""
     reason: str = ""
     detail: dict = field(default_factory=dict)
+    off: list = field(default_factory=list)  # spade.scale.RunScale of the runs behind it not at the paper's scale
 
     def shown(self) -> str:
         if self.value is None:
             return r"\textit{" + (self.mark or NOT_RUN) + "}"
-        return format_value(self.value * self.scale, self.decimals, self.signed) + self.unit
+        toy = r"\textsuperscript{toy}" if self.off else ""
+        return format_value(self.value * self.scale, self.decimals, self.signed) + self.unit + toy
 
     def shown_reported(self) -> str:
         if self.reported is None:
@@ -398,14 +402,22 @@ def load_eval_results(ctx: NumberContext, runs: Sequence[str]) -> pt.ResultIndex
     return pt.ResultIndex(tidy)
 
 
+def off_scale(ctx: NumberContext, runs: Sequence[str], backbone: str = pt.PAPER_30B, model_only: bool = False) -> list:
+    """The scales of ``runs`` (those with a folder) that did not train ``backbone`` at the paper's step budget
+    (``model_only``: a base-model number, only the model must match)."""
+    scales = [run_scale(ctx.runs_root, run) for run in runs if ctx.run_dir(run)]
+    return [s for s in scales if not comparable(s, backbone, model_only=model_only)]
+
+
 def benchmark_average(ctx: NumberContext, spec: pt.BenchmarkTable, role: dict, results: pt.ResultIndex,
-                      number: Number) -> Number:
+                      number: Number, backbone: str = pt.PAPER_30B) -> Number:
     """``number`` filled with the table's "avg" of the runs of ``role`` at the step its rule picks (the Table 1,
-    2 or 6 cell, via :func:`spade.paper_tables._ours_row`)."""
+    2 or 6 cell, via :func:`spade.paper_tables._ours_row`), marked when a run is not at ``backbone``'s scale."""
     ctx.runs.update(role["runs"])
+    number.off = off_scale(ctx, role["runs"], backbone, model_only=role["step"] == "base")
     row = pt.ours_row(spec, {"runs": role["runs"], "step": role["step"]}, results, ctx.runs_root, pt.COLUMN_METRICS)
     number.detail = {"runs": role["runs"], "step_rule": role["step"],
-                     "steps": [c.step for c in row["choices"]], "table": spec.name}
+                     "steps": [c.step for c in row["choices"]], "table": spec.name, "backbone": backbone}
     value = row["values"]["avg"]
     if value is None:
         gone = ctx.absent(role["runs"])
@@ -418,6 +430,7 @@ def benchmark_average(ctx: NumberContext, spec: pt.BenchmarkTable, role: dict, r
 def _derived(number: Number, value: float | None, parts: Sequence[Number]) -> Number:
     """``number`` = ``value`` computed from ``parts``; when a part is missing, the worst mark of the parts."""
     number.detail = {"from": [p.macro for p in parts]}
+    number.off = list(dict.fromkeys(s for p in parts for s in p.off))
     if value is not None:
         number.value = value
         return number
@@ -443,7 +456,7 @@ def games_gain(ctx: NumberContext) -> list[Number]:
             reported, source = reported_cell(ctx.reported_dir, stem, {"backbone": backbone, "method": method}, "avg")
             number = Number(f"NumGamesAvg{name}{word}", f"8-benchmark average (percent), {method}, {size}", None, 1,
                             reported, source)
-            avg[role] = benchmark_average(ctx, pt.TABLE1, entry["roles"][role], results, number)
+            avg[role] = benchmark_average(ctx, pt.TABLE1, entry["roles"][role], results, number, backbone)
             out.append(avg[role])
         reported, source = reported_cell(ctx.reported_dir, stem, {"backbone": backbone, "method": "spade_games"},
                                          "delta_vs_base")
@@ -473,7 +486,7 @@ def tool_use_gain(ctx: NumberContext) -> list[Number]:
             reported, source = reported_cell(ctx.reported_dir, stem, {"section": "ours", "model": models[role]}, "avg")
             number = Number(f"NumToolAvg{name}{word}", f"Table 2 average (percent), {models[role]}", None, 1,
                             reported, source)
-            avg[role] = benchmark_average(ctx, pt.TABLE2, entry["roles"][role], results, number)
+            avg[role] = benchmark_average(ctx, pt.TABLE2, entry["roles"][role], results, number, backbone)
             out.append(avg[role])
         reported, source = reported_cell(ctx.reported_dir, stem, {"section": "ours", "model": models["spade"]},
                                          "delta_vs_base")
@@ -512,6 +525,9 @@ def _run_or_missing(ctx: NumberContext, run: str | None, numbers: list[Number]) 
     if folder is None:
         for number in numbers:
             _missing(number, NOT_RUN, ctx.absent([run] if run else []))
+    else:  # the archive numbers quote the paper's 30B games run
+        for number in numbers:
+            number.off = off_scale(ctx, [run])
     return folder
 
 
@@ -847,12 +863,26 @@ def render_macros(group: Group, numbers: Sequence[Number], script: str, mapping_
     lines += ["% \\<Name> is our value (\\textit{not run}: no run; \\textit{no data}: the run lacks the data);",
               (f"% \\<Name>Reported is the paper's value ({REPORTED_NONE} where the paper gives none). Sidecar: "
                "<this file>.provenance.json."), ""]
+    off = list(dict.fromkeys(s for n in numbers if n.value is not None for s in n.off))
+    backbones = [n.detail.get("backbone", pt.PAPER_30B) for n in numbers if n.value is not None and n.off]
+    text = latex_escape(banner(off, backbones)) if off else ""
+    lines.append(f"% \\{scale_macro(group)}: the toy-scale banner of the paragraph quoting these numbers "
+                 "(empty when every value of ours comes from a run at the paper's scale; toy values also carry "
+                 "a superscript 'toy').")
+    lines.append(f"\\newcommand{{\\{scale_macro(group)}}}{{" + (
+        r"\par\noindent\fbox{\parbox{\dimexpr\linewidth-2\fboxsep-2\fboxrule}{\textbf{" + text + r"}}}\par "
+        if text else "") + "}  % toy-scale banner")
     for number in numbers:
         note = f"ours: {number.what}" + (f" [{number.mark}: {number.reason}]" if number.value is None else "")
         lines.append(f"\\newcommand{{\\{number.macro}}}{{{number.shown()}}}  % {_ascii(note)}")
         lines.append(f"\\newcommand{{\\{number.macro}Reported}}{{{number.shown_reported()}}}  % reported: "
                      f"{_ascii(number.reported_source)}")
     return "\n".join(lines) + "\n"
+
+
+def scale_macro(group: Group) -> str:
+    """``Num<Group>Scale``, e.g. NumGamesGainScale: the group's toy-scale banner macro."""
+    return "Num" + "".join(part.capitalize() for part in group.name.split("_")) + "Scale"
 
 
 def _plain(value):
@@ -868,6 +898,7 @@ def write_numbers(group: Group, numbers: Sequence[Number], ctx: NumberContext, o
     states = {run: ("present" if ctx.run_dir(run) else "not run") for run in ctx.runs}
     write_text_atomic(out, render_macros(group, numbers, script, str(mapping_path), states))
     records = [{"macro": n.macro, "what": n.what, "value": _plain(n.value), "shown": n.shown(),
+                "toy_scale": [s.label() for s in n.off],
                 "scale": n.scale, "reported": n.reported, "reported_shown": n.shown_reported(),
                 "reported_source": n.reported_source, "detail": n.detail} for n in numbers]
     missing = [{"macro": n.macro, "mark": n.mark, "reason": n.reason} for n in numbers if n.value is None]
