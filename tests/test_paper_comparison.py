@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from spade import paper_comparison as pc
+from spade import paper_tables as pt
 from spade.report import NOT_RUN, ReportInputError, sidecar_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +39,8 @@ def write_run(runs_root: Path, run: str, metrics: list, sets: dict, scores: dict
         rows = [{"run": run, "step": step, "benchmark": "reasoning_gym_hard", "metric": m, "value": value, "n": 100,
                  "stderr": 0.05} for m in ("math", "algorithmic", "cognition", "logic")]
         path.write_text(json.dumps({"run": run, "rows": rows, "provenance": PROV}))
-    (folder / "summary.json").write_text(json.dumps({"run": run, "provenance": PROV}))
+    (folder / "summary.json").write_text(json.dumps({"run": run, "model_card": "qwen3-30b-a3b-instruct-2507",
+                                                     "steps": 400, "provenance": PROV}))
 
 
 @pytest.fixture
@@ -105,6 +107,20 @@ def test_every_cell_from_the_run_files(tmp_path, runs_root):
     assert all(c["reason"] == "no run mapped" for c in rlve.values())
     assert {c["row"] for c in cells} == {"SPADE", "Library pool", "RLVE"} and len(cells) == 3 * 5
     assert runs_root / "spade" / "metrics.jsonl" in inputs
+
+
+def test_rows_name_their_run_scale_and_a_toy_run_brings_the_banner(tmp_path, runs_root):
+    mapping = pc.load_comparison_runs(mapping_file(tmp_path))
+    table, _, _, data = pc.build_comparison(mapping, runs_root, {"tfidf_lsa": unit_embedder})
+    assert not table.banner and table.lines()[0].labels[1] == "spade (qwen3-30b-a3b-instruct-2507, 400 steps)"
+    summary = runs_root / "spade" / "summary.json"
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "model_card": "smollm2-135m", "steps": 4}))
+    table, _, _, data = pc.build_comparison(mapping, runs_root, {"tfidf_lsa": unit_embedder})
+    assert table.lines()[0].labels[1] == "spade (smollm2-135m, 4 steps)"
+    assert table.banner.startswith("TOY SCALE, NOT COMPARABLE: values of ours come from run spade: smollm2-135m")
+    assert data["banner"] == table.banner and "> **TOY SCALE" in pt.render_markdown(table)
+    figure = pc.draw_comparison(data)
+    assert figure._suptitle is not None and "TOY SCALE" in figure._suptitle.get_text()
 
 
 def test_designer_that_never_validates_and_too_few_environments(tmp_path, runs_root):

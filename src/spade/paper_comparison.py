@@ -42,6 +42,7 @@ from spade.baselines import POOL_MODES  # modes whose environments come from a f
 from spade.paper_tables import (
     COLUMN_METRICS,
     NO_DATA,
+    PAPER_30B,
     PERCENT,
     TOO_FEW,
     Line,
@@ -56,6 +57,7 @@ from spade.paper_tables import (
     mapping_int,
     mapping_runs,
     mapping_step_rule,
+    off_scale,
     report_written,
     resolve_step,
     run_provenance,
@@ -63,6 +65,7 @@ from spade.paper_tables import (
     write_table,
 )
 from spade.report import NOT_RUN, ReportInputError, files_fingerprint, read_json, read_metrics, read_yaml
+from spade.scale import banner, run_scale
 
 NA = "n/a"
 NO_VALID = "no valid env"
@@ -520,11 +523,14 @@ def build_comparison(mapping: dict, runs_root: str | Path | None,
     size = fill_diversity(mapping, data, embedders)
     inputs = [p for d in data for p in d.inputs] + fill_gains(mapping, data, runs_root)
     cols = columns(mapping)
-    lines, cells, missing, na_reasons, sources = [], [], [], {}, []
+    lines, cells, missing, na_reasons, sources, offs = [], [], [], {}, [], []
     for d in data:
         entry, run = d.entry, d.entry["run"]
         prov = run_provenance(d.run_dir) if d.run_dir is not None else {}
-        lines.append(Line([entry["label"], run or "—"], "", [d.cells[key].shown for key, _ in cols]))
+        off = off_scale(runs_root, run) if d.run_dir is not None else None  # the rows stand for 30B runs
+        offs += [off] if off else []
+        shown_run = f"{run} ({run_scale(runs_root, run).label()})" if d.run_dir is not None else (run or "—")
+        lines.append(Line([entry["label"], shown_run], "", [d.cells[key].shown for key, _ in cols]))
         for key, header in cols:
             cell = d.cells[key]
             cells.append({"row": entry["label"], "column": key, "run": run, "kind": entry["kind"], "mode": d.mode,
@@ -536,15 +542,15 @@ def build_comparison(mapping: dict, runs_root: str | Path | None,
             missing.append(f"{entry['label']}: {marked[0][1].reason}")
         else:
             missing += [f"{entry['label']}, {key}: {cell.reason}" for key, cell in marked]
-        sources.append({"label": entry["label"], "kind": entry["kind"], "run": run, "mode": d.mode,
+        sources.append({"label": entry["label"], "kind": entry["kind"], "run": run, "scale": shown_run, "mode": d.mode,
                         "cells": {key: d.cells[key].record() for key, _ in cols}})
     notes = comparison_notes(mapping, size)
     notes += [f"n/a ({', '.join(where)}): {reason}." for reason, where in na_reasons.items()]
     table = Table("Environment sources compared: generation cost, learnability, diversity and held-out gain",
-                  "tab:env-sources", ["Environment source", "Run"], [h for _, h in cols], [lines], notes, missing,
-                  kind_header=None)
+                  "tab:env-sources", ["Environment source", "Run (model, steps)"], [h for _, h in cols], [lines],
+                  notes, missing, kind_header=None, banner=banner(offs, [PAPER_30B]) if offs else "")
     return table, cells, inputs, {"columns": [{"key": k, "header": h} for k, h in cols], "sources": sources,
-                                  "vendi_size": size}
+                                  "vendi_size": size, "banner": table.banner}
 
 
 def comparison_notes(mapping: dict, size: int | None) -> list[str]:
@@ -635,7 +641,10 @@ def draw_comparison(data: dict):
     height = 0.35 + nrows * (0.35 + 0.22 * len(sources))
     fig, axes = plt.subplots(nrows, ncols, figsize=(2 * COLUMN_WIDTH_IN, height), layout="constrained",
                              squeeze=False, sharey=True)
-    labels = [textwrap.fill(s["label"], 24) for s in sources]
+    # each source names its run and scale (model card, steps); toy runs also get the banner on top
+    labels = [textwrap.fill(s["label"], 24) + (f"\n{s['scale']}" if s.get("scale") else "") for s in sources]
+    if data.get("banner"):
+        fig.suptitle(textwrap.fill(data["banner"], 150), fontsize=6, fontweight="bold", color="#b00000")
     y = list(range(len(sources)))
     for index, ax in enumerate(axes.ravel()):
         if index >= len(cols):
