@@ -635,3 +635,33 @@ def test_run_fingerprint_follows_result_files(tmp_path):
     assert pt.run_fingerprint(runs_root, ["a", "missing"], "table8") == before["table8"]  # it reads no selection
     (runs_root / "a" / "envs" / "set_00004.json").write_text(json.dumps({"environments": []}))
     assert pt.run_fingerprint(runs_root, ["a", "missing"], "table8") != before["table8"]
+
+
+def test_shipped_toy_mappings_never_show_toy_values_unmarked(tmp_path):
+    """The toy run as the default pipeline leaves it (summary.json of the local trainer: smollm2-135m, 4 steps), rendered
+    through the shipped toy mappings: Table 1 and the games numbers put it under the 30B backbone, and every value
+    of ours there is marked toy, under the banner, with no difference to the paper."""
+    from spade import paper_numbers as pn
+
+    runs_root = tmp_path / "runs"
+    rows = [("toy", step, c, v) for step, values in ((0, BASE_30), (4, SPADE_30)) for c, v in zip(GAMES, values)]
+    results = tidy_csv(tmp_path / "results.csv", rows)
+    trained(runs_root, "toy", card="smollm2-135m", steps=4)
+    table, _ = build(pt.TABLE1, ROOT / "paper" / "toy" / "table_runs.yaml", results, runs_root)
+    ours = [line for line in table.lines() if line.kind == pt.OURS and any(c[:1].isdigit() for c in line.cells)]
+    assert ours and all("TOY SCALE: smollm2-135m, 4 steps" in line.detail for line in ours)
+    assert all(c[:1] not in "+-" for line in table.lines() if line.kind == pt.DIFF for c in line.cells)
+    assert table.banner and "run toy: smollm2-135m, 4 steps" in pt.render_markdown(table).split("|")[0]
+    for run, step in (("toy", 0), ("toy", 4)):  # the numbers read run folders: the same values as eval files
+        for (bench, metric), value in zip((pt.COLUMN_METRICS[c] for c in GAMES), BASE_30 if step == 0 else SPADE_30):
+            path = runs_root / run / "eval" / bench / f"step_{step:06d}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            old = json.loads(path.read_text())["rows"] if path.is_file() else []
+            path.write_text(json.dumps({"run": run, "rows": old + [{"run": run, "step": step, "benchmark": bench,
+                                        "metric": metric, "value": value, "n": 10, "stderr": 0.01}], "provenance": PROV}))
+    group, numbers, ctx = pn.build_group("games_gain", ROOT / "paper" / "toy" / "number_runs.yaml", runs_root,
+                                         REPORTED)
+    shown = [n for n in numbers if n.value is not None]
+    assert shown and all(n.shown().endswith(r"\textsuperscript{toy}") for n in shown)
+    text = pn.render_macros(group, numbers, "script", "mapping", {})
+    assert "TOY SCALE, NOT COMPARABLE" in text.split(pn.scale_macro(group))[2]
