@@ -273,6 +273,7 @@ def test_missing_run_prints_not_run_and_is_listed(tmp_path):
     assert len(sidecar["missing"]) == 4 and all("gone" in m["reason"] for m in sidecar["missing"])
     text = (tmp_path / "out" / "reward_levels.tex").read_text()
     assert text.startswith("% Quoted numbers 'reward_levels'") and "paper_number_reward_levels" in text
+    assert str(tmp_path) not in text and str(Path.cwd()) not in text  # no path of this machine in the PDF's input
     assert "gone (not run)" in text and text.isascii()
 
 

@@ -353,7 +353,7 @@ class NumberContext:
         if not runs:
             return "no run mapped"
         gone = [r for r in runs if self.run_dir(r) is None]
-        return f"run {', '.join(gone)} not run (no folder under {self.runs_root})" if gone else ""
+        return f"run {', '.join(gone)} not run (no folder under {pt.shown_path(self.runs_root)})" if gone else ""
 
 
 def _missing(number: Number, mark: str, reason: str) -> Number:
@@ -896,7 +896,8 @@ def write_numbers(group: Group, numbers: Sequence[Number], ctx: NumberContext, o
     if out.suffix != ".tex":
         raise ReportInputError(f"--out must name the macro file (.tex), got {out}")
     states = {run: ("present" if ctx.run_dir(run) else "not run") for run in ctx.runs}
-    write_text_atomic(out, render_macros(group, numbers, script, str(mapping_path), states))
+    # the macro file prints paths relative to the repository root (the sidecar keeps them whole)
+    write_text_atomic(out, render_macros(group, numbers, pt.shown_path(script), pt.shown_path(mapping_path), states))
     records = [{"macro": n.macro, "what": n.what, "value": _plain(n.value), "shown": n.shown(),
                 "toy_scale": [s.label() for s in n.off],
                 "scale": n.scale, "reported": n.reported, "reported_shown": n.shown_reported(),
