@@ -32,14 +32,14 @@ def comparison_configured_inputs(wildcards):
     mapping's step is `selected`."""
     mapping = _comparison_mapping()
     files = []
-    for run in (run for run in RUNS if run in _paper_comparison.comparison_runs(mapping)):
+    for run in (run for run in PAPER_BUILT_RUNS if run in _paper_comparison.comparison_runs(mapping)):
         files += run_suite_files(run) + ([OUT.selected_checkpoint(run)] if mapping["step"] == "selected" else [])
     return files
 
 
 def comparison_fingerprint(wildcards):
     runs = _paper_comparison.comparison_runs(_comparison_mapping())
-    return _paper_comparison.run_fingerprint(RUNS_ROOT, [run for run in runs if run not in RUNS])
+    return _paper_comparison.run_fingerprint(RUNS_ROOT, [run for run in runs if run not in PAPER_BUILT_RUNS])
 
 
 rule paper_env_sources_table:

@@ -5,7 +5,7 @@
 # As rules/paper_tables.smk: the run folders a figure reads (paper/figure_runs.yaml) are NOT declared inputs
 # (they are outputs of train/evaluate rules of other configs); a fingerprint of the files read is a parameter,
 # so a figure reruns when one of them changes. Editing a script reruns that figure only; editing the shared
-# logic (src/spade/paper_figures.py) or the mapping reruns all figures. The configured runs (RUNS in
+# logic (src/spade/paper_figures.py) or the mapping reruns all figures. The configured runs (PAPER_BUILT_RUNS in
 # rules/common.smk), when mapped, have their outputs declared, so they are built first.
 
 from spade import paper_figures as _paper_figures
@@ -35,7 +35,7 @@ def paper_figure_configured_run(figure):
     def inputs(wildcards):
         mapped = _paper_figures.figure_runs(_paper_figures.load_figure_runs(FIGURE_RUNS), figure)
         evals = any(k in ("eval", "selected") for k in _paper_figures._kinds(figure))
-        return [path for run in RUNS if run in mapped
+        return [path for run in PAPER_BUILT_RUNS if run in mapped
                 for path in (run_suite_files(run) if evals else [OUT.run_summary(run)])]
 
     return inputs
@@ -44,7 +44,7 @@ def paper_figure_configured_run(figure):
 def paper_figure_fingerprint(figure):
     def fingerprint(wildcards):
         runs = _paper_figures.figure_runs(_paper_figures.load_figure_runs(FIGURE_RUNS), figure)
-        return _paper_figures.run_fingerprint(OUT.root + "/runs", [r for r in runs if r not in RUNS], figure)
+        return _paper_figures.run_fingerprint(OUT.root + "/runs", [r for r in runs if r not in PAPER_BUILT_RUNS], figure)
 
     return fingerprint
 

@@ -5,7 +5,7 @@
 # Declared inputs: the script, the shared logic (src/spade/paper_numbers.py), the run mapping (config key
 # paper.number_runs) and the reported CSV the group reads. As in rules/paper_tables.smk, the run folders of other
 # runs are NOT declared inputs (they are outputs of other configs' train/evaluate rules); a fingerprint of the files
-# read is a parameter, so a number reruns when one of them changes. The configured runs (RUNS in rules/common.smk)
+# read is a parameter, so a number reruns when one of them changes. The configured runs (PAPER_BUILT_RUNS in rules/common.smk)
 # that the mapping names have their outputs declared so that they are built first.
 
 from spade import paper_numbers as _paper_numbers
@@ -30,7 +30,7 @@ def paper_number_configured_run(group):
         mapped = _paper_numbers.group_runs(mapping, group)
         selected = "selected" in _paper_numbers.group_step_rules(mapping, group)
         files = []
-        for run in (run for run in RUNS if run in mapped):
+        for run in (run for run in PAPER_BUILT_RUNS if run in mapped):
             if group not in _paper_numbers.EVAL_GROUPS:  # environment archives: complete once training is
                 files.append(OUT.run_summary(run))
                 continue
@@ -45,7 +45,7 @@ def paper_number_configured_run(group):
 def paper_number_fingerprint(group):
     def fingerprint(wildcards):
         runs = _paper_numbers.group_runs(_paper_numbers.load_number_runs(NUMBER_RUNS), group)
-        return _paper_numbers.run_fingerprint(OUT.root + "/runs", [r for r in runs if r not in RUNS], group)
+        return _paper_numbers.run_fingerprint(OUT.root + "/runs", [r for r in runs if r not in PAPER_BUILT_RUNS], group)
 
     return fingerprint
 

@@ -12,7 +12,7 @@
 # redo (retrain, re-evaluate) a paper run whenever the current config is another one (the toy one, say).
 # Instead a fingerprint of those files (names, sizes, modification times; spade.paper_tables.run_fingerprint)
 # is a parameter, so a table reruns when a result it reads changes. The one exception is the configured runs
-# (RUNS in rules/common.smk): those the mapping names have their outputs declared as inputs, so they are built first.
+# (PAPER_BUILT_RUNS in rules/common.smk): those the mapping names have their outputs declared as inputs, so they are built first.
 
 from spade import paper_tables as _paper_tables
 
@@ -53,7 +53,7 @@ def configured_run_inputs(table):
     def inputs(wildcards):
         rules_by_run = _paper_tables.step_rules(_paper_tables.load_table_runs(TABLE_RUNS), table)
         files = []
-        for run in (run for run in RUNS if run in rules_by_run):
+        for run in (run for run in PAPER_BUILT_RUNS if run in rules_by_run):
             if table in ("table7", "table8"):  # environment archives and metrics: complete once training is
                 files.append(OUT.run_summary(run))
                 continue
@@ -70,7 +70,7 @@ def mapped_runs_fingerprint(table):
 
     def fingerprint(wildcards):
         runs = _paper_tables.mapped_runs(_paper_tables.load_table_runs(TABLE_RUNS), table)
-        return _paper_tables.run_fingerprint(RUNS_ROOT, [run for run in runs if run not in RUNS], table)
+        return _paper_tables.run_fingerprint(RUNS_ROOT, [run for run in runs if run not in PAPER_BUILT_RUNS], table)
 
     return fingerprint
 

@@ -1,7 +1,8 @@
 # `snakemake toy_ablations`: every ablation and baseline mode at toy scale (config key `toy_ablations` of
 # configs/default.yaml, one extra run per entry; rules/common.smk), then the artifacts that compare them: Tables 3
 # and 6, the ablation figures (6, 10, 11, 13, 14, 18) and the environment-source comparison. The mappings of
-# paper/toy/ name the toy ablation runs, so `snakemake paper` builds them too; the default target never does.
+# paper/toy/ name the toy ablation runs; `snakemake paper` reads them when they exist (rows "not run" before) and
+# never trains them (PAPER_BUILT_RUNS in rules/common.smk); the default target never does either.
 
 TOY_ABLATION_TABLES = ["table3", "table6"]
 TOY_ABLATION_FIGURES = ["fig6", "fig10", "fig11", "fig13", "fig14", "fig18"]

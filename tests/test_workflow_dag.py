@@ -132,6 +132,20 @@ def test_toy_ablations_plan_every_mode_and_the_ablation_artifacts(tmp_path):
     assert not any("bfcl" in wildcards and "run=toy," not in wildcards for wildcards in evals)
 
 
+def test_paper_on_the_toy_trains_only_the_toy(tmp_path):
+    """`snakemake paper` on the toy config builds the toy run alone (its curves and final suite); the toy ablation
+    rows read whatever `snakemake toy_ablations` left, else "not run". That target still trains them all."""
+    run = snakemake(["-n", "paper", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)])
+    assert run.returncode == 0, run.stderr[-3000:]
+    trains = [job["wildcards"] for job in jobs(run.stdout) if job["rule"] == "train"]
+    assert trains == ["run=toy"], trains
+    assert not [job for job in jobs(run.stdout) if job["rule"] == "evaluate" and "run=toy," not in job["wildcards"]]
+    ablations = yaml.safe_load((ROOT / "configs/default.yaml").read_text())["toy_ablations"]
+    full = snakemake(["-n", "toy_ablations", "--configfile", str(ROOT / "configs/default.yaml"), "--directory",
+                      str(tmp_path)])
+    assert job_stats(full.stdout)["train"] == 1 + len(ablations)
+
+
 def test_fidelity_plans_the_base_model_and_the_last_checkpoint(tmp_path):
     run = snakemake(["-n", "fidelity", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)])
     assert run.returncode == 0, run.stderr[-3000:]
