@@ -244,6 +244,8 @@ def check_base_run(base: Run) -> None:
     assert len({row["wins"] for row in closed}) > 1  # win rates differ between environments
     for metrics in base.metrics():  # every episode terminates: return 1 (win) or 0.5 (miss)
         assert metrics["agent_mean_return"] == pytest.approx(0.5 + 0.5 * metrics["agent_win_rate"])
+        p, n = metrics["agent_win_rate"], metrics["episodes"]  # two values 0.5 apart: sd = 0.5 sqrt(p(1-p) n/(n-1))
+        assert metrics["agent_return_sd"] == pytest.approx(0.5 * (p * (1 - p) * n / (n - 1)) ** 0.5)
 
 
 # ----- the ablations -----------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ BASE = {"episodes": 16, "mean_turns": 2.0, "mean_generated_tokens": 30.0, "env_f
         "train_loss": 0.1, "train_clip_frac": 0.0, "train_kl_mean": 0.0, "train_tokens": 100,
         "train_optimizer_steps": 1, "train_grad_norm": 1.0}
 METRICS = [
-    {**BASE, "step": 0, "agent_win_rate": 0.25, "agent_mean_return": 0.3, "regenerated": True, "slots": 4,
+    {**BASE, "step": 0, "agent_win_rate": 0.25, "agent_mean_return": 0.3, "agent_return_sd": 0.2, "regenerated": True,
+     "slots": 4,
      "design_attempts": 6, "designer_valid": 3, "valid_env_rate": 0.5, "backfilled_share": 0.25,
      "empty_share": 0.0, "reject_reasons": {"syntax": 2, "timeout": 1}, "mean_regret": 0.1},
     {**BASE, "step": 1, "agent_win_rate": 0.375, "agent_mean_return": None},
@@ -170,12 +171,22 @@ def test_scripts_end_to_end(tmp_path):
     assert cells["Wall time: train_toy [s]"] == "12.3"
     assert cells["Wall time: evaluate_toy_* [s]"] == "3.5"  # the other run's evaluation is not counted
     assert cells["Designer valid-environment rate"] == "0.400"  # (3 + 1) / (6 + 4)
+    details = {line.split(" | ")[0].strip("| "): line.split(" | ")[2].rstrip(" |") for line in text.splitlines()[4:]}
+    assert details["Designer valid-environment rate"] == "4 of 10 design attempts, 95% Wilson interval [0.168, 0.687]"
+    assert cells["Designer rejections (reason codes)"] == "6"
+    assert details["Designer rejections (reason codes)"] == "syntax 5, timeout 1"
     assert cells["Backfilled share (mean over regenerations)"] == "0.500"
     assert cells["Held-out win rate, base (step 0)"] == "0.250"
     assert cells["Held-out win rate, last checkpoint"] == "0.562"  # (0.5 + 0.625) / 2 = 0.5625
     assert cells["Held-out win rate, change"] == "+0.312"
-    assert cells["Training win rate, first step"] == "0.250"
-    assert cells["Training win rate, last step"] == "0.500"
+    assert cells["Training win rate (no hint), first step"] == "0.250"
+    assert details["Training win rate (no hint), first step"] == "step 0, n = 16, 95% Wilson interval [0.102, 0.495]"
+    assert cells["Training win rate (no hint), last step"] == "0.500"
+    assert details["Training win rate (no hint), last step"] == "step 3, n = 16, 95% Wilson interval [0.280, 0.720]"
+    # mean 0.3 +- 1.96 x 0.2 / sqrt(16) = 0.3 +- 0.098
+    assert details["Training mean return (no hint), first step"] == "step 0, n = 16, 95% interval [0.202, 0.398]"
+    assert cells["Training mean return (no hint), last step"] == "0.600"
+    assert "interval n/a" in details["Training mean return (no hint), last step"]  # no sd logged that step
     assert "\\toprule" in tex and "\\bottomrule" in tex and "not run" in tex and "prepare\\_model" in tex
     assert "not run: Wall time: prepare_model_*" in done.stdout
     assert (tmp_path / "tables" / "toy_run.md.provenance.json").is_file()

@@ -426,8 +426,21 @@ def run_table_rows(run: str, tidy: pd.DataFrame, records: list[dict], times: dic
     regen = [r for r in records if r.get("regenerated")]
     attempts = sum(r["design_attempts"] for r in regen if _finite(r.get("design_attempts")))
     valid = sum(r["designer_valid"] for r in regen if _finite(r.get("designer_valid")))
+    interval = ""
+    if attempts:
+        from spade.analysis.rates import wilson_interval
+
+        low, high = wilson_interval(int(valid), int(attempts))
+        interval = f", 95% Wilson interval [{low:.{decimals}f}, {high:.{decimals}f}]"
     rows.append(("Designer valid-environment rate", _fmt(valid / attempts if attempts else None, decimals),
-                 f"{valid} of {attempts} design attempts" if attempts else "no design attempts logged"))
+                 f"{valid} of {attempts} design attempts{interval}" if attempts else "no design attempts logged"))
+    reasons: dict = {}
+    for record in regen:
+        for reason, count in (record.get("reject_reasons") or {}).items():
+            reasons[reason] = reasons.get(reason, 0) + count
+    histogram = ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+    rows.append(("Designer rejections (reason codes)", str(sum(reasons.values())) if regen else "not run",
+                 histogram or ("none" if regen else "no regeneration logged")))
     _, shares = training_series(records, "backfilled_share", regeneration_only=True)
     rows.append(("Backfilled share (mean over regenerations)",
                  _fmt(sum(shares) / len(shares) if shares else None, decimals),
@@ -456,11 +469,32 @@ def run_table_rows(run: str, tidy: pd.DataFrame, records: list[dict], times: dic
              ("Held-out win rate, change", _fmt(diff, decimals, signed=True),
               f"s.e. {_se(diff_se)}" if diff is not None else "needs both evaluations")]
 
-    steps, wins = training_series(records, "agent_win_rate")
-    first, last = (wins[0], wins[-1]) if wins else (None, None)
-    rows += [("Training win rate, first step", _fmt(first, decimals), f"step {steps[0]}" if wins else "no log"),
-             ("Training win rate, last step", _fmt(last, decimals), f"step {steps[-1]}" if wins else "no log")]
+    played = [r for r in records if _finite(r.get("agent_win_rate")) and r.get("episodes")]
+    for name, pick in (("first", played[:1]), ("last", played[-1:])):
+        record = pick[0] if pick else None
+        rows.append((f"Training win rate (no hint), {name} step", _fmt(record and record["agent_win_rate"], decimals),
+                     training_interval(record, "win_rate", decimals) if record else "no log"))
+        rows.append((f"Training mean return (no hint), {name} step",
+                     _fmt(record and record.get("agent_mean_return"), decimals),
+                     training_interval(record, "return", decimals) if record else "no log"))
     return rows
+
+
+def training_interval(record: dict, kind: str, decimals: int = 3) -> str:
+    """"step s, n episodes, 95% interval [a, b]" of one step's no-hint win rate (Wilson) or mean return (normal
+    approximation, mean +- 1.96 sd / sqrt(n), from ``agent_return_sd``)."""
+    n = int(record["episodes"])
+    head = f"step {record['step']}, n = {n}"
+    if kind == "win_rate":
+        from spade.analysis.rates import wilson_interval
+
+        low, high = wilson_interval(round(record["agent_win_rate"] * n), n)
+        return f"{head}, 95% Wilson interval [{low:.{decimals}f}, {high:.{decimals}f}]"
+    sd, mean = record.get("agent_return_sd"), record.get("agent_mean_return")
+    if not (_finite(sd) and _finite(mean)):
+        return f"{head}, interval n/a (no return sd logged)"
+    half = 1.959964 * sd / math.sqrt(n)
+    return f"{head}, 95% interval [{mean - half:.{decimals}f}, {mean + half:.{decimals}f}]"
 
 
 def render_markdown(rows: list[tuple[str, str, str]], caption: str) -> str:

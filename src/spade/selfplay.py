@@ -803,6 +803,7 @@ class SelfPlay:
             "useful_groups": sum(max(g) - min(g) > 0 for g in groups.values()),  # non-zero reward variance
             "agent_win_rate": _mean([float(r.won) for r in records]),
             "agent_mean_return": _mean([r.final_return for r in records]),
+            "agent_return_sd": _sd([r.final_return for r in records]),  # sample sd: the interval of the mean return
             "mean_turns": _mean([r.turns for r in records]),
             "mean_generated_tokens": _mean([r.generated_tokens for r in records]),
             "env_failures": failures,
@@ -827,6 +828,14 @@ def _reopened(slot: EnvSlot, step: int) -> EnvSlot:
 
 def _mean(values: list):
     return sum(values) / len(values) if values else None
+
+
+def _sd(values: list):
+    """Sample standard deviation (n - 1); None below two values."""
+    if len(values) < 2:
+        return None
+    mean = sum(values) / len(values)
+    return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
 
 
 def _count(values) -> dict:
