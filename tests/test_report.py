@@ -217,3 +217,29 @@ def test_scripts_fail_clearly_on_missing_input(tmp_path):
     done = run_script("results_table.py", "--runs", tmp_path / "no_run", "--out", tmp_path / "r.csv", cwd=tmp_path)
     assert done.returncode != 0 and "no_run" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "r.csv").exists() and not (tmp_path / "f.pdf").exists()
+
+
+def test_training_figure_shades_each_steps_interval():
+    """Panel (a) of the training figure draws the per-step 95% intervals of the run table as bands."""
+    import importlib.util
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from spade.report import step_interval
+
+    spec = importlib.util.spec_from_file_location("fig_toy_training", SCRIPTS / "fig_toy_training.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fig, ax = plt.subplots()
+    module.band(ax, METRICS, "win_rate", "C0")
+    (collection,) = ax.collections
+    ys = collection.get_paths()[0].vertices[:, 1]
+    low0, high0 = step_interval(METRICS[0], "win_rate")  # Wilson(4, 16): [0.102, 0.495]
+    assert (round(low0, 3), round(high0, 3)) == (0.102, 0.495)
+    assert min(ys) == pytest.approx(low0) and max(ys) == pytest.approx(step_interval(METRICS[3], "win_rate")[1])
+    module.band(ax, METRICS, "return", "C1")  # only step 0 logs a return sd: a band of one step
+    assert len(ax.collections) == 2
+    plt.close(fig)

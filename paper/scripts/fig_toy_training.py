@@ -1,4 +1,4 @@
-"""Training curves of one run: (a) agent win rate and return, (b) designer validity and backfill,
+"""Training curves of one run: (a) agent no-hint win rate and return with 95% intervals, (b) designer validity and backfill,
 (c) held-out win rate per checkpoint against the base model.
 
     python paper/scripts/fig_toy_training.py --metrics results/runs/toy/metrics.jsonl \
@@ -22,7 +22,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from spade.report import (COLUMN_WIDTH_IN, PAPER_RC, heldout, provenance_record, read_metrics, read_tidy,  # noqa: E402
-                          require_files, run_script, save_figure, sidecar_path, training_series, write_json_atomic)
+                          require_files, run_script, save_figure, sidecar_path, step_interval, training_series,
+                          write_json_atomic)
 
 BLUE, ORANGE, GREEN, GREY = "#1f77b4", "#d95f02", "#1b9e77", "#555555"
 
@@ -33,6 +34,15 @@ def no_data(ax, what: str, missing: list[str]) -> None:
             va="center", color=GREY, fontsize=6.5)
 
 
+def band(ax, records, kind: str, color: str) -> None:
+    """The per-step 95% interval (spade.report.step_interval) as a shaded band; steps without one are gaps."""
+    rows = [(r["step"], step_interval(r, kind)) for r in records]
+    rows = [(step, interval) for step, interval in rows if interval is not None]
+    if rows:
+        ax.fill_between([s for s, _ in rows], [i[0] for _, i in rows], [i[1] for _, i in rows], color=color,
+                        alpha=0.15, linewidth=0, label=f"95% interval ({'Wilson' if kind == 'win_rate' else 'normal'})")
+
+
 def panel_training(ax, records, missing) -> None:
     steps, wins = training_series(records, "agent_win_rate")
     r_steps, returns = training_series(records, "agent_mean_return")
@@ -40,11 +50,13 @@ def panel_training(ax, records, missing) -> None:
     ax.set_ylabel("win rate", color=BLUE)
     if not steps and not r_steps:
         return no_data(ax, "agent_win_rate / agent_mean_return in the metrics log", missing)
-    ax.plot(steps, wins, color=BLUE, marker=".", label="win rate")
+    ax.plot(steps, wins, color=BLUE, marker=".", label="win rate (no hint)")
+    band(ax, records, "win_rate", BLUE)
     right = ax.twinx()
     right.spines["right"].set_visible(True)
     right.grid(False)
-    right.plot(r_steps, returns, color=ORANGE, marker=".", linestyle="--", label="mean return")
+    right.plot(r_steps, returns, color=ORANGE, marker=".", linestyle="--", label="mean return (no hint)")
+    band(right, records, "return", ORANGE)
     right.set_ylabel("mean return", color=ORANGE)
     handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
     ax.legend(handles=handles, loc="best")

@@ -480,21 +480,32 @@ def run_table_rows(run: str, tidy: pd.DataFrame, records: list[dict], times: dic
     return rows
 
 
-def training_interval(record: dict, kind: str, decimals: int = 3) -> str:
-    """"step s, n episodes, 95% interval [a, b]" of one step's no-hint win rate (Wilson) or mean return (normal
-    approximation, mean +- 1.96 sd / sqrt(n), from ``agent_return_sd``)."""
-    n = int(record["episodes"])
-    head = f"step {record['step']}, n = {n}"
+def step_interval(record: dict, kind: str) -> tuple[float, float] | None:
+    """The 95% interval of one step's no-hint ``win_rate`` (Wilson, wins = rate x episodes) or mean ``return``
+    (normal approximation: mean +- 1.96 sd / sqrt(n), sd = ``agent_return_sd``); None without the data."""
+    n = record.get("episodes")
+    if not (_finite(n) and n > 0):
+        return None
     if kind == "win_rate":
         from spade.analysis.rates import wilson_interval
 
-        low, high = wilson_interval(round(record["agent_win_rate"] * n), n)
-        return f"{head}, 95% Wilson interval [{low:.{decimals}f}, {high:.{decimals}f}]"
+        rate = record.get("agent_win_rate")
+        return wilson_interval(round(rate * n), int(n)) if _finite(rate) else None
     sd, mean = record.get("agent_return_sd"), record.get("agent_mean_return")
     if not (_finite(sd) and _finite(mean)):
-        return f"{head}, interval n/a (no return sd logged)"
+        return None
     half = 1.959964 * sd / math.sqrt(n)
-    return f"{head}, 95% interval [{mean - half:.{decimals}f}, {mean + half:.{decimals}f}]"
+    return mean - half, mean + half
+
+
+def training_interval(record: dict, kind: str, decimals: int = 3) -> str:
+    """"step s, n = N, 95% interval [a, b]" of one step (:func:`step_interval`)."""
+    head = f"step {record['step']}, n = {int(record['episodes'])}"
+    interval = step_interval(record, kind)
+    if interval is None:
+        return f"{head}, interval n/a (no return sd logged)"
+    name = "95% Wilson interval" if kind == "win_rate" else "95% interval"
+    return f"{head}, {name} [{interval[0]:.{decimals}f}, {interval[1]:.{decimals}f}]"
 
 
 def render_markdown(rows: list[tuple[str, str, str]], caption: str) -> str:
