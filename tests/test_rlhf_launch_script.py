@@ -231,3 +231,28 @@ def test_config_rejects_bad_env_and_interface():
         from_dict(L.OpenRLHFConfig, {"env": {"NCCL_DEBUG": True}}, "openrlhf")
     with pytest.raises(ConfigError, match="openrlhf.network_interface' has value 'ib0; rm'"):
         from_dict(L.OpenRLHFConfig, {"network_interface": "ib0; rm"}, "openrlhf")
+
+
+def test_launch_with_an_image_checks_the_gpu_stack_inside_it(tmp_path, config_30b, monkeypatch):
+    """`spade train --image`: the GPU modules are looked up by the image's python (through apptainer exec), not
+    here; a missing one stops the launch before anything is prepared, naming the image."""
+    bin_dir = fake_bin(tmp_path / "bin")
+    # this apptainer runs its payload with this machine's interpreter (which lacks vllm) as the image's python
+    (bin_dir / "python").write_text(f"#!/usr/bin/env bash\nexec {L.sys.executable} \"$@\"\n")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "calls.jsonl"))
+    image = tmp_path / "containers" / "spade-gpu.sif"
+    image.parent.mkdir()
+    image.write_text("not really an image")
+    if not L.missing_gpu_modules():
+        pytest.skip("the GPU stack is installed here")
+    with pytest.raises(L.LaunchError, match=r"missing in the image .*spade-gpu.sif: .*vllm"):
+        L.launch(config_30b, tmp_path / "model", None, tmp_path / "run", image=str(image))
+    (call,) = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert call["tool"] == "apptainer" and call["argv"][:2] == ["exec", "--nv"] and call["argv"][-3:-1] == ["python", "-c"]
+    assert not (tmp_path / "run" / "tickets.jsonl").exists()
+
+
+def test_launch_with_a_missing_image_says_so(tmp_path, config_30b):
+    with pytest.raises(L.LaunchError, match="no such file"):
+        L.launch(config_30b, tmp_path / "model", None, tmp_path / "run", image=str(tmp_path / "none.sif"))

@@ -806,6 +806,7 @@ def _runtime(run_dir, model_dir, corpus_path, image: str, apptainer_args: str) -
                           "at it")
     if shutil.which("apptainer") is None:
         raise LaunchError(f"--image {image} needs `apptainer` on this host's PATH (module load apptainer?)")
+    Path(run_dir).mkdir(parents=True, exist_ok=True)  # apptainer refuses to bind a folder that does not exist
     return image_prefix(image, apptainer_args, _binds(run_dir, model_dir, corpus_path)) + ["python"]
 
 
