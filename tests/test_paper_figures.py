@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,15 @@ def write_eval(runs_root: Path, run: str, step: int, benchmark: str, metrics: di
 
 
 RG = {"math": 0.2, "algorithmic": 0.3, "cognition": 0.4, "logic": 0.5}
+PAPER_SCALE = ("qwen3-30b-a3b-instruct-2507", 400)  # the paper's 30B backbone and step budget
+TOY_SCALE = ("smollm2-135m", 4)
+
+
+def write_summary(runs_root: Path, run: str, scale: tuple) -> None:
+    """The fields of summary.json that spade.scale reads; a run without them counts as toy scale."""
+    folder = runs_root / run
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "summary.json").write_text(json.dumps({"run": run, "model_card": scale[0], "steps": scale[1]}))
 
 
 def full_suite(runs_root: Path, run: str, step: int, shift: float) -> None:
@@ -61,13 +71,29 @@ def runs(tmp_path_factory):
         for step in range(8):
             fh.write(json.dumps({"step": step, "mean_regret": 0.1 * step,
                                  "win_rate_by_skill": {"logic": 0.1 * step, "math": 0.5}}) + "\n")
+    # both runs stand for the paper's 30B runs at its scale: no toy-scale banner
+    for run in ("spade_games_30b", "fixed_env_grpo_30b"):
+        write_summary(root, run, PAPER_SCALE)
     return root
 
 
-def run_figure(stem: str, runs_root: Path, out_dir: Path, *extra) -> dict:
+def scaled_runs(runs_root: Path, dest: Path, scale: tuple) -> Path:
+    """The fixture's runs under the toy mapping's names (paper/toy/figure_runs.yaml puts "toy" on the 30B SPADE
+    curves), every one with the given scale."""
+    for src, run in (("spade_games_30b", "toy"), ("fixed_env_grpo_30b", "toy_fixed_env_grpo")):
+        shutil.copytree(runs_root / src, dest / run)
+        write_summary(dest, run, scale)
+    return dest
+
+
+TOY_MAPPING = ROOT / "paper" / "toy" / "figure_runs.yaml"
+
+
+def run_figure(stem: str, runs_root: Path, out_dir: Path, *extra,
+               mapping: Path = ROOT / "paper" / "figure_runs.yaml") -> dict:
     out = out_dir / f"{stem}.pdf"
     proc = subprocess.run([sys.executable, str(SCRIPTS / f"{stem}.py"), "--mapping",
-                           str(ROOT / "paper" / "figure_runs.yaml"), "--runs-root", str(runs_root), "--out", str(out),
+                           str(mapping), "--runs-root", str(runs_root), "--out", str(out),
                            *extra], check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert out.stat().st_size > 0 and out.with_suffix(".png").stat().st_size > 0
@@ -82,6 +108,8 @@ def test_figure_renders_and_lists_missing(stem, runs, tmp_path):
     sidecar = run_figure(stem, runs, tmp_path)
     missing = " | ".join(sidecar["missing"])
     assert sidecar["outputs"] and all(o["sha256"] for o in sidecar["outputs"])
+    assert sidecar["banner"] == ""  # every drawn run is at the paper's scale
+    assert set(sidecar["scales"].values()) <= {"qwen3-30b-a3b-instruct-2507, 400 steps"}
     if stem in ("fig5_transfer_curves", "fig10_ablation_curves", "fig6_learnable_share"):
         assert "ablation_no_memory_30b" in missing or "fixed_env_rlve_30b" in missing or "ablation" in missing
     if stem in ("fig13_curriculum_breadth", "fig14_skills_curves"):
@@ -145,3 +173,132 @@ def test_mapping_names_known_runs_and_bad_mapping(tmp_path):
     bad.write_text(yaml.safe_dump({"figures": {"fig5": {"series": [{"run": "x"}]}}}))
     with pytest.raises(pf.ReportInputError, match="series"):
         pf.load_figure_runs(bad)
+
+
+def legend_texts(fig) -> list[str]:
+    legends = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    return [t.get_text() for legend in legends for t in legend.get_texts()]
+
+
+def figure_texts(fig) -> list[str]:
+    """Every text drawn on the figure, wrapping undone."""
+    from matplotlib.text import Text
+
+    return [" ".join(t.get_text().split()) for t in fig.findobj(Text)]
+
+
+def draw_in_process(draw, figure: str, runs_root: Path, mapping: Path = TOY_MAPPING, **kw):
+    """A figure drawn as figure_main draws it (banner included), kept open for its artists."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ctx = pf.FigureContext(figure, pf.load_figure_runs(mapping), runs_root, **kw)
+    fig = draw(ctx)
+    pf.show_banner(fig, ctx)
+    return fig, ctx
+
+
+@pytest.mark.parametrize("stem", ["fig5_transfer_curves", "fig6_learnable_share", "fig12_model_size",
+                                  "fig16_reward_levels", "fig17_skill_win_rates"])
+def test_toy_run_on_30b_curve_carries_banner(stem, runs, tmp_path):
+    root = scaled_runs(runs, tmp_path / "runs", TOY_SCALE)
+    sidecar = run_figure(stem, root, tmp_path, mapping=TOY_MAPPING)
+    assert sidecar["banner"].startswith("TOY SCALE, NOT COMPARABLE")
+    assert "run toy: smollm2-135m, 4 steps" in sidecar["banner"]
+    assert "Qwen3-30B-A3B-Instruct-2507" in sidecar["banner"]
+    assert sidecar["scales"]["toy"] == "smollm2-135m, 4 steps"
+
+
+def test_toy_legend_names_run_and_scale_and_banner_is_drawn(runs, tmp_path):
+    import matplotlib.pyplot as plt
+
+    root = scaled_runs(runs, tmp_path / "runs", TOY_SCALE)
+    fig, ctx = draw_in_process(pf.draw_eval_panels, "fig5", root)
+    texts = [" ".join(t.split()) for t in legend_texts(fig)]  # labels are wrapped
+    assert "SPADE — run toy (smollm2-135m, 4 steps)" in texts
+    assert "Fixed-env GRPO — run toy_fixed_env_grpo (smollm2-135m, 4 steps)" in texts
+    assert "base" in texts
+    assert ctx.banner_text() in figure_texts(fig)  # on top: the title of the figure legend
+    assert ctx.banner_text().startswith("TOY SCALE, NOT COMPARABLE")
+    plt.close(fig)
+
+
+def test_paper_scale_run_has_no_banner(runs, tmp_path):
+    import matplotlib.pyplot as plt
+
+    root = scaled_runs(runs, tmp_path / "runs", PAPER_SCALE)
+    sidecar = run_figure("fig5_transfer_curves", root, tmp_path, mapping=TOY_MAPPING)
+    assert sidecar["banner"] == ""
+    fig, ctx = draw_in_process(pf.draw_eval_panels, "fig5", root)
+    assert ctx.off == [] and not any("TOY SCALE" in t for t in figure_texts(fig))
+    texts = [" ".join(t.split()) for t in legend_texts(fig)]
+    assert "SPADE — run toy (qwen3-30b-a3b-instruct-2507, 400 steps)" in texts
+    plt.close(fig)
+
+
+def test_run_without_scale_fields_counts_as_toy(runs, tmp_path):
+    root = scaled_runs(runs, tmp_path / "runs", PAPER_SCALE)
+    (root / "toy" / "summary.json").write_text(json.dumps({"run": "toy"}))  # written before the fields existed
+    sidecar = run_figure("fig6_learnable_share", root, tmp_path, mapping=TOY_MAPPING)
+    assert "run toy: model unknown, steps unknown" in sidecar["banner"]
+
+
+def test_model_size_compares_each_size_with_its_backbone(runs, tmp_path):
+    import matplotlib.pyplot as plt
+
+    # a 30B run at the paper's scale drawn on the 4B curve is not the paper's 4B run
+    mapping = tmp_path / "mapping.yaml"
+    mapping.write_text(yaml.safe_dump({"figures": {"fig12": {"sizes": {"4B": {"spade": "spade_games_30b"}}}}}))
+    fig, ctx = draw_in_process(pf.draw_model_size, "fig12", runs, mapping)
+    assert "Qwen3-4B-Instruct-2507" in ctx.banner_text() and "run spade_games_30b" in ctx.banner_text()
+    plt.close(fig)
+
+
+def write_quoted(folder: Path, rows: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "quoted_numbers.csv").write_text("key,value,unit,where\n" + rows)
+    return folder
+
+
+def test_vendi_reference_line_comes_from_reported_file(runs, tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    lines, path = pf.reported_vendi_lines()  # the repository's copy: the paper's 21.3
+    assert path.name == "quoted_numbers.csv" and lines[0][0] == pytest.approx(21.3)
+    monkeypatch.setattr(pf, "REPORTED_DIR", write_quoted(tmp_path / "reported", "vendi_window_spade,7.5,x,y\n"))
+    fig, ctx = draw_in_process(pf.draw_windowed_vendi, "fig18", runs, ROOT / "paper" / "figure_runs.yaml",
+                               embedding="tfidf")
+    references = sorted(float(line.get_ydata()[0]) for line in fig.axes[0].lines if line.get_linestyle() == ":")
+    assert references == [1.0, 7.5]
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "7.5 (reported, SPADE)" in texts and "1.0 (lower bound: identical envs)" in texts
+    assert tmp_path / "reported" / "quoted_numbers.csv" in ctx.inputs
+    plt.close(fig)
+
+
+def test_vendi_reference_missing_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(pf, "REPORTED_DIR", write_quoted(tmp_path / "reported", "other,1,x,y\n"))
+    with pytest.raises(pf.ReportInputError, match=r"quoted_numbers.csv: no numeric value for key 'vendi_window_spade'"):
+        pf.reported_vendi_lines()
+    monkeypatch.setattr(pf, "REPORTED_DIR", tmp_path / "nowhere")
+    with pytest.raises(pf.ReportInputError, match="missing reported file .*quoted_numbers.csv"):
+        pf.reported_vendi_lines()
+
+
+def test_reward_levels_step_ticks_are_integers(tmp_path):
+    import matplotlib.pyplot as plt
+
+    # archives at steps 0-2 (a toy run): matplotlib's default locator would put ticks at 0.5, 1.5, ...
+    envs = tmp_path / "runs" / "toy" / "envs"
+    envs.mkdir(parents=True)
+    for step in range(3):
+        (envs / f"set_{step:05d}.json").write_text(json.dumps(env_set(step, [0.5, 0.1, 0.9, 0.3])))
+    write_summary(tmp_path / "runs", "toy", TOY_SCALE)
+    fig, ctx = draw_in_process(pf.draw_reward_levels, "fig16", tmp_path / "runs")
+    fig.canvas.draw()
+    ticks = fig.axes[0].get_xticks()
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks)
+    title = " ".join(fig.axes[0].get_title(loc="left").split())
+    assert "SPADE — run toy (smollm2-135m, 4 steps)" in title
+    assert fig._suptitle is not None and " ".join(fig._suptitle.get_text().split()) == ctx.banner_text()
+    plt.close(fig)

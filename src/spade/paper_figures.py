@@ -6,6 +6,11 @@ for the runs that ``paper/figure_runs.yaml`` maps to the figure. A run or a valu
 nothing; the figure says so in a note and the sidecar JSON lists it under ``missing``. The data preparation
 (:func:`curve`, :func:`suite_average_curve`, :func:`relative_curve`, ...) is separate from the drawing so that
 it can be tested on hand-made folders.
+
+Every legend entry (or the panel title, where the legend names something else) names the run that drew it and
+its scale (model card, steps, from ``summary.json``). A run that is not the paper's backbone of its curve at the
+paper's step budget (:func:`spade.scale.comparable`) puts the toy-scale banner on top of the figure and into the
+sidecar's ``banner`` (empty when every drawn run is at the paper's scale).
 """
 
 from __future__ import annotations
@@ -30,9 +35,12 @@ from spade.report import (
     sidecar_path,
     write_json_atomic,
 )
+from spade.scale import banner, comparable, run_scale
 
 PERCENT = 100.0
 GREY = "#555555"
+BANNER_RED = "#b00000"  # as the toy-scale banner of spade.paper_comparison
+REPORTED_DIR = Path(__file__).resolve().parents[2] / "paper" / "reported"
 PALETTE = ("#1f77b4", "#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#a6761d", "#e6ab02")
 
 # the 8 benchmark panels of figures 5, 10 and 14: (paper key, title, benchmark, metric) — as Table 1
@@ -64,6 +72,8 @@ RUN_FILE_PATTERNS = {
     "metrics": ("summary.json", "metrics.jsonl"),
     "envs": ("summary.json", "envs/set_*.json"),
 }
+# figure 12: the paper backbone of each model size (the backbone column of Table 1, reported/table1_games.csv)
+SIZE_BACKBONES = {"4B": "Qwen3-4B-Instruct-2507", "8B": "Qwen3-8B", "30B": "Qwen3-30B-A3B-Instruct-2507"}
 FIGURE_KINDS = {"fig1_middle": "eval", "fig1_right": "eval", "fig5": "eval", "fig6": "envs", "fig7": "envs",
                 "fig10": "eval", "fig11": "eval", "fig12": ("selected", "metrics"), "fig13": "eval", "fig14": "eval",
                 "fig16": "envs", "fig17": "metrics", "fig18": "envs"}
@@ -222,6 +232,8 @@ class FigureContext:
     missing: list = field(default_factory=list)
     shown: dict = field(default_factory=dict)  # label -> run actually drawn
     embedding: str = "sbert"  # figures 7 and 18: sbert (paper) or tfidf (TF-IDF + LSA)
+    off: list = field(default_factory=list)  # spade.scale.RunScale of each drawn run not at its curve's paper scale
+    off_backbones: list = field(default_factory=list)  # the paper backbones those curves stand for
 
     @property
     def section(self) -> dict:
@@ -237,6 +249,23 @@ class FigureContext:
         if what not in self.missing:
             self.missing.append(what)
 
+    def series_label(self, label: str, run: str, backbone: str | None = None, width: int = 42) -> str:
+        """The legend (or title) text of values drawn from ``run``: the label, the run and its scale (model card,
+        steps). A curve the paper gives to ``backbone`` (default: the paper's 30B) but drawn from a run that did
+        not train it for the paper's steps puts the toy-scale banner on the figure (:meth:`banner_text`)."""
+        from spade.paper_tables import PAPER_30B
+
+        backbone = backbone or PAPER_30B
+        scale = run_scale(self.runs_root, run)
+        if not comparable(scale, backbone):
+            self.off.append(scale)
+            self.off_backbones.append(backbone)
+        return textwrap.fill(f"{label} — run {run} ({scale.label()})", width)
+
+    def banner_text(self) -> str:
+        """spade.scale.banner of the drawn runs not at the paper's scale; empty when every one is."""
+        return banner(self.off, self.off_backbones) if self.off else ""
+
 
 def no_data(ax, what: str) -> None:
     ax.text(0.5, 0.5, "no data\n" + textwrap.fill(f"({what})", 34), transform=ax.transAxes, ha="center",
@@ -250,6 +279,19 @@ def missing_note(fig, missing: Sequence[str], limit: int = 4) -> None:
     shown = list(missing[:limit]) + ([f"... {len(missing) - limit} more (see sidecar)"] if len(missing) > limit else [])
     text = textwrap.fill("missing: " + "; ".join(shown), 140)
     fig.text(0.0, -0.01, text, ha="left", va="top", fontsize=5.5, color="#b2182b")
+
+
+def show_banner(fig, ctx: FigureContext) -> None:
+    """The toy-scale banner on top of the figure, wrapped to its width (about 21 characters of 6 pt per inch)."""
+    text = ctx.banner_text()
+    if not text:
+        return
+    text = textwrap.fill(text, int(fig.get_figwidth() * 21))
+    if fig.legends:  # constrained layout would put a suptitle over the "outside upper" figure legend: its title
+        fig.legends[0].set_title(text, prop={"size": 6, "weight": "bold"})
+        fig.legends[0].get_title().set_color(BANNER_RED)
+    else:
+        fig.suptitle(text, fontsize=6, fontweight="bold", color=BANNER_RED)
 
 
 def base_line(ax, value: float, label: str = "base") -> None:
@@ -285,7 +327,8 @@ def eval_panels(ctx: FigureContext, fig_axes, tidy, series, panels=GAMES_PANELS)
             if not steps:
                 ctx.miss(f"{title}: no evaluation of run {run} ({label})")
                 continue
-            ax.plot(steps, [v * PERCENT for v in values], color=PALETTE[i % len(PALETTE)], marker=".", label=label)
+            ax.plot(steps, [v * PERCENT for v in values], color=PALETTE[i % len(PALETTE)], marker=".",
+                    label=ctx.series_label(label, run))
             ctx.shown[label] = run
             drawn = True
         if not drawn:
@@ -316,6 +359,7 @@ def figure_main(figure: str, script: str, draw: Callable[[FigureContext], object
     ctx = FigureContext(figure, mapping, args.runs_root, inputs=[args.mapping], embedding=args.embedding)
     with plt.rc_context(PAPER_RC):
         fig = draw(ctx)
+        show_banner(fig, ctx)
         missing_note(fig, ctx.missing)
         outputs = save_figure(fig, args.out)
         plt.close(fig)
@@ -326,7 +370,8 @@ def figure_main(figure: str, script: str, draw: Callable[[FigureContext], object
     write_json_atomic(sidecar_path(args.out), provenance_record(
         script, ctx.inputs, outputs, figure=figure, series=ctx.shown, embedding=args.embedding,
         runs={run: run_provenance(args.runs_root / run) for run in runs if (args.runs_root / run).is_dir()},
-        missing=ctx.missing))
+        scales={run: run_scale(args.runs_root, run).label() for run in runs if (args.runs_root / run).is_dir()},
+        missing=ctx.missing, banner=ctx.banner_text()))
     for what in ctx.missing:
         print(f"missing: {what}")
     print(f"wrote {', '.join(map(str, outputs))}")
@@ -385,7 +430,7 @@ def draw_suite_average(ctx: FigureContext, keys: Sequence[str], ylabel: str):
         for step in incomplete:
             ctx.miss(f"{label}: run {run} step {step} lacks some of {', '.join(keys)}")
         if steps:
-            ax.plot(steps, values, color=PALETTE[i % len(PALETTE)], marker=".", label=label)
+            ax.plot(steps, values, color=PALETTE[i % len(PALETTE)], marker=".", label=ctx.series_label(label, run))
             ctx.shown[label] = run
             drawn = True
         elif not incomplete:
@@ -464,7 +509,7 @@ def draw_learnable_share(ctx: FigureContext):
         if not steps:
             ctx.miss(f"{label}: run {run} has no environment-set archives (envs/set_*.json)")
             continue
-        ax.plot(steps, shares, color=PALETTE[i % len(PALETTE)], marker=".", label=label)
+        ax.plot(steps, shares, color=PALETTE[i % len(PALETTE)], marker=".", label=ctx.series_label(label, run))
         ctx.shown[label] = run
         drawn = True
     if not drawn:
@@ -516,7 +561,7 @@ def draw_tsne(ctx: FigureContext):
         size = min(100, len(members))
         vendi = vendi_per_n(x[members], size=size, draws=20, seed=seed).mean
         ax.scatter(points[members, 0], points[members, 1], s=3, alpha=0.6, color=PALETTE[i % len(PALETTE)],
-                   label=f"{label} (Vendi/n {vendi:.2f}, n={size})", linewidths=0)
+                   label=ctx.series_label(f"{label} (Vendi/n {vendi:.2f}, n={size})", run), linewidths=0)
         ctx.shown[label] = run
     ax.set_xlabel("t-SNE 1")
     ax.set_ylabel("t-SNE 2")
@@ -525,7 +570,29 @@ def draw_tsne(ctx: FigureContext):
     return fig
 
 
-REPORTED_VENDI_LINES = ((21.3, "21.3 (reported, SPADE)"), (1.0, "1.0 (reported; identical envs)"))
+VENDI_FLOOR = 1.0  # the Vendi score of identical environments, its least value: a bound, not a reported number
+VENDI_REPORTED = ("quoted_numbers.csv", "vendi_window_spade")  # the reported file and key of the SPADE line
+
+
+def reported_vendi_lines(path: str | Path | None = None) -> tuple[list[tuple[float, str]], Path]:
+    """Figure 18's reference lines as [(value, label)] and the file read: the paper's windowed Vendi score of
+    SPADE (``paper/reported/quoted_numbers.csv``, key vendi_window_spade: 21.3, from the figure 18 row of
+    FIGURES.md) and the floor 1.0. Table 8's vendi_per_n is not that value: it is Vendi/n of the whole sample
+    (0.68 of 3310 envs), while figure 18 draws the Vendi score of 24 environments (21.3 = 0.89 per environment)."""
+    name, key = VENDI_REPORTED
+    path = Path(path) if path is not None else REPORTED_DIR / name
+    if not path.is_file():
+        raise ReportInputError(f"missing reported file {path} (figure 18's reported Vendi reference line)")
+    rows = [row for row in pd.read_csv(path, dtype=str, keep_default_na=False).to_dict("records") if row["key"] == key]
+    try:
+        value = float(rows[0]["value"]) if rows else None
+    except ValueError:
+        value = None
+    if value is None:
+        raise ReportInputError(f"{path}: no numeric value for key {key!r} (column value; the paper's Vendi score of 24 "
+                               "SPADE environments per window, figure 18)")
+    floor = (VENDI_FLOOR, f"{VENDI_FLOOR:.1f} (lower bound: identical envs)")
+    return [(value, f"{value:g} (reported, SPADE)"), floor], path
 
 
 def windowed_vendi_series(x, steps, window: int, size: int, draws: int, seed: int):
@@ -547,7 +614,9 @@ def draw_windowed_vendi(ctx: FigureContext):
     draws, seed, fld = int(section.get("draws", 12)), int(section.get("seed", 0)), section.get("field", "code")
     fig, axes = subplots(1, 1, 2.4, COLUMN_WIDTH_IN)
     ax = axes[0, 0]
-    for value, label in REPORTED_VENDI_LINES:
+    lines, reported = reported_vendi_lines()
+    ctx.inputs.append(reported)
+    for value, label in lines:
         ax.axhline(value, color=GREY, linestyle=":", linewidth=0.8)
         ax.annotate(label, (0.99, value), xycoords=("axes fraction", "data"), ha="right", va="bottom",
                     fontsize=5.5, color=GREY)
@@ -563,7 +632,7 @@ def draw_windowed_vendi(ctx: FigureContext):
             ctx.miss(f"{label}: window {start}-{start + window - 1} has fewer than {size} environments")
         if starts:
             color = PALETTE[i % len(PALETTE)]
-            ax.plot(starts, means, color=color, marker=".", label=label)
+            ax.plot(starts, means, color=color, marker=".", label=ctx.series_label(label, run))
             ax.fill_between(starts, np.subtract(means, sds), np.add(means, sds), color=color, alpha=0.2,
                             linewidth=0)
             ctx.shown[label] = run
@@ -597,7 +666,7 @@ def draw_games_transfer(ctx: FigureContext):
         for p in problems:
             ctx.miss(f"{label}: {p}")
         if len(steps) > 1:
-            ax.plot(steps, values, color=PALETTE[i % len(PALETTE)], marker=".", label=label)
+            ax.plot(steps, values, color=PALETTE[i % len(PALETTE)], marker=".", label=ctx.series_label(label, run))
             ctx.shown[label] = run
             drawn = True
     if not drawn:
@@ -613,6 +682,7 @@ def draw_tool_transfer(ctx: FigureContext):
     series, tidy, fig, ax = relative_axes(ctx)
     drawn = False
     for _, label, run in series[:1]:
+        title = None  # every curve is of this one run: the title names it and its scale
         for j, (family, parts) in enumerate(TOOL_FAMILIES):
             steps, values, problems = family_relative_curve(tidy, run, parts)
             for p in problems:
@@ -620,7 +690,10 @@ def draw_tool_transfer(ctx: FigureContext):
             if steps:
                 ax.plot(steps, values, color=PALETTE[j], marker=".", label=family)
                 ctx.shown[f"{label} / {family}"] = run
+                title = title or ctx.series_label(label, run, width=60)
                 drawn = True
+        if title:
+            ax.set_title(title, loc="left")
     if not drawn:
         no_data(ax, "tool-use evaluations at step 0 and later")
     ax.set_xlabel("training step")
@@ -651,6 +724,14 @@ def selected_gain(ctx: FigureContext, tidy, run: str, base_run: str) -> tuple[fl
     return mean, gains
 
 
+def size_backbone(ctx: FigureContext, size: str) -> str:
+    """Figure 12: the paper backbone that the curves of ``size`` stand for."""
+    if size not in SIZE_BACKBONES:
+        raise ReportInputError(f"{ctx.mapping['path']}: figures.{ctx.figure}.sizes.{size}: the paper has no backbone "
+                               f"of that size (known: {', '.join(SIZE_BACKBONES)})")
+    return SIZE_BACKBONES[size]
+
+
 def draw_model_size(ctx: FigureContext):
     """Figure 12: (left) gain over base vs model size at the selected checkpoints; (right) hint regret."""
     from spade.analysis import ema
@@ -675,11 +756,13 @@ def draw_model_size(ctx: FigureContext):
                 continue
             mean, gains = selected_gain(ctx, tidy, run, spade_run)
             offset = -0.12 if j == 0 else 0.12
+            # one legend entry per size: each point is a different run, compared with that size's backbone
+            text = ctx.series_label(f"{label} {size}", run, size_backbone(ctx, size), width=36) if gains else None
             if gains:
                 left.scatter([x + offset] * len(gains), list(gains.values()), s=6, color=PALETTE[j], alpha=0.4,
                              linewidths=0)
             if mean is not None:
-                left.scatter([x + offset], [mean], s=22, color=PALETTE[j], marker="D", label=label)
+                left.scatter([x + offset], [mean], s=22, color=PALETTE[j], marker="D", label=text)
                 ctx.shown[f"{label} {size}"] = run
                 drawn_left = True
         if spade_run and ctx.run_dir(spade_run):
@@ -687,7 +770,8 @@ def draw_model_size(ctx: FigureContext):
             if steps:
                 color = PALETTE[x % len(PALETTE)]
                 right.plot(steps, regret, color=color, alpha=0.3, linewidth=0.6)
-                right.plot(steps, ema(regret, alpha), color=color, label=size)
+                right.plot(steps, ema(regret, alpha), color=color,
+                           label=ctx.series_label(size, spade_run, size_backbone(ctx, size), width=36))
                 ctx.shown[f"regret {size}"] = spade_run
                 drawn_right = True
             else:
@@ -712,13 +796,15 @@ def draw_model_size(ctx: FigureContext):
 def draw_reward_levels(ctx: FigureContext):
     """Figure 16: (a) distinct and strictly partial reward levels per environment over training; (b) early vs
     late mean levels per skill (our archive labels skills, not the paper's corpus domains) and for all."""
+    from matplotlib.ticker import MaxNLocator
+
     from spade.analysis import phase_mean, reward_level_rows
 
     early, late = ctx.section.get("early", [0, 130]), ctx.section.get("late", [261, 396])
     fig, axes = subplots(1, 2, 2.4)
     a, b = axes[0]
     series = check_runs(ctx)[:1]
-    rows = []
+    rows, title = [], "(a) reward levels per environment"
     for _, label, run in series:
         try:
             rows = reward_level_rows(env_sets(ctx, run))
@@ -728,7 +814,9 @@ def draw_reward_levels(ctx: FigureContext):
             ctx.miss(f"{label}: run {run} has no played valid environments in envs/set_*.json")
         else:
             ctx.shown[label] = run
-    a.set_title("(a) reward levels per environment", loc="left")
+            # both panels are of this one run; the legend names the levels, so the title names the run
+            title += "\n" + ctx.series_label(label, run, width=60)
+    a.set_title(title, loc="left")
     b.set_title(f"(b) early {early[0]}-{early[1]} vs late {late[0]}-{late[1]}", loc="left")
     if not rows:
         no_data(a, "environment archives")
@@ -740,6 +828,7 @@ def draw_reward_levels(ctx: FigureContext):
         means = [sum(r[key] for r in rows if r["step"] == s) / sum(1 for r in rows if r["step"] == s) for s in steps]
         a.plot(steps, means, color=color, label=f"{label} (mean)")
     a.set_xlabel("training step")
+    a.xaxis.set_major_locator(MaxNLocator(integer=True))  # archives are per step: no ticks between steps
     a.set_ylabel("distinct reward values")
     a.legend(loc="best")
     groups = sorted({str(r["skill"]) for r in rows}) + ["all"]
@@ -770,14 +859,16 @@ def draw_skill_win_rates(ctx: FigureContext):
     alpha = float(ctx.section.get("ema_alpha", 0.1))
     fig, axes = subplots(1, 2, 2.3)
     a, b = axes[0]
-    by_skill = {}
+    by_skill, title = {}, f"(a) RA win rate per skill (EMA alpha={alpha})"
     for _, label, run in check_runs(ctx)[:1]:
         by_skill = skill_win_rates(metrics(ctx, run))
         if not by_skill:
             ctx.miss(f"{label}: run {run} has no win_rate_by_skill in metrics.jsonl")
         else:
             ctx.shown[label] = run
-    a.set_title(f"(a) RA win rate per skill (EMA alpha={alpha})", loc="left")
+            # both panels are of this one run; the legend names the skills, so the title names the run
+            title += "\n" + ctx.series_label(label, run, width=60)
+    a.set_title(title, loc="left")
     b.set_title("(b) gain: last 25% - first 25%", loc="left")
     if not by_skill:
         no_data(a, "win_rate_by_skill")
