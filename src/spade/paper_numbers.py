@@ -402,7 +402,8 @@ def load_eval_results(ctx: NumberContext, runs: Sequence[str]) -> pt.ResultIndex
     return pt.ResultIndex(tidy)
 
 
-def off_scale(ctx: NumberContext, runs: Sequence[str], backbone: str = pt.PAPER_30B, model_only: bool = False) -> list:
+def runs_off_scale(ctx: NumberContext, runs: Sequence[str], backbone: str = pt.PAPER_30B,
+                   model_only: bool = False) -> list:
     """The scales of ``runs`` (those with a folder) that did not train ``backbone`` at the paper's step budget
     (``model_only``: a base-model number, only the model must match)."""
     scales = [run_scale(ctx.runs_root, run) for run in runs if ctx.run_dir(run)]
@@ -414,7 +415,7 @@ def benchmark_average(ctx: NumberContext, spec: pt.BenchmarkTable, role: dict, r
     """``number`` filled with the table's "avg" of the runs of ``role`` at the step its rule picks (the Table 1,
     2 or 6 cell, via :func:`spade.paper_tables._ours_row`), marked when a run is not at ``backbone``'s scale."""
     ctx.runs.update(role["runs"])
-    number.off = off_scale(ctx, role["runs"], backbone, model_only=role["step"] == "base")
+    number.off = runs_off_scale(ctx, role["runs"], backbone, model_only=role["step"] == "base")
     row = pt.ours_row(spec, {"runs": role["runs"], "step": role["step"]}, results, ctx.runs_root, pt.COLUMN_METRICS)
     number.detail = {"runs": role["runs"], "step_rule": role["step"],
                      "steps": [c.step for c in row["choices"]], "table": spec.name, "backbone": backbone}
@@ -527,7 +528,7 @@ def _run_or_missing(ctx: NumberContext, run: str | None, numbers: list[Number]) 
             _missing(number, NOT_RUN, ctx.absent([run] if run else []))
     else:  # the archive numbers quote the paper's 30B games run
         for number in numbers:
-            number.off = off_scale(ctx, [run])
+            number.off = runs_off_scale(ctx, [run])
     return folder
 
 
