@@ -76,7 +76,7 @@ def run_steps(core, steps: int) -> list:
 # metrics added after SPADE_GOLDEN was recorded (purely additive: logging for the generation metrics and, issue 14,
 # for the batch structure)
 ADDED_METRICS = ("design_generated_tokens", "agent_groups", "useful_groups", "designer_weight", "dropped_plays",
-                 "no_hint_plays", "trimmed_agent_samples")
+                 "no_hint_plays", "trimmed_agent_samples", "agent_return_sd")
 # issue 14's switches set to the readings before it: the 'groups' batch structure, failed plays as return 0, the
 # plateau on the win rate, the memory on full wins over the window
 PREVIOUS = {"selfplay": {"batch_structure": "groups"}, "agent": {"failed_plays": "zero"},
