@@ -54,7 +54,7 @@ GPU_PYTHON = "python" if DEPLOYED else PYTHON
 GPU_IMAGE = os.environ.get("SPADE_GPU_IMAGE", "containers/spade-gpu.sif")  # containers/Apptainer.def, built once
 # `train` declares no container: under apptainer its job runs on the host (this venv, or the conda environment
 # under conda), so that the launch script can call srun and scontrol, and every Ray process enters the image
-# itself (spade train --image, docs/CONTAINERS.md "Multi-node training")
+# itself (spade train --image, docs/CONTAINERS.md "Training, across nodes")
 TRAIN_PYTHON = "python" if DeploymentMethod.CONDA in DEPLOYMENT else PYTHON
 APPTAINER_ARGS = workflow.deployment_settings.apptainer_args or "--nv"
 # The cluster profile turns apptainer on; Snakemake refuses even to plan without the apptainer binary. A dry run
