@@ -29,6 +29,8 @@ PAPER_FIGURE_STEMS = {
     "fig18": "fig18_windowed_diversity",
 }
 PAPER_FIGURES_PRESENT = {fig: stem for fig, stem in PAPER_FIGURE_STEMS.items() if (SCRIPT_DIR / f"{stem}.py").is_file()}
+# reported values a figure draws (paper/reported/): an input, so editing one reruns that figure
+PAPER_FIGURE_REPORTED = {"fig18": Path(workflow.basedir) / "paper" / "reported" / "quoted_numbers.csv"}
 
 
 def paper_figure_configured_run(figure):
@@ -59,6 +61,7 @@ for _figure, _stem in PAPER_FIGURES_PRESENT.items():
             script=script(f"{_stem}.py"),
             mapping=FIGURE_RUNS,
             configured_run=paper_figure_configured_run(_figure),
+            reported=[str(PAPER_FIGURE_REPORTED[_figure])] if _figure in PAPER_FIGURE_REPORTED else [],
         params:
             runs=paper_figure_fingerprint(_figure),
         output:

@@ -146,6 +146,14 @@ def test_paper_on_the_toy_trains_only_the_toy(tmp_path):
     assert job_stats(full.stdout)["train"] == 1 + len(ablations)
 
 
+def test_figure_18_reads_its_reported_line_as_an_input(tmp_path):
+    """Editing paper/reported/quoted_numbers.csv (the SPADE Vendi line) reruns figure 18."""
+    run = snakemake(["-n", "paper_fig18", "--configfile", str(ROOT / "configs/default.yaml"), "--directory",
+                     str(tmp_path)])
+    (fig18,) = [job for job in jobs(run.stdout) if job["rule"] == "paper_fig18"]
+    assert str(ROOT / "paper" / "reported" / "quoted_numbers.csv") in fig18["input"]
+
+
 def test_fidelity_plans_the_base_model_and_the_last_checkpoint(tmp_path):
     run = snakemake(["-n", "fidelity", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)])
     assert run.returncode == 0, run.stderr[-3000:]
