@@ -57,7 +57,6 @@ from spade.paper_tables import (
     mapping_int,
     mapping_runs,
     mapping_step_rule,
-    off_scale,
     report_written,
     resolve_step,
     run_provenance,
@@ -65,7 +64,7 @@ from spade.paper_tables import (
     write_table,
 )
 from spade.report import NOT_RUN, ReportInputError, files_fingerprint, read_json, read_metrics, read_yaml
-from spade.scale import banner, run_scale
+from spade.scale import banner, off_scale, run_scale
 
 NA = "n/a"
 NO_VALID = "no valid env"
@@ -527,8 +526,7 @@ def build_comparison(mapping: dict, runs_root: str | Path | None,
     for d in data:
         entry, run = d.entry, d.entry["run"]
         prov = run_provenance(d.run_dir) if d.run_dir is not None else {}
-        off = off_scale(runs_root, run) if d.run_dir is not None else None  # the rows stand for 30B runs
-        offs += [off] if off else []
+        offs += off_scale(runs_root, [run], PAPER_30B) if d.run_dir is not None else []  # rows stand for 30B runs
         shown_run = f"{run} ({run_scale(runs_root, run).label()})" if d.run_dir is not None else (run or "—")
         lines.append(Line([entry["label"], shown_run], "", [d.cells[key].shown for key, _ in cols]))
         for key, header in cols:
@@ -548,7 +546,7 @@ def build_comparison(mapping: dict, runs_root: str | Path | None,
     notes += [f"n/a ({', '.join(where)}): {reason}." for reason, where in na_reasons.items()]
     table = Table("Environment sources compared: generation cost, learnability, diversity and held-out gain",
                   "tab:env-sources", ["Environment source", "Run (model, steps)"], [h for _, h in cols], [lines],
-                  notes, missing, kind_header=None, banner=banner(offs, [PAPER_30B]) if offs else "")
+                  notes, missing, kind_header=None, banner=banner(offs, [PAPER_30B]))
     return table, cells, inputs, {"columns": [{"key": k, "header": h} for k, h in cols], "sources": sources,
                                   "vendi_size": size, "banner": table.banner}
 

@@ -264,7 +264,7 @@ class FigureContext:
 
     def banner_text(self) -> str:
         """spade.scale.banner of the drawn runs not at the paper's scale; empty when every one is."""
-        return banner(self.off, self.off_backbones) if self.off else ""
+        return banner(self.off, self.off_backbones)
 
 
 def no_data(ax, what: str) -> None:

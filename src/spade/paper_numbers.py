@@ -61,7 +61,7 @@ from spade.report import (
     write_json_atomic,
     write_text_atomic,
 )
-from spade.scale import banner, comparable, run_scale
+from spade.scale import banner, off_scale
 
 NO_DATA = pt.NO_DATA
 PERCENT = 100.0
@@ -402,20 +402,13 @@ def load_eval_results(ctx: NumberContext, runs: Sequence[str]) -> pt.ResultIndex
     return pt.ResultIndex(tidy)
 
 
-def runs_off_scale(ctx: NumberContext, runs: Sequence[str], backbone: str = pt.PAPER_30B,
-                   model_only: bool = False) -> list:
-    """The scales of ``runs`` (those with a folder) that did not train ``backbone`` at the paper's step budget
-    (``model_only``: a base-model number, only the model must match)."""
-    scales = [run_scale(ctx.runs_root, run) for run in runs if ctx.run_dir(run)]
-    return [s for s in scales if not comparable(s, backbone, model_only=model_only)]
-
-
 def benchmark_average(ctx: NumberContext, spec: pt.BenchmarkTable, role: dict, results: pt.ResultIndex,
                       number: Number, backbone: str = pt.PAPER_30B) -> Number:
     """``number`` filled with the table's "avg" of the runs of ``role`` at the step its rule picks (the Table 1,
     2 or 6 cell, via :func:`spade.paper_tables._ours_row`), marked when a run is not at ``backbone``'s scale."""
     ctx.runs.update(role["runs"])
-    number.off = runs_off_scale(ctx, role["runs"], backbone, model_only=role["step"] == "base")
+    number.off = off_scale(ctx.runs_root, [r for r in role["runs"] if ctx.run_dir(r)], backbone,
+                           model_only=role["step"] == "base")  # a base-model number: only the model must match
     row = pt.ours_row(spec, {"runs": role["runs"], "step": role["step"]}, results, ctx.runs_root, pt.COLUMN_METRICS)
     number.detail = {"runs": role["runs"], "step_rule": role["step"],
                      "steps": [c.step for c in row["choices"]], "table": spec.name, "backbone": backbone}
@@ -528,7 +521,7 @@ def _run_or_missing(ctx: NumberContext, run: str | None, numbers: list[Number]) 
             _missing(number, NOT_RUN, ctx.absent([run] if run else []))
     else:  # the archive numbers quote the paper's 30B games run
         for number in numbers:
-            number.off = runs_off_scale(ctx, [run])
+            number.off = off_scale(ctx.runs_root, [run], pt.PAPER_30B)
     return folder
 
 
@@ -866,7 +859,7 @@ def render_macros(group: Group, numbers: Sequence[Number], script: str, mapping_
                "<this file>.provenance.json."), ""]
     off = list(dict.fromkeys(s for n in numbers if n.value is not None for s in n.off))
     backbones = [n.detail.get("backbone", pt.PAPER_30B) for n in numbers if n.value is not None and n.off]
-    text = latex_escape(banner(off, backbones)) if off else ""
+    text = latex_escape(banner(off, backbones))
     lines.append(f"% \\{scale_macro(group)}: the toy-scale banner of the paragraph quoting these numbers "
                  "(empty when every value of ours comes from a run at the paper's scale; toy values also carry "
                  "a superscript 'toy').")

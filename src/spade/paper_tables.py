@@ -66,7 +66,7 @@ from spade.report import (
     write_json_atomic,
     write_text_atomic,
 )
-from spade.scale import banner, comparable, run_scale
+from spade.scale import banner, off_scale
 
 NO_DATA = "no data"
 NOT_COMPUTED = "not computed"
@@ -800,8 +800,7 @@ def build_benchmark_table(spec: BenchmarkTable, mapping: dict, reported_path: st
                 ours[key]["cells"][column.key] = {"kind": "gain", "of": column.parts[0],
                                                   "base_row": _row_name(spec, base_key)}
 
-    scales = {run: run_scale(runs_root, run) for entry in entries.values() for run in entry["runs"]}
-    off_scale, off_backbones = [], []  # runs whose values sit under a backbone/step budget they did not train
+    offs, off_backbones = [], []  # runs whose values sit under a backbone/step budget they did not train
     groups, cells, missing = [], [], []
     for line_no, (key, row) in enumerate(zip(keys, rows), start=2):
         labels = [row[c] for c in label_keys]
@@ -814,8 +813,7 @@ def build_benchmark_table(spec: BenchmarkTable, mapping: dict, reported_path: st
         mine = ours[key]
         backbone = spec.row_backbone(row)
         base_row = entries[key]["step"] == "base"  # the untrained model: only the model must match
-        off = [scales[run] for run in entries[key]["runs"]
-               if not comparable(scales[run], backbone, model_only=base_row)]
+        off = off_scale(runs_root, entries[key]["runs"], backbone, model_only=base_row)
         ours_text, diff_text = [], []
         for column in spec.columns:
             value = mine["values"][column.key]
@@ -840,10 +838,10 @@ def build_benchmark_table(spec: BenchmarkTable, mapping: dict, reported_path: st
         if len(entries[key]["runs"]) > 1:
             detail += f"{', ' if detail else ''}mean of {len(entries[key]['runs'])} runs"
         if steps:  # a value of ours is shown: name the run(s) and, off the paper's scale, say so
-            detail = ", ".join(f"run {s.run}" for s in map(scales.get, entries[key]["runs"])) + f", {detail}"
+            detail = ", ".join(f"run {run}" for run in entries[key]["runs"]) + f", {detail}"
             if off:
                 detail += "; TOY SCALE: " + "; ".join(s.label() for s in off) + ", not comparable"
-                off_scale += off
+                offs += off
                 off_backbones.append(backbone)
         groups.append([Line(labels, OURS, ours_text, detail), Line([""] * len(labels), REPORTED, reported_text),
                        Line([""] * len(labels), DIFF, diff_text)])
@@ -853,7 +851,7 @@ def build_benchmark_table(spec: BenchmarkTable, mapping: dict, reported_path: st
             missing.append(f"{label}: {'; '.join(mine['missing'])}")
     table = Table(spec.caption, spec.label, [h for _, h in spec.label_columns], [c.header for c in spec.columns],
                   groups, benchmark_notes(spec, mapping, reported_path), missing,
-                  banner=banner(off_scale, off_backbones) if off_scale else "")
+                  banner=banner(offs, off_backbones))
     return table, cells
 
 
@@ -1085,14 +1083,9 @@ def run_provenance(run_dir: Path) -> dict:
     return {key: prov.get(key) for key in ("config_hash", "git_commit", "seed")}
 
 
-def off_scale(runs_root, run: str, backbone: str = PAPER_30B):
-    """The run's scale (spade.scale.RunScale) when it is not the paper's for ``backbone``, else None."""
-    scale = run_scale(runs_root, run)
-    return None if comparable(scale, backbone) else scale
-
-
-def scale_detail(run: str, off) -> str:
-    return f"run {run}" + (f"; TOY SCALE: {off.label()}, not comparable" if off else "")
+def scale_detail(run: str, off: list) -> str:
+    """The row detail of a run's values: its name and, off the paper's scale (spade.scale.off_scale), its scale."""
+    return f"run {run}" + (f"; TOY SCALE: {off[0].label()}, not comparable" if off else "")
 
 
 _SET_FILE = re.compile(r"^set_(\d+)\.json$")  # as spade.analysis.read_env_sets
@@ -1214,7 +1207,7 @@ def build_table7(mapping: dict, reported_path: str | Path, runs_root: str | Path
     else:
         measures, inputs, skipped = env_quality(run_dir, phases)
         prov = run_provenance(run_dir)
-    off = off_scale(runs_root, run) if measures is not None else None
+    off = off_scale(runs_root, [run], PAPER_30B) if measures is not None else []
     groups, cells = [], []
     for line_no, row in enumerate(rows, start=2):
         signal = row["signal"]
@@ -1259,7 +1252,7 @@ def build_table7(mapping: dict, reported_path: str | Path, runs_root: str | Path
         "not run: no run mapped or no run folder; no data: the run has nothing in that phase.",
     ]
     table = Table("Table 7: quality of generated environments early, mid and late in training", "tab:env-quality",
-                  ["Signal"], headers, groups, notes, missing, banner=banner([off], [PAPER_30B]) if off else "")
+                  ["Signal"], headers, groups, notes, missing, banner=banner(off, [PAPER_30B]))
     return table, cells, inputs
 
 
@@ -1367,8 +1360,8 @@ def build_table8(mapping: dict, reported_path: str | Path, runs_root: str | Path
             if ours["vendi_per_n"] is None:
                 missing.append(f"{label} (run {run}): {ours['sample']} designer-written environments; Vendi/n needs "
                                f"{vendi['size']}")
-        off = off_scale(runs_root, run) if ours is not None else None
-        offs += [off] if off else []
+        off = off_scale(runs_root, [run], PAPER_30B) if ours is not None else []
+        offs += off
         ours_text, reported_text, diff_text = [], [], []
         for key in columns:
             text = row[key]
@@ -1412,7 +1405,7 @@ def build_table8(mapping: dict, reported_path: str | Path, runs_root: str | Path
     ]
     headers = [header for _, header in TABLE8_COLUMNS]
     table = Table("Table 8: diversity of generated environments", "tab:diversity", ["Run"], headers, groups, notes,
-                  missing, banner=banner(offs, [PAPER_30B]) if offs else "")
+                  missing, banner=banner(offs, [PAPER_30B]))
     return table, cells, inputs
 
 

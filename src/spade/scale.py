@@ -54,8 +54,17 @@ def comparable(scale: RunScale, backbone: str, model_only: bool = False) -> bool
     return same_model and (model_only or scale.total_steps == paper_steps())
 
 
+def off_scale(runs_root, runs, backbone: str, model_only: bool = False) -> list[RunScale]:
+    """The scales of ``runs`` that are not comparable with ``backbone`` (:func:`comparable`); [] when all are."""
+    scales = [run_scale(runs_root, run) for run in runs]
+    return [s for s in scales if not comparable(s, backbone, model_only=model_only)]
+
+
 def banner(scales: list[RunScale], backbones: list[str]) -> str:
-    """One sentence for the top of an artifact whose values of ours come from runs not at the paper's scale."""
+    """One sentence for the top of an artifact whose values of ours come from runs not at the paper's scale;
+    "" when ``scales`` is empty (every value is at the paper's scale)."""
+    if not scales:
+        return ""
     runs = "; ".join(f"run {s.run}: {s.label()}" for s in dict.fromkeys(scales))
     shown = ", ".join(dict.fromkeys(backbones))
     return (f"TOY SCALE, NOT COMPARABLE: values of ours come from {runs}, not from the paper's setting "
