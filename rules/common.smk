@@ -9,7 +9,8 @@
 #               check); `results_dir` also replaces every run file's, so that all runs share one results folder.
 # A single-run config may also have the key `toy_ablations` (configs/default.yaml): run name -> settings laid over
 # the run's own, one extra run per entry (the ablations and baselines at toy scale). They are trained and evaluated
-# only for the target `toy_ablations` and the paper artifacts that map them, never for the default target.
+# only for the target `toy_ablations` and the paper artifacts that map them, never for the default target. The key
+# `learning_check` works the same way, but its runs are main runs: the default target trains and reports them.
 # RUNS maps each configured run's name to its typed config; every run-level rule (train, evaluate,
 # select_checkpoint, ...) reads its run's own config through the `run` wildcard. MAIN_RUNS are the runs of the
 # default target (`all`), the results and suite tables and `eval_toy`: every run of a multi-run config, the run
@@ -34,7 +35,7 @@ from spade.configtools import from_dict, load_yaml
 from spade.evals import registry
 from spade.rlhf.launch import resolve_openrlhf
 
-WORKFLOW_KEYS = ("runs", "pending", "toy_ablations")  # workflow keys that are not run settings
+WORKFLOW_KEYS = ("runs", "pending", "toy_ablations", "learning_check")  # workflow keys that are not run settings
 MULTI_RUN = "runs" in config
 WORKFLOW_CONFIG = {key: value for key, value in config.items() if key not in WORKFLOW_KEYS}
 
@@ -139,38 +140,52 @@ else:
                             "key 'runs', e.g. configs/paper.yaml)")
     RUNS, _RUN_DATA = {SPADE.run_name: SPADE}, {SPADE.run_name: WORKFLOW_CONFIG}
     PENDING = {}
-MAIN_RUNS = list(RUNS)
 
 
-def _load_toy_ablations(entries, base):
-    """The extra runs of config key `toy_ablations` -> ({name: SpadeConfig}, {name: settings}); each entry's settings
-    are laid over `base` (the single run's own settings) with `run_name` set to the entry's name."""
+def _load_overlay_runs(key, entries, base):
+    """The extra runs of config key `key` (`toy_ablations`, `learning_check`) -> ({name: SpadeConfig}, {name: settings});
+    each entry's settings are laid over `base` (the single run's own settings) with `run_name` set to the entry's name."""
     if not isinstance(entries, dict) or not entries:
-        raise WorkflowError(f"invalid configuration: config key 'toy_ablations' must map run names to the settings "
+        raise WorkflowError(f"invalid configuration: config key '{key}' must map run names to the settings "
                             f"each changes (e.g. toy_no_memory: {{memory: {{enabled: false}}}}), got {entries!r:.200}")
     typed, raw = {}, {}
     for name, overlay in entries.items():
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in RUNS:
-            raise WorkflowError(f"invalid configuration: config key 'toy_ablations' has run name {name!r}; allowed: "
+            raise WorkflowError(f"invalid configuration: config key '{key}' has run name {name!r}; allowed: "
                                 f"letters, digits, '_', '.', '-', and not the main run's name {SPADE.run_name!r}")
         if not isinstance(overlay, dict) or "run_name" in overlay or "results_dir" in overlay:
-            raise WorkflowError(f"invalid configuration: config key 'toy_ablations.{name}' must be a mapping of the "
+            raise WorkflowError(f"invalid configuration: config key '{key}.{name}' must be a mapping of the "
                                 "settings the run changes (without run_name, which is the entry's name, and "
                                 f"results_dir, which all runs share), got {overlay!r:.200}")
         data = deep_merge(deep_merge(base, overlay), {"run_name": name})
         try:
             typed[name] = from_dict(SpadeConfig, resolve_layers(data))
         except ConfigError as exc:
-            raise WorkflowError(f"invalid configuration: config key 'toy_ablations.{name}': {exc}")
+            raise WorkflowError(f"invalid configuration: config key '{key}.{name}': {exc}")
         raw[name] = data
     return typed, raw
 
 
-if "toy_ablations" in config:
+def _single_run_key(key):
     if MULTI_RUN:
-        raise WorkflowError("invalid configuration: config key 'toy_ablations' needs a single-run config (the toy, "
+        raise WorkflowError(f"invalid configuration: config key '{key}' needs a single-run config (the toy, "
                             "configs/default.yaml); a multi-run config lists every run under 'runs'")
-    _ablation_typed, _ablation_data = _load_toy_ablations(config["toy_ablations"], WORKFLOW_CONFIG)
+
+
+# `learning_check` (configs/default.yaml): short extra runs of the default target on tasks the toy model wins
+# sometimes (spade.envs.checks), so the default run shows whether training moves anything at all (issue 16)
+if "learning_check" in config:
+    _single_run_key("learning_check")
+    _check_typed, _check_data = _load_overlay_runs("learning_check", config["learning_check"], WORKFLOW_CONFIG)
+    RUNS.update(_check_typed)
+    _RUN_DATA.update(_check_data)
+LEARNING_CHECKS = [run for run in RUNS if run != SPADE.run_name] if not MULTI_RUN else []
+MAIN_RUNS = list(RUNS)
+
+
+if "toy_ablations" in config:
+    _single_run_key("toy_ablations")
+    _ablation_typed, _ablation_data = _load_overlay_runs("toy_ablations", config["toy_ablations"], WORKFLOW_CONFIG)
     RUNS.update(_ablation_typed)
     _RUN_DATA.update(_ablation_data)
 TOY_ABLATIONS = [run for run in RUNS if run not in MAIN_RUNS]
@@ -179,7 +194,8 @@ TOY_ABLATIONS = [run for run in RUNS if run not in MAIN_RUNS]
 # only after parsing). Any other mapped run is read as it is, if it exists, and its files' fingerprint is a param:
 # so `snakemake paper` on the toy config renders in minutes with the ablation rows "not run", and picks the
 # ablations up once `snakemake toy_ablations` has made them.
-PAPER_BUILT_RUNS = MAIN_RUNS + (TOY_ABLATIONS if "toy_ablations" in sys.argv[1:] else [])
+PAPER_BUILT_RUNS = [run for run in MAIN_RUNS if run not in LEARNING_CHECKS]  # no paper artifact maps a check
+PAPER_BUILT_RUNS += TOY_ABLATIONS if "toy_ablations" in sys.argv[1:] else []
 
 CONFIG_JSON = shlex.quote(json.dumps(WORKFLOW_CONFIG, sort_keys=True))  # the merged config, overrides included
 
@@ -389,6 +405,11 @@ def suite_files(wildcards=None):
 
 
 RUN_DIRS = " ".join(OUT.run_dir(run) for run in MAIN_RUNS)  # the --runs argument of the tables over the main runs
+
+
+def heldout_measure(wildcards):
+    """The 'benchmark:metric' the run table and training figure show as held-out: the run's first eval.select_by."""
+    return RUNS[wildcards.run].eval.select_by[0]
 
 
 def run_outputs():

@@ -64,7 +64,8 @@ rule designer_fidelity:
 rule fidelity:
     """Designer fidelity of every main run's base model and last checkpoint."""
     input:
-        [OUT.fidelity_file(run, step) for run in MAIN_RUNS for step in (0, RUNS[run].selfplay.checkpoint_steps()[-1])],
+        [OUT.fidelity_file(run, step) for run in MAIN_RUNS if run not in LEARNING_CHECKS
+         for step in (0, RUNS[run].selfplay.checkpoint_steps()[-1])],
 
 
 rule select_checkpoint:

@@ -23,6 +23,8 @@ rule run_table:
         script=script("table_toy_run.py"),
         results=OUT.results_table,
         summary=OUT.run_summary("{run}"),
+    params:
+        heldout=heldout_measure,
     output:
         OUT.run_table("{run}"),
     log:
@@ -32,7 +34,8 @@ rule run_table:
     shell:
         "{PYTHON} {input.script} --results {input.results} --metrics "
         + OUT.run_metrics("{wildcards.run}")
-        + " --benchmarks " + OUT.root + "/benchmarks --run {wildcards.run} --out {output} > {log} 2>&1"
+        + " --benchmarks " + OUT.root + "/benchmarks --run {wildcards.run} --heldout {params.heldout} --out {output} "
+        "> {log} 2>&1"
 
 
 rule training_figure:
@@ -40,6 +43,8 @@ rule training_figure:
         script=script("fig_toy_training.py"),
         results=OUT.results_table,
         summary=OUT.run_summary("{run}"),
+    params:
+        heldout=heldout_measure,
     output:
         OUT.training_figure("{run}"),
     log:
@@ -48,4 +53,4 @@ rule training_figure:
         run=RUN_PATTERN,
     shell:
         "{PYTHON} {input.script} --metrics " + OUT.run_metrics("{wildcards.run}")
-        + " --results {input.results} --run {wildcards.run} --out {output} > {log} 2>&1"
+        + " --results {input.results} --run {wildcards.run} --heldout {params.heldout} --out {output} > {log} 2>&1"

@@ -1,5 +1,5 @@
 """Training curves of one run: (a) agent no-hint win rate and return with 95% intervals, (b) designer validity and backfill,
-(c) held-out win rate per checkpoint against the base model.
+(c) the held-out measure (--heldout) per checkpoint against the base model; the title names the run and its scale.
 
     python paper/scripts/fig_toy_training.py --metrics results/runs/toy/metrics.jsonl \
         --results results/tables/results.csv --run toy --out results/figures/toy_training.pdf
@@ -21,6 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from spade.scale import run_scale  # noqa: E402
 from spade.report import (COLUMN_WIDTH_IN, PAPER_RC, heldout, provenance_record, read_metrics, read_tidy,  # noqa: E402
                           require_files, run_script, save_figure, sidecar_path, step_interval, training_series,
                           write_json_atomic)
@@ -75,9 +76,10 @@ def panel_designer(ax, records, missing) -> None:
     ax.legend(loc="best")
 
 
-def panel_heldout(ax, evals, run, missing) -> None:
-    ax.set_title("(c) held-out library", loc="left")
-    ax.set_ylabel("win rate")
+def panel_heldout(ax, evals, run, missing, measure="heldout_library:win_rate") -> None:
+    benchmark, _, metric = measure.partition(":")
+    ax.set_title(f"(c) held-out: {benchmark}", loc="left")
+    ax.set_ylabel(metric.replace("_", " "))
     ax.set_xlabel("training step")
     if not len(evals):
         return no_data(ax, f"held-out evaluations of run {run!r} in the results table", missing)
@@ -101,16 +103,21 @@ def main(argv=None) -> None:
     parser.add_argument("--metrics", type=Path, required=True, help="metrics.jsonl of the run")
     parser.add_argument("--results", type=Path, required=True, help="tidy results CSV (results_table.py)")
     parser.add_argument("--run", required=True, help="run name as in the results table")
+    parser.add_argument("--heldout", default="heldout_library:win_rate",
+                        help="benchmark:metric of panel (c) (the run's first eval.select_by entry)")
     parser.add_argument("--out", type=Path, required=True, help="PDF to write (the PNG goes next to it)")
     args = parser.parse_args(argv)
     require_files(args.metrics, args.results)
     records, tidy = read_metrics(args.metrics), read_tidy(args.results)
-    evals, missing = heldout(tidy, args.run), []
+    benchmark, _, metric = args.heldout.partition(":")
+    evals, missing = heldout(tidy, args.run, metric, benchmark), []
+    scale = run_scale(args.metrics.parent.parent, args.run)
     with plt.rc_context(PAPER_RC):
         fig, axes = plt.subplots(3, 1, figsize=(COLUMN_WIDTH_IN, 4.6), sharex=True, layout="constrained")
         panel_training(axes[0], records, missing)
         panel_designer(axes[1], records, missing)
-        panel_heldout(axes[2], evals, args.run, missing)
+        panel_heldout(axes[2], evals, args.run, missing, args.heldout)
+        fig.suptitle(f"run {args.run}: {scale.label()}", fontsize=7.5)
         axes[2].xaxis.set_major_locator(MaxNLocator(integer=True))
         outputs = save_figure(fig, args.out)
         plt.close(fig)

@@ -24,12 +24,14 @@ def main(argv=None) -> None:
     parser.add_argument("--metrics", type=Path, required=True, help="metrics.jsonl of the run")
     parser.add_argument("--benchmarks", type=Path, required=True, help="folder of Snakemake benchmark TSVs")
     parser.add_argument("--run", required=True, help="run name as in the results table")
+    parser.add_argument("--heldout", default="heldout_library:win_rate",
+                        help="benchmark:metric of the held-out rows (the run's first eval.select_by entry)")
     parser.add_argument("--out", type=Path, required=True, help="Markdown file to write (.tex goes next to it)")
     args = parser.parse_args(argv)
     require_files(args.results, args.metrics)
     times = stage_times(args.benchmarks)
     tidy = read_tidy(args.results)
-    rows = run_table_rows(args.run, tidy, read_metrics(args.metrics), times)
+    rows = run_table_rows(args.run, tidy, read_metrics(args.metrics), times, heldout_measure=args.heldout)
     caption = f"Run {args.run}: wall time per stage, designer statistics and win rates"
     tex = args.out.with_suffix(".tex")
     write_text_atomic(args.out, render_markdown(rows, caption))

@@ -42,6 +42,10 @@ class AgentConfig:
     paired_arms: bool = option(
         True, "Deviation (ours): hint and no-hint arms share seeds. false = unrelated seeds, as the official code."
     )
+    prompt_style: str = option(
+        "paper", "What an episode starts with: 'paper' = the system prompt; 'demonstration' (ours) adds one worked "
+        "exchange in the games' \\boxed{} answer format, for models too small to follow the instruction alone.",
+        choices=("paper", "demonstration"))
     failed_plays: str = option(
         "drop", "A no-hint play that ends in an environment failure (sandbox error, timeout, crash): 'drop' "
         "(reference code) leaves it out of its group's z-score, the window statistics and the training batch, and "
@@ -60,6 +64,7 @@ class EpisodeJob:
     seed: int
     arm: str = "no_hint"  # "no_hint" or "hint"
     hint: str = ""
+    env_kwargs: dict = field(default_factory=dict)  # extra constructor arguments, e.g. a library ``level``
 
 
 @dataclass
@@ -164,12 +169,13 @@ class EpisodeRunner:
 
     def __init__(self, backend: GenerationBackend, pool: SandboxPool, config: AgentConfig, system_prompts: dict):
         self.backend, self.pool, self.config = backend, pool, config
-        self.system_prompts = system_prompts  # kind -> system prompt text
+        self.system_prompts = system_prompts  # kind -> system prompt text, or the messages before the first observation
         self.chat = ChatTokens(backend.tokenizer)
 
     def _start(self, job: EpisodeJob, with_hint) -> _Live | EpisodeRecord:
         record = EpisodeRecord(job.env_id, job.seed, job.arm)
-        episode = self.pool.open(job.code, job.class_name, seed=job.seed, env_kwargs={"max_turns": self.config.max_turns})
+        episode = self.pool.open(job.code, job.class_name, seed=job.seed,
+                                 env_kwargs={"max_turns": self.config.max_turns, **job.env_kwargs})
         outcome = episode.reset(job.seed) if episode.opened.ok else episode.opened
         if not outcome.ok:
             episode.close()
@@ -180,7 +186,9 @@ class EpisodeRunner:
             observation += "\n\nTools (OpenAI function schemas):\n" + json.dumps(info["tools"], indent=1)
         if job.arm == "hint":
             observation = with_hint(observation, job.hint)
-        messages = [{"role": "system", "content": self.system_prompts[job.kind]}, {"role": "user", "content": observation}]
+        prefix = self.system_prompts[job.kind]
+        messages = [{"role": "system", "content": prefix}] if isinstance(prefix, str) else [dict(m) for m in prefix]
+        messages.append({"role": "user", "content": observation})
         record.token_ids = self.chat.first_prompt(messages)
         record.loss_mask = [0] * len(record.token_ids)
         record.rollout_logprobs = [0.0] * len(record.token_ids)

@@ -76,7 +76,7 @@ MODES = ("spade", "fixed_env_grpo", "fixed_pool", "rlve", "fixed_external_design
 FIXED_MODES = ("fixed_env_grpo", "fixed_pool", "rlve")
 POOL_MODES = ("fixed_pool", "rlve")  # modes whose environments do not come from the designer
 EXTERNAL_MODE = "fixed_external_designer"  # SPADE's loop with an external, untrained designer
-POOL_SOURCES = ("library", "mechanisms")  # what 'fixed_pool' draws from
+POOL_SOURCES = ("library", "mechanisms", "checks")  # what 'fixed_pool' draws from
 POOL_REDRAWS = ("step", "window")  # how often a designed pool's set is drawn (baseline.pool_redraw)
 EXTERNAL_POOLS = ("offline", "online")  # where the fixed external designer's environments come from
 RLVE_CURRICULA = ("adaptive", "fixed")  # how the difficulty of RLVE's environments moves
@@ -128,8 +128,9 @@ class BaselineConfig:
                              "library environment of the run's flavour and skills (held-out ones excluded).")
     pool_seed_offset: int = option(0, "fixed_pool/rlve: added to the master seed for sampling the pool into slots.")
     pool_source: str = option("library", "fixed_pool: where the pool comes from: 'library' (built-in environments, "
-                              "baseline.pool_envs) or 'mechanisms' (solved mechanism families after VHD-Play, "
-                              "baseline.mechanism_*).", choices=POOL_SOURCES)
+                              "baseline.pool_envs), 'mechanisms' (solved mechanism families after VHD-Play, "
+                              "baseline.mechanism_*) or 'checks' (the toy's learning-check tasks, spade.envs.checks; "
+                              "baseline.pool_envs names them, ['all'] = every one).", choices=POOL_SOURCES)
     mechanism_families: list = option(["all"], "fixed_pool with pool_source 'mechanisms': mechanism family names "
                                       "(spade.envs.mechanisms), or ['all'] for every registered family.")
     mechanism_instances: int = option(2, "pool_source 'mechanisms': instances (sampler seeds) per family; seeds "
@@ -400,6 +401,27 @@ class LibrarySource:
 
     def entries(self) -> list[PoolEntry]:
         return [PoolEntry(e.name, e.skill, e.source(), f"library:{e.name}") for e in self.envs]
+
+
+class CheckSource:
+    """The learning-check environments (``spade.envs.checks``): the toy's check that the trainer learns (issue 16)."""
+
+    label = "checks"
+
+    def __init__(self, config):
+        from spade.envs.checks import CHECKS, check_names
+
+        names = list(baseline_of(config).pool_envs)
+        self.names = check_names() if names == ["all"] else names
+        if not self.names:
+            raise ConfigError("config key 'baseline.pool_envs' is empty; give learning-check names or ['all']")
+        self.skills = CHECKS
+
+    def entries(self) -> list[PoolEntry]:
+        from spade.envs.checks import check_source
+
+        return [PoolEntry(name, self.skills.get(name, "check"), check_source(name, "baseline.pool_envs"),
+                          f"check:{name}") for name in self.names]
 
 
 def check_mechanism_pool(config) -> list:
@@ -772,6 +794,8 @@ def make_source(config, pool=None) -> EnvironmentSource:
     if mode == "fixed_pool":
         if base.pool_source == "mechanisms":
             return MechanismSource(config, pool)
+        if base.pool_source == "checks":
+            return CheckSource(config)
         return LibrarySource(config)
     if mode == "rlve":
         return RLVESource(config)

@@ -55,6 +55,10 @@ class SelfPlayConfig:
     backfill: bool = option(
         False, "Fill slots the designer left empty from the built-in library (toy runs with weak designers only)."
     )
+    library_level: str = option(
+        "standard", "Difficulty tier of backfilled library environments: 'standard', or 'easy' (ours, toy only: "
+        "smaller single-turn puzzles, only the library environments that have the tier are drawn).",
+        choices=("standard", "easy"))
     train_designer: bool = option(True, "Train on designer samples; false = the 'w/o ED training' ablation.")
     checkpoint_every: int = option(50, "Save a checkpoint every N steps (and at the end).", min=1)
     batch_structure: str = option(
@@ -173,12 +177,16 @@ class SpadeConfig:
                                       "baseline (spade.baselines).")
     toy_ablations: dict = option({}, "Workflow only (`snakemake toy_ablations`): run name -> settings laid over this "
                                  "config, one extra run per entry (rules/common.smk). A run itself ignores it.")
+    learning_check: dict = option({}, "Workflow only (the default target): run name -> settings laid over this "
+                                  "config, one extra main run per entry, the toy's learning check (rules/common.smk). "
+                                  "A run itself ignores it.")
 
     def __post_init__(self):
-        for name, overlay in self.toy_ablations.items():
-            if not isinstance(overlay, dict):
-                raise ConfigError(f"config key 'toy_ablations.{name}' must be a mapping of the settings the run "
-                                  f"changes, got {overlay!r:.120}")
+        for key in ("toy_ablations", "learning_check"):
+            for name, overlay in getattr(self, key).items():
+                if not isinstance(overlay, dict):
+                    raise ConfigError(f"config key '{key}.{name}' must be a mapping of the settings the run "
+                                      f"changes, got {overlay!r:.120}")
         seeds = self.validation.seeds
         if len(seeds) != 2 or len(set(seeds)) != 2 or not all(isinstance(s, int) for s in seeds):
             raise ConfigError(f"config key 'validation.seeds' must be two different integers, got {seeds!r}")

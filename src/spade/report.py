@@ -417,8 +417,9 @@ def _fmt(value, decimals: int, signed: bool = False) -> str:
 
 
 def run_table_rows(run: str, tidy: pd.DataFrame, records: list[dict], times: dict[str, float],
-                   decimals: int = 3, second_decimals: int = 1) -> list[tuple[str, str, str]]:
-    """The rows (quantity, value, detail) of the run table; every missing source reads ``not run``."""
+                   decimals: int = 3, second_decimals: int = 1, heldout_measure: str = f"{EVAL_BENCHMARK}:win_rate") -> list[tuple[str, str, str]]:
+    """The rows (quantity, value, detail) of the run table; every missing source reads ``not run``.
+    ``heldout_measure``: 'benchmark:metric' of the held-out rows (the run's first ``eval.select_by`` entry)."""
     rows = [(f"Wall time: {stage}{'_*' if prefix else ''} [s]",
              _fmt(stage_seconds(times, stage, prefix), second_decimals), "Snakemake benchmark")
             for stage, prefix in stages(run)]
@@ -449,7 +450,9 @@ def run_table_rows(run: str, tidy: pd.DataFrame, records: list[dict], times: dic
     def _se(value):  # an undefined standard error is not a missing source
         return _fmt(value, decimals) if value is not None and _finite(value) else "n/a"
 
-    evals = heldout(tidy, run)
+    benchmark, _, metric = heldout_measure.partition(":")
+    label = "Held-out win rate" if heldout_measure == f"{EVAL_BENCHMARK}:win_rate" else f"Held-out {benchmark} {metric}"
+    evals = heldout(tidy, run, metric, benchmark)
     base = evals[evals["step"] == 0]
     after = evals[evals["step"] > 0].tail(1)
     before_v = float(base["value"].iloc[0]) if len(base) else None
@@ -464,9 +467,9 @@ def run_table_rows(run: str, tidy: pd.DataFrame, records: list[dict], times: dic
 
     diff = after_v - before_v if before_v is not None and after_v is not None else None
     diff_se = (math.sqrt(base["stderr"].iloc[0] ** 2 + after["stderr"].iloc[0] ** 2) if diff is not None else None)
-    rows += [("Held-out win rate, base (step 0)", _fmt(before_v, decimals), detail(base)),
-             ("Held-out win rate, last checkpoint", _fmt(after_v, decimals), detail(after)),
-             ("Held-out win rate, change", _fmt(diff, decimals, signed=True),
+    rows += [(f"{label}, base (step 0)", _fmt(before_v, decimals), detail(base)),
+             (f"{label}, last checkpoint", _fmt(after_v, decimals), detail(after)),
+             (f"{label}, change", _fmt(diff, decimals, signed=True),
               f"s.e. {_se(diff_se)}" if diff is not None else "needs both evaluations")]
 
     played = [r for r in records if _finite(r.get("agent_win_rate")) and r.get("episodes")]
@@ -477,7 +480,34 @@ def run_table_rows(run: str, tidy: pd.DataFrame, records: list[dict], times: dic
         rows.append((f"Training mean return (no hint), {name} step",
                      _fmt(record and record.get("agent_mean_return"), decimals),
                      training_interval(record, "return", decimals) if record else "no log"))
+    rows.append(learning_signal_row(played, decimals))
     return rows
+
+
+def learning_signal(records: list) -> tuple[float, float, float, int, int] | None:
+    """Mean no-hint training return of the last quarter of the played steps minus the first quarter's, with its
+    95% percentile bootstrap interval over episodes (``agent_returns``; at least one step per quarter, no overlap):
+    (difference, low, high, episodes first, episodes last); None with fewer than 2 steps or no per-episode log."""
+    from spade.analysis.rates import bootstrap_mean_difference
+
+    played = [r for r in records if r.get("agent_returns")]
+    if len(played) < 2:
+        return None
+    k = max(1, len(played) // 4)
+    first = [x for r in played[:k] for x in r["agent_returns"]]
+    last = [x for r in played[-k:] for x in r["agent_returns"]]
+    return (*bootstrap_mean_difference(first, last, seed=0), len(first), len(last))
+
+
+def learning_signal_row(records: list, decimals: int = 3) -> tuple[str, str, str]:
+    signal = learning_signal(records)
+    name = "Training mean return (no hint), last quarter - first quarter of steps"
+    if signal is None:
+        return name, "not run", "needs 2 steps with per-episode returns (agent_returns)"
+    diff, low, high, n_first, n_last = signal
+    verdict = "excludes 0" if low > 0 or high < 0 else "includes 0"
+    return (name, _fmt(diff, decimals, signed=True), f"95% bootstrap interval [{low:.{decimals}f}, {high:.{decimals}f}] "
+            f"({verdict}); {n_first} and {n_last} episodes")
 
 
 def step_interval(record: dict, kind: str) -> tuple[float, float] | None:

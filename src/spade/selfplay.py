@@ -46,11 +46,12 @@ from spade import baselines
 from spade.advantages import designer_advantages, designer_upweight, grpo_advantages
 from spade.agent import EpisodeJob, EpisodeRunner
 from spade.config import SpadeConfig
+from spade.configtools import ConfigError
 from spade.designer.feedback import revision_chat
 from spade.designer.memory import EnvironmentMemory, MemoryRecord
-from spade.designer.prompts import agent_system_prompt, design_prompt, extract_hint, hint_prompt
+from spade.designer.prompts import agent_prompt, design_prompt, extract_hint, hint_prompt
 from spade.designer.skills import active_skills, sample_domain, sample_variant
-from spade.envs.library import library
+from spade.envs.library import level_kwargs, library
 from spade.envs.validate import Validator, store_rejection
 from spade.generation import SamplingParams
 from spade.seeding import derive_seed
@@ -105,6 +106,7 @@ class EnvSlot:
     paired_seeds: list = field(default_factory=list)  # episode seed of each entry of paired_returns
     distinct_rewards: list = field(default_factory=list)  # reward values observed (figure 16)
     designer_sample: dict | None = None  # token ids / mask / log-probs of the generation that made it
+    env_kwargs: dict = field(default_factory=dict)  # constructor arguments besides max_turns (a backfilled level)
     regret: float | None = None
     designer_reward: float | None = None
 
@@ -140,11 +142,16 @@ class SelfPlay:
         self.pool_dir = pool_dir  # a designed pool is also written here (env_pool.json) and reused from it
         self.memory, self.corpus = memory, corpus_sampler
         self.state = state or SelfPlayState()
-        prompts = {kind: agent_system_prompt(kind) for kind in ("game", "tool_use")}
+        prompts = {kind: agent_prompt(kind, config.agent.prompt_style) for kind in ("game", "tool_use")}
         self.runner = EpisodeRunner(backend, validator.pool, config.agent, prompts)
         heldout = set(config.eval.heldout_library.environments)
         self.backfill_pool = [e for e in library() if e.name not in heldout and
-                              (e.flavour == "tool_use") == (config.selfplay.flavour == "tool_use")]
+                              (e.flavour == "tool_use") == (config.selfplay.flavour == "tool_use") and
+                              config.selfplay.library_level in e.levels]
+        if config.selfplay.backfill and not self.backfill_pool:
+            raise ConfigError(f"config key 'selfplay.library_level': no library environment outside "
+                              f"eval.heldout_library.environments has level {config.selfplay.library_level!r} "
+                              f"for flavour {config.selfplay.flavour!r}")
         baselines.check_config(config)
         self.mode = baselines.baseline_of(config).mode
         self.designer_backend = None  # designs and hints through self.backend unless an external model writes them
@@ -266,6 +273,7 @@ class SelfPlay:
             if report.valid:
                 slot.valid, slot.code, slot.class_name, slot.kind = True, report.code, report.class_name, report.kind
                 slot.source = f"backfill:{entry.name}"
+                slot.env_kwargs = level_kwargs(entry, self.config.selfplay.library_level, "selfplay.library_level")
 
     def write_hints(self, slots: list, step: int) -> None:
         live = [slot for slot in slots if slot.valid]
@@ -302,7 +310,7 @@ class SelfPlay:
 
     def play(self, slots: list, step: int, arm: str, count: int | None = None) -> dict:
         """Play ``count`` episodes (default G) per valid slot; returns {env_id: [EpisodeRecord]}."""
-        jobs = [EpisodeJob(slot.env_id, slot.code, slot.class_name, slot.kind, seed, arm, slot.hint)
+        jobs = [EpisodeJob(slot.env_id, slot.code, slot.class_name, slot.kind, seed, arm, slot.hint, slot.env_kwargs)
                 for slot in slots if slot.valid for seed in self.episode_seeds(step, slot, arm, count)]
         records = self.runner.run(jobs, derive_seed(self.config.seed, "play", step, arm))
         grouped: dict = {}
@@ -804,6 +812,7 @@ class SelfPlay:
             "agent_win_rate": _mean([float(r.won) for r in records]),
             "agent_mean_return": _mean([r.final_return for r in records]),
             "agent_return_sd": _sd([r.final_return for r in records]),  # sample sd: the interval of the mean return
+            "agent_returns": [r.final_return for r in records],  # [episodes] for the bootstrap of the learning signal
             "mean_turns": _mean([r.turns for r in records]),
             "mean_generated_tokens": _mean([r.generated_tokens for r in records]),
             "env_failures": failures,

@@ -81,16 +81,17 @@ class LocalTrainer:
             self.optimizer.zero_grad(set_to_none=True)
             for m in range(0, len(chunk), tc.micro_batch):
                 batch = self._batch(chunk[m : m + tc.micro_batch])
-                with torch.no_grad():  # pi_old: the policy before this update (equal to pi_theta at first)
-                    self.model.eval()
-                    old = self._logprobs(self.model, batch["ids"], batch["attention"])
+                with torch.no_grad():
                     ref = self._logprobs(self.reference, batch["ids"], batch["attention"]) if self.reference else None
+                self.model.train()
+                logprobs = self._logprobs(self.model, batch["ids"], batch["attention"])
+                # pi_old is the policy of the weights this optimizer step starts from, i.e. pi_theta itself (one
+                # optimizer step per chunk, no epochs), so its log-probs are these, detached: no second forward pass
+                old = logprobs.detach()
                 tis = None
                 if tc.tis and bool(batch["delayed"].any()):
                     weights = tis_weights(old, batch["rollout"], tc.tis_cap)
                     tis = torch.where(batch["delayed"][:, None], weights, torch.ones_like(weights))
-                self.model.train()
-                logprobs = self._logprobs(self.model, batch["ids"], batch["attention"])
                 loss, info = grpo_loss(logprobs, old, batch["advantages"], batch["mask"], tc.eps_low, tc.eps_high,
                                        tc.kl_coef, ref, tis, batch["weights"])
                 share = float(batch["mask"].sum()) / total_tokens  # token-mean over the whole optimizer step

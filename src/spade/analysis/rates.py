@@ -98,3 +98,23 @@ def valid_env_rate_from_sets(env_sets: Iterable[Mapping], confidence: float = 0.
     if attempts == 0:
         raise ValueError("env_sets hold no validation reports")
     return rate_estimate(valid, attempts, confidence)
+
+
+def bootstrap_mean_difference(before, after, resamples: int = 2000, seed: int = 0,
+                              confidence: float = 0.95) -> tuple[float, float, float]:
+    """mean(after) - mean(before) and its percentile bootstrap interval: each resample draws ``len(before)``
+    values from ``before`` and ``len(after)`` from ``after`` with replacement (two independent samples)."""
+    import random
+
+    before, after = [float(x) for x in before], [float(x) for x in after]
+    if not before or not after:
+        raise ValueError(f"both samples need values, got {len(before)} and {len(after)}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    c = _confidence(confidence)
+    rng = random.Random(seed)
+    diffs = sorted(sum(rng.choices(after, k=len(after))) / len(after) - sum(rng.choices(before, k=len(before)))
+                   / len(before) for _ in range(resamples))
+    low = diffs[int(math.floor((1 - c) / 2 * (resamples - 1)))]
+    high = diffs[int(math.ceil((1 + c) / 2 * (resamples - 1)))]
+    return sum(after) / len(after) - sum(before) / len(before), low, high

@@ -24,6 +24,7 @@ __all__ = [
     "HINT_CLOSE",
     "HINT_OPEN",
     "agent_system_prompt",
+    "agent_prompt",
     "design_prompt",
     "extract_hint",
     "flavour_kind",
@@ -348,6 +349,27 @@ def agent_system_prompt(kind: str, tools: list | None = None) -> str:
         listed = "\n".join(json.dumps(tool, sort_keys=True) for tool in tools)
         text += f"\n\nAvailable tools:\n{listed}"
     return text
+
+
+AGENT_PROMPT_STYLES = ("paper", "demonstration")
+# one worked exchange in the answer format of a game, shown before the first observation with style 'demonstration'
+_GAME_DEMONSTRATION = (
+    "What is 7 + 5? Give the number inside \\boxed{...}, for example \\boxed{3}.",
+    "7 + 5 = 12. \\boxed{12}",
+)
+
+
+def agent_prompt(kind: str, style: str = "paper") -> list:
+    """The messages an episode starts with, before its first observation: the system prompt, and with ``style``
+    'demonstration' (ours, for very small models that ignore the format instruction) one worked exchange in the
+    games' \\boxed{} format. Tool use has no demonstration: its format is a tool call."""
+    if style not in AGENT_PROMPT_STYLES:
+        raise ValueError(f"agent.prompt_style must be one of {AGENT_PROMPT_STYLES}, got {style!r}")
+    messages = [{"role": "system", "content": agent_system_prompt(kind)}]
+    if style == "demonstration" and kind != "tool_use":
+        question, answer = _GAME_DEMONSTRATION
+        messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    return messages
 
 
 def with_hint(observation: str, hint: str) -> str:

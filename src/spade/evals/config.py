@@ -10,7 +10,7 @@ from spade.evals.aime import AIMEConfig
 from spade.evals.bfcl import BfclMultiTurnConfig
 from spade.evals.gem_games import GemGamesConfig
 from spade.evals.gpqa import GPQADiamondConfig
-from spade.evals.heldout import HeldoutLibraryConfig
+from spade.evals.heldout import HeldoutLibraryConfig, LearningCheckConfig
 from spade.evals.heldout_mechanisms import HeldoutMechanismsConfig
 from spade.evals.livecodebench import LiveCodeBenchConfig
 from spade.evals.reasoning_gym import ReasoningGymConfig
@@ -47,6 +47,8 @@ class EvalConfig:
                             "subsample for smoke tests; the result records it).", min=0)
     throughput: ThroughputConfig = option(ThroughputConfig(), "The batched-vs-naive throughput measurement.")
     heldout_library: HeldoutLibraryConfig = option(HeldoutLibraryConfig(), "Built-in environments as a held-out suite.")
+    learning_check: LearningCheckConfig = option(LearningCheckConfig(), "Held-out instances of the toy's learning-check "
+                                                 "tasks (spade.envs.checks; not a paper benchmark).")
     heldout_mechanisms: HeldoutMechanismsConfig = option(HeldoutMechanismsConfig(), "Mechanism families (VHD-Play) as "
                                                          "a held-out suite: written-out, written and agentic scores.")
     reasoning_gym_hard: ReasoningGymConfig = option(ReasoningGymConfig(), "Reasoning Gym hard split (100 tasks).")

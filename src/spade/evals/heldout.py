@@ -1,4 +1,5 @@
-"""Built-in environment library as a held-out agentic suite: win rate and mean return (spec 9).
+"""Built-in environment library as a held-out agentic suite: win rate and mean return (spec 9); and the toy's
+learning check on held-out instances of its tasks (``learning_check``).
 
 The environments named in ``eval.heldout_library.environments`` are never used for backfill or memory
 seeding, so they measure transfer within the library. They run in the sandbox, exactly as in training
@@ -20,6 +21,10 @@ class HeldoutLibraryConfig:
     environments: list = option([], "Built-in environments held out of backfill and memory; each is evaluated.")
     episodes: int = option(8, "Episodes per environment.", min=1)
     max_turns: int = option(25, "Most agent turns per episode (paper: 25, the agent's training limit).", min=1)
+    level: str = option("standard", "Difficulty tier every environment is played at: 'standard', or 'easy' (ours, "
+                        "toy; only environments that have it, see `spade env list`).", choices=("standard", "easy"))
+    prompt_style: str = option("paper", "How each episode starts, as agent.prompt_style (keep the two equal).",
+                               choices=("paper", "demonstration"))
 
 
 def run_episodes(jobs: list, ctx: EvalContext, max_turns: int, prompts: dict) -> list:
@@ -45,31 +50,35 @@ class HeldoutLibrary(Benchmark):
     name = "heldout_library"
     config_cls = HeldoutLibraryConfig
 
-    def items(self) -> list[Item]:
-        from spade.envs.library import get_env
+    def _environment(self, name: str) -> tuple:
+        """(source file, agent kind, constructor arguments) of environment ``name``."""
+        from spade.envs.library import get_env, level_kwargs
 
+        entry = get_env(name)
+        kind = "tool_use" if entry.flavour == "tool_use" else "game"
+        return entry.source(), kind, level_kwargs(entry, self.config.level, f"eval.{self.name}.level")
+
+    def items(self) -> list[Item]:
         if not self.config.environments:
-            raise ConfigError("config key 'eval.heldout_library.environments' is empty; "
-                              "name at least one built-in environment (see `spade env check-library`)")
+            raise ConfigError(f"config key 'eval.{self.name}.environments' is empty; name at least one environment")
         items = []
         for name in self.config.environments:
-            entry = get_env(name)
-            kind = "tool_use" if entry.flavour == "tool_use" else "game"
+            _, kind, _ = self._environment(name)  # an unknown name or level fails here, before any model call
             items += [Item(f"{name}/{i:03d}", {"env": name, "kind": kind, "episode": i}, group=name)
                       for i in range(self.config.episodes)]
         return items
 
     def play(self, items, ctx: EvalContext) -> list[ItemRecord]:
         from spade.agent import EpisodeJob
-        from spade.designer.prompts import agent_system_prompt
+        from spade.designer.prompts import agent_prompt
         from spade.envs.intake import intake
-        from spade.envs.library import get_env
 
-        jobs, prompts = [], {kind: agent_system_prompt(kind) for kind in ("game", "tool_use")}
+        jobs, prompts = [], {kind: agent_prompt(kind, self.config.prompt_style) for kind in ("game", "tool_use")}
         for item in items:
-            code = intake(get_env(item.payload["env"]).source())
-            jobs.append(EpisodeJob(item.payload["env"], code.code, code.class_name, item.payload["kind"],
-                                   ctx.item_seed(item.id)))
+            source, kind, env_kwargs = self._environment(item.payload["env"])
+            code = intake(source)
+            jobs.append(EpisodeJob(item.payload["env"], code.code, code.class_name, kind, ctx.item_seed(item.id),
+                                   env_kwargs=env_kwargs))
         episodes = run_episodes(jobs, ctx, self.config.max_turns, prompts)
         records = []
         for item, episode in zip(items, episodes):
@@ -96,3 +105,28 @@ class HeldoutLibrary(Benchmark):
             metrics += [mean_metric(f"win_rate/{env}", [r.score for r in mine]),
                         mean_metric(f"mean_return/{env}", [r.extra["return"] for r in mine])]
         return metrics
+
+
+@dataclass(frozen=True)
+class LearningCheckConfig:
+    environments: list = option(["digit_reply"], "Learning-check environments (spade.envs.checks) evaluated, on "
+                                "instances the run never trained on (evaluation seeds).")
+    episodes: int = option(32, "Episodes per environment; the interval of a win rate of ~0.3 is about +-0.16 at 32.",
+                           min=1)
+    max_turns: int = option(2, "Most agent turns per episode (the learning check's training limit).", min=1)
+    prompt_style: str = option("demonstration", "How each episode starts, as agent.prompt_style of the check run.",
+                               choices=("paper", "demonstration"))
+
+
+@register_benchmark
+class LearningCheck(HeldoutLibrary):
+    """Held-out instances of the learning-check tasks (``spade.envs.checks``): the toy's evidence that training
+    moves a measure outside its own episodes (issue 16). Not a paper benchmark."""
+
+    name = "learning_check"
+    config_cls = LearningCheckConfig
+
+    def _environment(self, name: str) -> tuple:
+        from spade.envs.checks import check_source
+
+        return check_source(name, f"eval.{self.name}.environments"), "game", {}

@@ -46,6 +46,8 @@ class HeldoutMechanismsConfig:
                               min=0)
     max_turns: int = option(25, "Most agent turns per episode (the agent's training limit; written_out uses one).",
                             min=1)
+    prompt_style: str = option("paper", "How each episode starts, as agent.prompt_style (keep the two equal).",
+                               choices=("paper", "demonstration"))
 
     def __post_init__(self):
         if not self.presentations:
@@ -104,7 +106,7 @@ class HeldoutMechanisms(Benchmark):
 
     def play(self, items, ctx: EvalContext) -> list[ItemRecord]:
         from spade.agent import EpisodeJob
-        from spade.designer.prompts import agent_system_prompt
+        from spade.designer.prompts import agent_prompt
         from spade.envs.intake import intake
         from spade.envs.mechanisms import render, sample_instance
 
@@ -115,7 +117,7 @@ class HeldoutMechanisms(Benchmark):
                 instances[key] = sample_instance(*key)
             code = intake(render(instances[key], item.payload["presentation"]))
             jobs.append(EpisodeJob(item.id, code.code, code.class_name, "game", ctx.item_seed(item.id)))
-        episodes = run_episodes(jobs, ctx, self.config.max_turns, {"game": agent_system_prompt("game")})
+        episodes = run_episodes(jobs, ctx, self.config.max_turns, {"game": agent_prompt("game", self.config.prompt_style)})
         records = []
         for item, episode in zip(items, episodes):
             instance = instances[(item.payload["family"], item.payload["seed"])]

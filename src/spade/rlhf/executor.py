@@ -111,14 +111,14 @@ class SpadeAgentExecutor(AgentExecutorBase):
     def _episode_runner(self, tokenizer):
         if self._runner is None:
             from spade.agent import EpisodeRunner
-            from spade.designer.prompts import agent_system_prompt
+            from spade.designer.prompts import agent_prompt
             from spade.sandbox.pool import SandboxPool
 
             if self._pool is None:
                 workers = self._config.openrlhf.sandbox_workers_per_engine
                 self._pool = SandboxPool(replace(self._config.sandbox, workers=workers))
             self._threads = ThreadPoolExecutor(max_workers=len(self._pool.workers), thread_name_prefix="spade-sandbox")
-            prompts = {kind: agent_system_prompt(kind) for kind in ("game", "tool_use")}
+            prompts = {kind: agent_prompt(kind, self._config.agent.prompt_style) for kind in ("game", "tool_use")}
             self._runner = EpisodeRunner(_TokenizerOnly(tokenizer), self._pool, self._config.agent, prompts)
         return self._runner
 

@@ -38,6 +38,7 @@ class LibraryEnv:
     flavour: str  # one of FLAVOURS
     hidden_state: bool  # multi-turn with hidden state and partial reward
     description: str
+    levels: tuple = ("standard",)  # difficulty tiers its constructor takes as ``level`` (first = default)
 
     @property
     def path(self) -> Path:
@@ -60,6 +61,8 @@ def register_env(entry: LibraryEnv) -> LibraryEnv:
         raise ValueError(f"library environment {entry.name!r}: skill {entry.skill!r} is not one of {allowed}")
     if entry.flavour not in FLAVOURS:
         raise ValueError(f"library environment {entry.name!r}: flavour {entry.flavour!r} is not one of {FLAVOURS}")
+    if not entry.levels or entry.levels[0] != "standard":
+        raise ValueError(f"library environment {entry.name!r}: levels {entry.levels!r} must start with 'standard'")
     _REGISTRY[entry.name] = entry
     return entry
 
@@ -67,6 +70,16 @@ def register_env(entry: LibraryEnv) -> LibraryEnv:
 def library() -> list[LibraryEnv]:
     """All registered environments, sorted by name."""
     return [_REGISTRY[name] for name in sorted(_REGISTRY)]
+
+
+def level_kwargs(entry: LibraryEnv, level: str, key: str) -> dict:
+    """Constructor arguments that play ``entry`` at ``level`` ({} for 'standard'); ``key`` names the config key."""
+    from spade.configtools import ConfigError
+
+    if level not in entry.levels:
+        raise ConfigError(f"config key '{key}': library environment {entry.name!r} has no level {level!r}; "
+                          f"its levels are {list(entry.levels)}")
+    return {} if level == "standard" else {"level": level}
 
 
 def get_env(name: str) -> LibraryEnv:

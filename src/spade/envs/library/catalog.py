@@ -1,4 +1,7 @@
-"""Registration of every built-in environment (one ``register_env`` call per file)."""
+"""Registration of every built-in environment (one ``register_env`` call per file).
+
+``levels``: the single-turn puzzles also take ``level="easy"``, smaller instances of the same task (issue 16) that
+a 135M model sometimes wins; the toy backfills and evaluates at that level (``selfplay.library_level``)."""
 
 from spade.envs.library import LibraryEnv, register_env  # noqa: F401
 
@@ -9,6 +12,7 @@ register_env(LibraryEnv(
     flavour="puzzle",
     hidden_state=False,
     description="Find the smallest positive number with three or four given remainders (Chinese remainder theorem).",
+    levels=("standard", "easy"),
 ))
 register_env(LibraryEnv(
     name="hidden_linear_system",
@@ -26,6 +30,7 @@ register_env(LibraryEnv(
     flavour="puzzle",
     hidden_state=False,
     description="Knights and knaves with 3-5 inhabitants and a unique solution; answer K/N per inhabitant.",
+    levels=("standard", "easy"),
 ))
 register_env(LibraryEnv(
     name="secret_profile_probe",
@@ -60,6 +65,7 @@ register_env(LibraryEnv(
     flavour="puzzle",
     hidden_state=False,
     description="Give the next two terms of an integer sequence from one of several rule families.",
+    levels=("standard", "easy"),
 ))
 register_env(LibraryEnv(
     name="shift_cipher_probe",
@@ -77,6 +83,7 @@ register_env(LibraryEnv(
     flavour="puzzle",
     hidden_state=False,
     description="0/1 knapsack over 6-8 items; any selection reaching the optimal value is accepted.",
+    levels=("standard", "easy"),
 ))
 register_env(LibraryEnv(
     name="job_order_game",
@@ -111,6 +118,7 @@ register_env(LibraryEnv(
     hidden_state=False,
     description="From a log of switch settings and lamp states, infer which switch drives each lamp and whether "
     "through an inverter.",
+    levels=("standard", "easy"),
 ))
 
 # ----- tool use --------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import random
 import re
 
 BOXED_RE = re.compile(r"\\boxed\{([^{}]*)\}")
+LEVELS = ("standard", "easy")  # easy: 2 small moduli (3-5) instead of 3-4 of 4-13 (a tier a very small model sometimes wins)
 MODULI_POOL = [4, 5, 7, 9, 11, 13]
 
 
@@ -17,8 +18,11 @@ def first_boxed(action):
 
 
 class CrtResiduePuzzle:
-    def __init__(self, max_turns=20, **kwargs):
+    def __init__(self, max_turns=20, level="standard", **kwargs):
         self.max_turns = max_turns
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        self.level = level
         self.moduli = []
         self.residues = []
         self.target = 0
@@ -29,10 +33,15 @@ class CrtResiduePuzzle:
 
     def reset(self, seed=None):
         rng = random.Random(seed)
-        count = rng.choice([3, 3, 4])
-        self.moduli = sorted(rng.sample(MODULI_POOL, count))
-        product = math.prod(self.moduli)
-        self.target = rng.randint(101, min(product - 1, 4000))
+        if self.level == "easy":
+            self.moduli = sorted(rng.sample([3, 4, 5], 2))
+            product = math.prod(self.moduli)
+            self.target = rng.randint(1, product - 1)
+        else:
+            count = rng.choice([3, 3, 4])
+            self.moduli = sorted(rng.sample(MODULI_POOL, count))
+            product = math.prod(self.moduli)
+            self.target = rng.randint(101, min(product - 1, 4000))
         self.residues = [self.target % m for m in self.moduli]
         self.turn = 0
         self.done = False

@@ -8,6 +8,7 @@ import random
 import re
 
 BOXED_RE = re.compile(r"\\boxed\{([^{}]*)\}")
+LEVELS = ("standard", "easy")  # easy: 3 items instead of 6-8 (a tier a very small model sometimes wins)
 LABELS = "ABCDEFGH"
 ITEM_NAMES = ["lamp", "rope", "tent", "stove", "map", "knife", "radio", "kettle", "blanket", "camera", "flask", "torch"]
 
@@ -27,8 +28,11 @@ def best_value(weights, values, capacity):
 
 
 class KnapsackSelection:
-    def __init__(self, max_turns=20, **kwargs):
+    def __init__(self, max_turns=20, level="standard", **kwargs):
         self.max_turns = max_turns
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        self.level = level
         self.names = []
         self.weights = []
         self.values = []
@@ -41,7 +45,7 @@ class KnapsackSelection:
 
     def reset(self, seed=None):
         rng = random.Random(seed)
-        count = rng.choice([6, 7, 8])
+        count = 3 if self.level == "easy" else rng.choice([6, 7, 8])
         while True:
             self.names = rng.sample(ITEM_NAMES, count)
             self.weights = [rng.randint(2, 12) for _ in range(count)]

@@ -8,6 +8,7 @@ import random
 import re
 
 BOXED_RE = re.compile(r"\\boxed\{([^{}]*)\}")
+LEVELS = ("standard", "easy")  # easy: 2 inhabitants instead of 3-5 (a tier a very small model sometimes wins)
 NAME_POOL = ["Ada", "Bram", "Cleo", "Dario", "Esme", "Farid", "Greta", "Hugo"]
 
 
@@ -62,8 +63,11 @@ def describe(claim, names, speaker):
 
 
 class KnightsKnavesPuzzle:
-    def __init__(self, max_turns=20, **kwargs):
+    def __init__(self, max_turns=20, level="standard", **kwargs):
         self.max_turns = max_turns
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        self.level = level
         self.names = []
         self.world = ()
         self.statements = []
@@ -90,7 +94,7 @@ class KnightsKnavesPuzzle:
 
     def reset(self, seed=None):
         rng = random.Random(seed)
-        size = rng.choice([3, 4, 4, 5])
+        size = 2 if self.level == "easy" else rng.choice([3, 4, 4, 5])
         self.names = rng.sample(NAME_POOL, size)
         while True:
             self.world = tuple(rng.random() < 0.5 for _ in range(size))

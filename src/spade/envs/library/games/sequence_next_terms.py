@@ -8,6 +8,7 @@ import random
 import re
 
 BOXED_RE = re.compile(r"\\boxed\{([^{}]*)\}")
+LEVELS = ("standard", "easy")  # easy: arithmetic sequences only (a tier a very small model sometimes wins)
 SHOWN = 6
 
 
@@ -47,8 +48,11 @@ def build_sequence(rng, length):
 
 
 class SequenceNextTerms:
-    def __init__(self, max_turns=20, **kwargs):
+    def __init__(self, max_turns=20, level="standard", **kwargs):
         self.max_turns = max_turns
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        self.level = level
         self.terms = []
         self.turn = 0
         self.done = False
@@ -56,7 +60,11 @@ class SequenceNextTerms:
 
     def reset(self, seed=None):
         rng = random.Random(seed)
-        self.terms = build_sequence(rng, SHOWN + 2)
+        if self.level == "easy":
+            start, step = rng.randint(1, 9), rng.randint(1, 2)
+            self.terms = [start + step * i for i in range(SHOWN + 2)]
+        else:
+            self.terms = build_sequence(rng, SHOWN + 2)
         self.turn = 0
         self.done = False
         shown = ", ".join(str(t) for t in self.terms[:SHOWN])

@@ -7,6 +7,7 @@ import random
 import re
 
 BOXED_RE = re.compile(r"\\boxed\{([^{}]*)\}")
+LEVELS = ("standard", "easy")  # easy: 2 switches and 1 lamp instead of 4-5 and 3-4 (a tier a very small model sometimes wins)
 
 
 def first_boxed(action):
@@ -20,8 +21,11 @@ def lamp_state(row, wiring):
 
 
 class SwitchLampLog:
-    def __init__(self, max_turns=20, **kwargs):
+    def __init__(self, max_turns=20, level="standard", **kwargs):
         self.max_turns = max_turns
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        self.level = level
         self.switches = 0
         self.wiring = []
         self.rows = []
@@ -39,12 +43,13 @@ class SwitchLampLog:
 
     def reset(self, seed=None):
         rng = random.Random(seed)
-        self.switches = rng.choice([4, 5])
-        lamps = rng.choice([3, 4])
+        easy = self.level == "easy"
+        self.switches = 2 if easy else rng.choice([4, 5])
+        lamps = 1 if easy else rng.choice([3, 4])
         self.wiring = [(rng.randrange(self.switches), rng.random() < 0.4) for _ in range(lamps)]
         while True:
             self.rows = []
-            for _ in range(rng.randint(4, 6)):
+            for _ in range(rng.randint(2, 3) if easy else rng.randint(4, 6)):
                 row = [rng.random() < 0.5 for _ in range(self.switches)]
                 self.rows.append((row, [lamp_state(row, w) for w in self.wiring]))
             if all(len(self._consistent(lamp)) == 1 for lamp in range(lamps)):
