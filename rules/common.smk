@@ -143,8 +143,9 @@ else:
 
 
 def _load_overlay_runs(key, entries, base):
-    """The extra runs of config key `key` (`toy_ablations`, `learning_check`) -> ({name: SpadeConfig}, {name: settings});
-    each entry's settings are laid over `base` (the single run's own settings) with `run_name` set to the entry's name."""
+    """The extra runs of config key `key` (`toy_ablations`, `learning_check`) -> ({name: SpadeConfig},
+    {name: settings}); each entry's settings are laid over `base` (the single run's own settings) with `run_name` set
+    to the entry's name."""
     if not isinstance(entries, dict) or not entries:
         raise WorkflowError(f"invalid configuration: config key '{key}' must map run names to the settings "
                             f"each changes (e.g. toy_no_memory: {{memory: {{enabled: false}}}}), got {entries!r:.200}")

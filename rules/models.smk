@@ -1,6 +1,7 @@
 # Model and corpus preparation: a local Hugging Face folder per model card, the offline corpus. Runs share them:
 # each model folder and corpus is built from the config of a run that uses it (the runs using one must agree on
-# what it is built from; common.smk checks that at parse time).
+# what it is built from; common.smk checks that at parse time). A model folder always comes from the config of a run
+# of its own card: with several runs (the toy's learning check uses another card) each card has its own JSON.
 
 
 def card_config_hash(wildcards):
@@ -14,7 +15,7 @@ def corpus_config_hash(wildcards):
 rule prepare_model:
     params:
         config=card_config_hash,
-        **({"config_json": lambda wildcards: MODEL_CARDS[wildcards.card][1]} if MULTI_RUN else {}),
+        **({"config_json": lambda wildcards: MODEL_CARDS[wildcards.card][1]} if PER_RUN_JSON else {}),
     output:
         directory(OUT.model_dir("{card}")),
     log:
@@ -24,7 +25,7 @@ rule prepare_model:
     wildcard_constraints:
         card=_regex(MODEL_CARDS),
     shell:
-        "{PYTHON} -m spade.cli model prepare --config-json " + SHARED_CONFIG_ARG + " --out {output} > {log} 2>&1"
+        "{PYTHON} -m spade.cli model prepare --config-json " + CONFIG_ARG + " --out {output} > {log} 2>&1"
 
 
 rule build_corpus:

@@ -176,3 +176,43 @@ def test_learning_signal_compares_the_first_and_last_quarter():
     name, value, detail = learning_signal_row(records)
     assert value == "+0.600" and "excludes 0" in detail
     assert learning_signal_row(records[:1])[1] == "not run"
+
+
+# ----- the easy level in self-play --------------------------------------------------------------------------------
+def test_backfill_at_the_easy_level_plays_it_and_keeps_it(tiny_model, pool):
+    """selfplay.library_level 'easy' backfills only environments that have the level, outside the held-out set; the
+    slot carries the level to its episodes, into a designed pool's entries and across a fixed set's windows."""
+    from spade.designer.memory import EnvironmentMemory
+    from spade.envs.validate import Validator
+    from spade.selfplay import EnvSlot, SelfPlay, _reopened
+    from tests.test_baselines import config_with, make_core
+
+    config = config_with({"selfplay": {"backfill": True, "library_level": "easy",
+                                       "skills": ["optimization", "causal_inference"]}})
+    _, tokenizer = tiny_model
+    core, _ = make_core(config, pool, tokenizer)
+    assert sorted(e.name for e in core.backfill_pool) == ["knapsack_selection", "knights_knaves_puzzle",
+                                                          "sequence_next_terms", "switch_lamp_log"]
+    slots = [EnvSlot(f"s-{skill}", skill, 0, "designer") for skill in ("optimization", "causal_inference")]
+    core._backfill(slots, 0)
+    assert [s.source for s in slots] == ["backfill:knapsack_selection", "backfill:switch_lamp_log"]
+    assert all(s.env_kwargs == {"level": "easy"} for s in slots)
+    assert _reopened(slots[0], 4).env_kwargs == {"level": "easy"}
+    core.runner.pool = _Recording(pool)  # the jobs of a play open the environment with the slot's arguments
+    core.play(slots[:1], 0, "no_hint", 1)
+    assert core.runner.pool.kwargs == [{"max_turns": config.agent.max_turns, "level": "easy"}]
+    with pytest.raises(ConfigError, match="selfplay.library_level.*'easy'"):
+        SelfPlay(config_with({"selfplay": {"backfill": True, "library_level": "easy"}},
+                             {"eval": {"heldout_library": {"environments": [e.name for e in LEVELLED]}}}),
+                 core.backend, Validator(pool), EnvironmentMemory(config.memory), None)
+
+
+class _Recording:
+    """A sandbox pool that records the constructor arguments of every episode it opens."""
+
+    def __init__(self, pool):
+        self.pool, self.kwargs = pool, []
+
+    def open(self, code, class_name, seed=None, env_kwargs=None):
+        self.kwargs.append(dict(env_kwargs or {}))
+        return self.pool.open(code, class_name, seed=seed, env_kwargs=env_kwargs)

@@ -50,19 +50,28 @@ def resources(job: dict) -> dict:
 
 def test_default_plan_is_the_toy_pipeline(tmp_path):
     """`snakemake -n` (the default config) in an empty folder plans the toy exactly: 4 steps, checkpoints every 2 -> steps 0, 2, 4 on
-    the one during-training benchmark; the local trainer with the toy config and no GPU resources."""
+    the one during-training benchmark; the local trainer with the toy config and no GPU resources. And the learning
+    check (issue 16): the tiny model, 40 steps, checkpoints every 10 on its own held-out benchmark."""
     run = snakemake(["-n", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)])
     assert run.returncode == 0, run.stderr[-3000:]
-    assert job_stats(run.stdout) == {"build_corpus": 1, "library_check": 1, "prepare_model": 1, "evaluate": 3,
-                                     "train": 1, "results_table": 1, "run_table": 1, "training_figure": 1, "all": 1}
+    assert job_stats(run.stdout) == {"build_corpus": 1, "library_check": 1, "prepare_model": 2, "evaluate": 8,
+                                     "train": 2, "results_table": 1, "run_table": 2, "training_figure": 2, "all": 1}
     planned = jobs(run.stdout)
-    (train,) = [job for job in planned if job["rule"] == "train"]
-    assert train["wildcards"] == "run=toy" and "train --backend local --config-json" in train["shell"]
-    assert "toy_ablations" not in train["shell"]  # a workflow key: the run's own config never carries it
+    trains = {job["wildcards"]: job for job in planned if job["rule"] == "train"}
+    train, check = trains["run=toy"], trains["run=toy_learning_check"]
+    assert "train --backend local --config-json" in train["shell"]
+    for key in ("toy_ablations", "learning_check"):  # workflow keys: a run's own config never carries them
+        assert key not in train["shell"] and f'"{key}":' not in check["shell"]
     assert '"run_name": "toy"' in train["shell"] and "--run-dir results/runs/toy " in train["shell"]
+    assert '"model_card": "tiny-random"' in check["shell"] and '"pool_source": "checks"' in check["shell"]
     assert "gres" not in resources(train) and "gpu" not in resources(train)
     steps = sorted(job["wildcards"] for job in planned if job["rule"] == "evaluate")
-    assert steps == [f"run=toy, benchmark=heldout_library, step={step}" for step in ("000000", "000002", "000004")]
+    assert steps == [f"run=toy, benchmark=heldout_library, step={step}" for step in ("000000", "000002", "000004")] + [
+        f"run=toy_learning_check, benchmark=learning_check, step={step:06d}" for step in (0, 10, 20, 30, 40)]
+    models = {job["wildcards"]: job for job in planned if job["rule"] == "prepare_model"}
+    assert sorted(models) == ["card=smollm2-135m", "card=tiny-random"]
+    for card, job in models.items():  # each folder is built from the config of a run of its own card
+        assert f'"model_card": "{card.removeprefix("card=")}"' in job["shell"], card
     assert "pending_run" not in run.stdout
 
 
@@ -111,13 +120,13 @@ def test_toy_ablations_plan_every_mode_and_the_ablation_artifacts(tmp_path):
                      str(tmp_path)])
     assert run.returncode == 0, run.stderr[-3000:]
     stats = job_stats(run.stdout)
-    assert stats["train"] == 1 + len(ablations)
+    assert stats["train"] == 2 + len(ablations)  # and the toy and its learning check (main runs: the results table)
     for name in ("paper_table3", "paper_table6", "paper_fig6", "paper_fig10", "paper_fig11", "paper_fig13",
                  "paper_fig14", "paper_fig18", "paper_env_sources_table", "paper_env_sources_figure", "toy_ablations"):
         assert stats[name] == 1, name
     planned = jobs(run.stdout)
     trains = {job["wildcards"].removeprefix("run="): job for job in planned if job["rule"] == "train"}
-    assert sorted(trains) == sorted(["toy", *ablations])
+    assert sorted(trains) == sorted(["toy", "toy_learning_check", *ablations])
     assert '"memory": {"enabled": false, "n_positive": 1}' in trains["toy_no_memory"]["shell"]
     assert '"reward": "ema_lp"' in trains["toy_ema_lp"]["shell"] and '"ema_lp"' not in trains["toy"]["shell"]
     evals = {job["wildcards"] for job in planned if job["rule"] == "evaluate"}
@@ -143,7 +152,7 @@ def test_paper_on_the_toy_trains_only_the_toy(tmp_path):
     ablations = yaml.safe_load((ROOT / "configs/default.yaml").read_text())["toy_ablations"]
     full = snakemake(["-n", "toy_ablations", "--configfile", str(ROOT / "configs/default.yaml"), "--directory",
                       str(tmp_path)])
-    assert job_stats(full.stdout)["train"] == 1 + len(ablations)
+    assert job_stats(full.stdout)["train"] == 2 + len(ablations)  # the main runs (toy and its check) and the ablations
 
 
 def test_figure_18_reads_its_reported_line_as_an_input(tmp_path):

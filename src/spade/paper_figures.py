@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from spade.report import (
     COLUMN_WIDTH_IN,
@@ -515,6 +516,7 @@ def draw_learnable_share(ctx: FigureContext):
     if not drawn:
         no_data(ax, "environment-set archives of the mapped runs")
     ax.set_xlabel(f"training step ({window}-step window start)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # windows start at whole steps
     ax.set_ylabel("learnable share (% of slots)")
     ax.legend(loc="best")
     return fig
@@ -640,6 +642,7 @@ def draw_windowed_vendi(ctx: FigureContext):
     if not drawn:
         no_data(ax, "windows with enough valid environments")
     ax.set_xlabel(f"training step ({window}-step window start)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # windows start at whole steps
     ax.set_ylabel(f"Vendi score of {size} envs ({ctx.embedding})")
     ax.legend(loc="center left")
     return fig
@@ -796,7 +799,6 @@ def draw_model_size(ctx: FigureContext):
 def draw_reward_levels(ctx: FigureContext):
     """Figure 16: (a) distinct and strictly partial reward levels per environment over training; (b) early vs
     late mean levels per skill (our archive labels skills, not the paper's corpus domains) and for all."""
-    from matplotlib.ticker import MaxNLocator
 
     from spade.analysis import phase_mean, reward_level_rows
 

@@ -571,7 +571,8 @@ class SelfPlay:
                 if slot.valid and len(entries) < wanted:
                     entries.append({"env_id": f"p{len(entries):05d}-{slot.skill}", "designed_as": slot.env_id,
                                     "skill": slot.skill, "source": slot.source, "code": slot.code,
-                                    "class_name": slot.class_name, "kind": slot.kind, "attempts": slot.attempts})
+                                    "class_name": slot.class_name, "kind": slot.kind, "attempts": slot.attempts,
+                                    **({"env_kwargs": slot.env_kwargs} if slot.env_kwargs else {})})
         if not entries:
             raise RuntimeError(f"baseline.mode {self.mode!r}: the designed pool holds no valid environment after "
                                f"{rounds} design rounds of {baselines.pool_slots(cfg)} slots (the limit, config key "
@@ -626,7 +627,8 @@ class SelfPlay:
             count = max(index + 1, cfg.selfplay.total_steps)
             self._pool_draws = baselines.pool_draws(len(pool), n_slots, count, baselines.pool_order_seed(cfg))
         slots = [EnvSlot(entry["env_id"], entry["skill"], step, entry["source"], code=entry["code"],
-                         class_name=entry["class_name"], kind=entry["kind"], valid=True, attempts=entry["attempts"])
+                         class_name=entry["class_name"], kind=entry["kind"], valid=True, attempts=entry["attempts"],
+                         env_kwargs=dict(entry.get("env_kwargs", {})))
                  for entry in (pool[i] for i in self._pool_draws[index])]
         return slots + [EnvSlot(f"s{step:05d}-empty-{i}", "", step, "pool:empty") for i in range(len(slots), n_slots)]
 
@@ -827,7 +829,7 @@ class SelfPlay:
 
 
 _IDENTITY = ("env_id", "skill", "source", "code", "class_name", "kind", "valid", "attempts", "reports", "hint",
-             "designer_sample")  # what an environment keeps when a fixed set's next window opens
+             "designer_sample", "env_kwargs")  # what an environment keeps when a fixed set's next window opens
 
 
 def _reopened(slot: EnvSlot, step: int) -> EnvSlot:

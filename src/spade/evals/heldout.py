@@ -22,7 +22,8 @@ class HeldoutLibraryConfig:
     episodes: int = option(8, "Episodes per environment.", min=1)
     max_turns: int = option(25, "Most agent turns per episode (paper: 25, the agent's training limit).", min=1)
     level: str = option("standard", "Difficulty tier every environment is played at: 'standard', or 'easy' (ours, "
-                        "toy; only environments that have it, see `spade env list`).", choices=("standard", "easy"))
+                        "toy; only environments that have it, see src/spade/envs/library/catalog.py).",
+                        choices=("standard", "easy"))
     prompt_style: str = option("paper", "How each episode starts, as agent.prompt_style (keep the two equal).",
                                choices=("paper", "demonstration"))
 
