@@ -180,7 +180,7 @@ if "learning_check" in config:
     _check_typed, _check_data = _load_overlay_runs("learning_check", config["learning_check"], WORKFLOW_CONFIG)
     RUNS.update(_check_typed)
     _RUN_DATA.update(_check_data)
-LEARNING_CHECKS = [run for run in RUNS if run != SPADE.run_name] if not MULTI_RUN else []
+LEARNING_CHECKS = list(_check_typed) if "learning_check" in config else []
 MAIN_RUNS = list(RUNS)
 
 

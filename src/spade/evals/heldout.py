@@ -114,8 +114,9 @@ class LearningCheckConfig:
                                 "instances the run never trained on (evaluation seeds).")
     episodes: int = option(32, "Episodes per environment; the interval of a win rate of ~0.3 is about +-0.16 at 32.",
                            min=1)
-    max_turns: int = option(2, "Most agent turns per episode (the learning check's training limit).", min=1)
-    prompt_style: str = option("demonstration", "How each episode starts, as agent.prompt_style of the check run.",
+    max_turns: int = option(1, "Most agent turns per episode (the learning check's training limit, agent.max_turns "
+                            "of its run).", min=1)
+    prompt_style: str = option("paper", "How each episode starts, as agent.prompt_style of the check run.",
                                choices=("paper", "demonstration"))
 
 
