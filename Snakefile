@@ -25,6 +25,7 @@ include: "rules/paper_numbers.smk"
 include: "rules/paper_comparison.smk"
 include: "rules/paper_pdf.smk"  # after the tables, figures, numbers and comparison: it lists their outputs
 include: "rules/toy_ablations.smk"
+include: "rules/toy_tool_use.smk"
 include: "rules/integration.smk"
 
 

@@ -8,9 +8,11 @@
 #               The other top-level keys configure the workflow-wide rules (results_dir, paper.*, the library
 #               check); `results_dir` also replaces every run file's, so that all runs share one results folder.
 # A single-run config may also have the key `toy_ablations` (configs/default.yaml): run name -> settings laid over
-# the run's own, one extra run per entry (the ablations and baselines at toy scale). They are trained and evaluated
-# only for the target `toy_ablations` and the paper artifacts that map them, never for the default target. The key
-# `learning_check` works the same way, but its runs are main runs: the default target trains and reports them.
+# the run's own (a mapping, or the path of a YAML file holding one), one extra run per entry (the ablations and
+# baselines at toy scale). They are trained and evaluated only for the target `toy_ablations` and the paper artifacts
+# that map them, never for the default target. The key `toy_tool_use` works the same way for the tool-use toy
+# (configs/toy_tool_use.yaml; target `toy_tool_use`). The key `learning_check` too, but its runs are main runs: the
+# default target trains and reports them.
 # RUNS maps each configured run's name to its typed config; every run-level rule (train, evaluate,
 # select_checkpoint, ...) reads its run's own config through the `run` wildcard. MAIN_RUNS are the runs of the
 # default target (`all`), the results and suite tables and `eval_toy`: every run of a multi-run config, the run
@@ -35,7 +37,7 @@ from spade.configtools import from_dict, load_yaml
 from spade.evals import registry
 from spade.rlhf.launch import resolve_openrlhf
 
-WORKFLOW_KEYS = ("runs", "pending", "toy_ablations", "learning_check")  # workflow keys that are not run settings
+WORKFLOW_KEYS = ("runs", "pending", "toy_ablations", "toy_tool_use", "learning_check")  # workflow keys that are not run settings
 MULTI_RUN = "runs" in config
 WORKFLOW_CONFIG = {key: value for key, value in config.items() if key not in WORKFLOW_KEYS}
 
@@ -142,10 +144,20 @@ else:
     PENDING = {}
 
 
+def _overlay_settings(key, name, overlay):
+    """An entry's settings: the mapping itself, or the mapping in the YAML file it names (from the repository root)."""
+    if not isinstance(overlay, str):
+        return overlay
+    try:
+        return load_yaml(repo_path(overlay))
+    except ConfigError as exc:
+        raise WorkflowError(f"invalid configuration: config key '{key}.{name}' names the file {overlay!r}: {exc}")
+
+
 def _load_overlay_runs(key, entries, base):
-    """The extra runs of config key `key` (`toy_ablations`, `learning_check`) -> ({name: SpadeConfig},
-    {name: settings}); each entry's settings are laid over `base` (the single run's own settings) with `run_name` set
-    to the entry's name."""
+    """The extra runs of config key `key` (`toy_ablations`, `toy_tool_use`, `learning_check`) -> ({name: SpadeConfig},
+    {name: settings}); each entry's settings (a mapping, or a YAML file holding one) are laid over `base` (the single
+    run's own settings) with `run_name` set to the entry's name."""
     if not isinstance(entries, dict) or not entries:
         raise WorkflowError(f"invalid configuration: config key '{key}' must map run names to the settings "
                             f"each changes (e.g. toy_no_memory: {{memory: {{enabled: false}}}}), got {entries!r:.200}")
@@ -154,10 +166,12 @@ def _load_overlay_runs(key, entries, base):
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in RUNS:
             raise WorkflowError(f"invalid configuration: config key '{key}' has run name {name!r}; allowed: "
                                 f"letters, digits, '_', '.', '-', and not the main run's name {SPADE.run_name!r}")
+        overlay = _overlay_settings(key, name, overlay)
         if not isinstance(overlay, dict) or "run_name" in overlay or "results_dir" in overlay:
             raise WorkflowError(f"invalid configuration: config key '{key}.{name}' must be a mapping of the "
-                                "settings the run changes (without run_name, which is the entry's name, and "
-                                f"results_dir, which all runs share), got {overlay!r:.200}")
+                                "settings the run changes, or the path of a YAML file holding one (without run_name, "
+                                "which is the entry's name, and results_dir, which all runs share), got "
+                                f"{overlay!r:.200}")
         data = deep_merge(deep_merge(base, overlay), {"run_name": name})
         try:
             typed[name] = from_dict(SpadeConfig, resolve_layers(data))
@@ -173,29 +187,31 @@ def _single_run_key(key):
                             "configs/default.yaml); a multi-run config lists every run under 'runs'")
 
 
-# `learning_check` (configs/default.yaml): short extra runs of the default target on tasks the toy model wins
-# sometimes (spade.envs.checks), so the default run shows whether training moves anything at all (issue 16)
-if "learning_check" in config:
-    _single_run_key("learning_check")
-    _check_typed, _check_data = _load_overlay_runs("learning_check", config["learning_check"], WORKFLOW_CONFIG)
-    RUNS.update(_check_typed)
-    _RUN_DATA.update(_check_data)
-LEARNING_CHECKS = list(_check_typed) if "learning_check" in config else []
+def _extra_runs(key):
+    """The runs of an overlay key of a single-run config (`learning_check`, `toy_tool_use`, `toy_ablations`), added
+    to RUNS."""
+    if key not in config:
+        return []
+    _single_run_key(key)
+    typed, data = _load_overlay_runs(key, config[key], WORKFLOW_CONFIG)
+    RUNS.update(typed)
+    _RUN_DATA.update(data)
+    return list(typed)
+
+
+# `learning_check` (configs/default.yaml): short extra runs of the default target on a task a tiny model learns
+# (spade.envs.checks), so the default run shows whether training moves anything at all (issue 16)
+LEARNING_CHECKS = _extra_runs("learning_check")
 MAIN_RUNS = list(RUNS)
-
-
-if "toy_ablations" in config:
-    _single_run_key("toy_ablations")
-    _ablation_typed, _ablation_data = _load_overlay_runs("toy_ablations", config["toy_ablations"], WORKFLOW_CONFIG)
-    RUNS.update(_ablation_typed)
-    _RUN_DATA.update(_ablation_data)
-TOY_ABLATIONS = [run for run in RUNS if run not in MAIN_RUNS]
+TOY_TOOL_USE = _extra_runs("toy_tool_use")  # the tool-use toy (Table 2, Figure 1 right, tool_use_gain)
+TOY_ABLATIONS = _extra_runs("toy_ablations")
 # The runs the paper artifacts build before rendering (their outputs are declared inputs): the main runs, and the toy
-# ablation runs only when the target `toy_ablations` is asked for on the command line (Snakemake knows its targets
-# only after parsing). Any other mapped run is read as it is, if it exists, and its files' fingerprint is a param:
-# so `snakemake paper` on the toy config renders in minutes with the ablation rows "not run", and picks the
-# ablations up once `snakemake toy_ablations` has made them.
+# ablation or tool-use runs only when the target `toy_ablations` or `toy_tool_use` is asked for on the command line
+# (Snakemake knows its targets only after parsing). Any other mapped run is read as it is, if it exists, and its
+# files' fingerprint is a param: so `snakemake paper` on the toy config renders in minutes with those rows "not run",
+# and picks them up once `snakemake toy_ablations` / `snakemake toy_tool_use` has made them.
 PAPER_BUILT_RUNS = [run for run in MAIN_RUNS if run not in LEARNING_CHECKS]  # no paper artifact maps a check
+PAPER_BUILT_RUNS += TOY_TOOL_USE if "toy_tool_use" in sys.argv[1:] else []
 PAPER_BUILT_RUNS += TOY_ABLATIONS if "toy_ablations" in sys.argv[1:] else []
 
 CONFIG_JSON = shlex.quote(json.dumps(WORKFLOW_CONFIG, sort_keys=True))  # the merged config, overrides included
@@ -223,9 +239,6 @@ OUT = paths.ResultPaths(SPADE.results_dir)
 # config holds) and the params trigger skips a ConfigText.
 PER_RUN_JSON = len(RUNS) > 1 or MULTI_RUN
 CONFIG_ARG = "{params.config_json}" if PER_RUN_JSON else "{CONFIG_JSON}"
-# The same for the outputs runs share (a model folder, a corpus): a single-run config builds them from its own config
-# (its toy ablations must agree with it on the sections they are built from: _sources).
-SHARED_CONFIG_ARG = "{params.config_json}" if MULTI_RUN else "{CONFIG_JSON}"
 
 
 def _regex(names):
@@ -339,8 +352,12 @@ if MULTI_RUN:
     CORPUS_KINDS = _sources("corpus", ["corpus", "selfplay.flavour", "seed"], _corpus_kind,
                             "point one of them at a corpus of its own (corpus.path), e.g. one built with "
                             "`spade corpus build --config <its run file> --out <file>`")
-else:  # the corpus of the run's flavour can be built (`snakemake results/corpus/games.jsonl`) even if the run reads none
+else:  # the corpus of the run's flavour can be built (`snakemake results/corpus/games.jsonl`) even if the run reads none;
+    # an extra run of another flavour (the tool-use toy) builds its own from its config
     CORPUS_KINDS = {"tool_use" if SPADE.selfplay.flavour == "tool_use" else "games": (SPADE, ConfigText(CONFIG_JSON))}
+    for _name in TOY_TOOL_USE + TOY_ABLATIONS:
+        if (_kind := _corpus_kind(RUNS[_name])) is not None and _kind not in CORPUS_KINDS:
+            CORPUS_KINDS[_kind] = (RUNS[_name], RUN_JSON[_name])
 
 
 def library_outputs():

@@ -28,10 +28,15 @@ rule prepare_model:
         "{PYTHON} -m spade.cli model prepare --config-json " + CONFIG_ARG + " --out {output} > {log} 2>&1"
 
 
+# each corpus from the config of a run that reads it: with corpora of two flavours (the toy and the tool-use toy, a
+# multi-run config) every kind gets its own run's JSON
+CORPUS_PER_KIND = MULTI_RUN or len(CORPUS_KINDS) > 1
+
+
 rule build_corpus:
     params:
         config=corpus_config_hash,
-        **({"config_json": lambda wildcards: CORPUS_KINDS[wildcards.kind][1]} if MULTI_RUN else {}),
+        **({"config_json": lambda wildcards: CORPUS_KINDS[wildcards.kind][1]} if CORPUS_PER_KIND else {}),
     output:
         OUT.corpus("{kind}"),
     log:
@@ -41,4 +46,6 @@ rule build_corpus:
     wildcard_constraints:
         kind=_regex(CORPUS_KINDS),
     shell:
-        "{PYTHON} -m spade.cli corpus build --config-json " + SHARED_CONFIG_ARG + " --out {output} > {log} 2>&1"
+        "{PYTHON} -m spade.cli corpus build --config-json "
+        + ("{params.config_json}" if CORPUS_PER_KIND else "{CONFIG_JSON}")
+        + " --out {output} > {log} 2>&1"

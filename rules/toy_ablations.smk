@@ -10,7 +10,7 @@ TOY_ABLATION_FIGURES = ["fig6", "fig10", "fig11", "fig13", "fig14", "fig18"]
 
 def toy_ablation_outputs():
     """The runs' suites (curves, eval.final at the last checkpoint), the two tables, the figures and the comparison."""
-    files = [path for run in RUNS for path in run_suite_files(run)]
+    files = [path for run in RUNS if run not in TOY_TOOL_USE for path in run_suite_files(run)]
     files += [path for table in TOY_ABLATION_TABLES for path in paper_table_files(table).values()]
     files += [f"{PAPER_FIGURES_DIR}/{PAPER_FIGURE_STEMS[figure]}.{ext}" for figure in TOY_ABLATION_FIGURES
               for ext in ("pdf", "png", "pdf.provenance.json")]

@@ -10,7 +10,8 @@ import math
 import pytest
 
 from scripted_backend import ScriptedBackend
-from spade.configtools import ConfigError
+from spade.config import SpadeConfig
+from spade.configtools import ConfigError, from_dict
 from spade.evals import bfcl
 from spade.evals.base import EvalContext, EvalRun, ItemRecord, evaluate, items_path, prompt_hash
 from spade.evals.bfcl import (ApiSession, BfclMultiTurn, BfclMultiTurnConfig, Call, CallFormatError, check_entry,
@@ -75,6 +76,23 @@ def test_items_are_evenly_spaced_and_validated():
     assert len(BfclMultiTurn(BfclMultiTurnConfig()).items()) == 800
     with pytest.raises(ConfigError, match=r"eval\.bfcl_multi_turn\.categories.*miss_func"):
         BfclMultiTurn(BfclMultiTurnConfig(categories=["base", "nope"])).items()
+
+
+def test_shortest_selection_keeps_the_entries_with_the_shortest_first_prompt():
+    """selection: shortest (the tool-use toy) keeps, per category, the entries whose first prompt has the fewest
+    characters, in file order; ties go to the earlier entry."""
+    assert bfcl.shortest_indices([5, 3, 9, 3, 1], 3) == [1, 3, 4]
+    assert bfcl.shortest_indices([2, 2, 2], 2) == [0, 1] and bfcl.shortest_indices([4, 1], 0) == [0, 1]
+    config = BfclMultiTurnConfig(categories=["base", "miss_func"], max_entries_per_category=2, selection="shortest")
+    items = BfclMultiTurn(config).items()
+    for category in ("base", "miss_func"):
+        entries, _ = load_category(category)
+        lengths = sorted(bfcl.first_prompt_chars(entry) for entry in entries)
+        chosen = [bfcl.first_prompt_chars(entries[item.payload["index"]]) for item in items if item.group == category]
+        assert len(chosen) == 2 and sorted(chosen) == lengths[:2], category
+    assert [item.id for item in items] == ["base/010", "base/029", "miss_func/003", "miss_func/009"]
+    with pytest.raises(ConfigError, match=r"eval\.bfcl_multi_turn\.selection.*'longest'.*shortest"):
+        from_dict(SpadeConfig, {"eval": {"bfcl_multi_turn": {"selection": "longest"}}})
 
 
 def test_withheld_functions_are_announced_later():

@@ -33,19 +33,21 @@ def test_toy_figure_mapping_mirrors_the_paper_mapping():
         assert [label for label, _ in series_of(toy[name])] == [label for label, _ in series_of(paper[name])], name
         assert set(toy[name].get("sizes") or {}) == set(paper[name].get("sizes") or {}), name
     runs = {run for section in toy.values() for _, run in series_of(section)} - {None}
-    assert "toy" in runs and runs <= {"toy"} | _toy_ablations()
+    assert "toy" in runs and runs <= {"toy"} | _toy_extra_runs()
 
 
-def _toy_ablations() -> set:
-    """The extra toy runs of configs/default.yaml (config key toy_ablations, `snakemake toy_ablations`)."""
-    return set(yaml.safe_load((ROOT / "configs/default.yaml").read_text())["toy_ablations"])
+def _toy_extra_runs() -> set:
+    """The extra toy runs of configs/default.yaml: config keys toy_ablations (`snakemake toy_ablations`) and
+    toy_tool_use (`snakemake toy_tool_use`)."""
+    config = yaml.safe_load((ROOT / "configs/default.yaml").read_text())
+    return set(config["toy_ablations"]) | set(config["toy_tool_use"])
 
 
 def test_toy_table_mapping_names_only_toy_runs():
     toy = yaml.safe_load((ROOT / "paper/toy/table_runs.yaml").read_text())["tables"]
     runs = {row["run"] for section in toy.values() for row in section.get("rows", [])} - {None}
     runs |= {section["run"] for section in toy.values() if section.get("run")}
-    assert "toy" in runs and runs <= {"toy"} | _toy_ablations()
+    assert "toy" in runs and runs <= {"toy"} | _toy_extra_runs()
 
 
 def test_default_config_points_at_the_toy_mappings():

@@ -665,3 +665,26 @@ def test_shipped_toy_mappings_never_show_toy_values_unmarked(tmp_path):
     assert shown and all(n.shown().endswith(r"\textsuperscript{toy}") for n in shown)
     text = pn.render_macros(group, numbers, "script", "mapping", {})
     assert "TOY SCALE, NOT COMPARABLE" in text.split(pn.scale_macro(group))[2]
+
+
+def test_shipped_toy_mapping_puts_the_tool_use_toy_on_table_2_marked_toy(tmp_path):
+    """The tool-use toy (run toy_tool_use, `snakemake toy_tool_use`: smollm2-135m, 2 steps) through the shipped toy
+    mapping: Table 2's 30B rows show its BFCL columns, marked toy under the banner with no difference to the paper;
+    tau2 and ACEBench (not run offline) stay empty and say what is missing; no other size shows a value of ours."""
+    bfcl = {"bfcl_base": 0.0, "bfcl_miss_func": 1.0, "bfcl_miss_param": 0.0, "bfcl_long_ctx": 0.0}
+    rows = [("toy_tool_use", step, c, v) for step in (0, 2) for c, v in bfcl.items()]
+    results = tidy_csv(tmp_path / "results.csv", rows)
+    trained(tmp_path / "runs", "toy_tool_use", card="smollm2-135m", steps=2)
+    table, _ = build(pt.TABLE2, ROOT / "paper" / "toy" / "table_runs.yaml", results, tmp_path / "runs")
+    ours = {tuple(line.labels): line for line in table.lines() if line.kind == pt.OURS}
+    for model in (f"{B30} (base)", f"{B30} + SPADE (tool use)"):
+        line = ours[(model,)]
+        assert "run toy_tool_use" in line.detail and "TOY SCALE: smollm2-135m, 2 steps, not comparable" in line.detail
+        assert line.cells[:5] == ["0.0", "100.0", "0.0", "0.0", "25.0"], line.cells  # the four BFCL columns, avg
+        assert set(line.cells[5:12]) == {NOT_RUN}, line.cells  # tau2 and ACEBench: no offline run
+    diffs = [line for line in table.lines() if line.kind == pt.DIFF]
+    assert all(c[:1] not in "+-" for line in diffs for c in line.cells)
+    assert table.banner.startswith("TOY SCALE, NOT COMPARABLE: values of ours come from run toy_tool_use")
+    for model in ("Qwen3-4B-Instruct-2507 (base)", "Qwen3-8B + SPADE (tool use)"):
+        assert set(ours[(model,)].cells) <= {NOT_RUN, "—"}, model
+    assert any("tau2:pass^1/retail" in m for m in table.missing)

@@ -155,6 +155,47 @@ def test_paper_on_the_toy_trains_only_the_toy(tmp_path):
     assert job_stats(full.stdout)["train"] == 2 + len(ablations)  # the main runs (toy and its check) and the ablations
 
 
+def test_toy_tool_use_plans_the_tool_use_run_and_table_2(tmp_path):
+    """`snakemake toy_tool_use -n`: one training of the tool-use toy (configs/toy_tool_use.yaml over the toy's settings:
+    the tool-use recipe, 2 steps), its own tool-use corpus, BFCL at the base model and the last checkpoint, then Table 2,
+    Figure 1 (right) and the tool_use_gain numbers; neither the default target nor `snakemake paper` trains it."""
+    run = snakemake(["-n", "toy_tool_use", "--configfile", str(ROOT / "configs/default.yaml"), "--directory",
+                     str(tmp_path)])
+    assert run.returncode == 0, run.stderr[-3000:]
+    stats = job_stats(run.stdout)
+    for name in ("paper_table2", "paper_fig1_right", "paper_number_tool_use_gain", "toy_tool_use"):
+        assert stats[name] == 1, name
+    planned = jobs(run.stdout)
+    (train,) = [job for job in planned if job["rule"] == "train"]
+    assert train["wildcards"] == "run=toy_tool_use" and "--run-dir results/runs/toy_tool_use " in train["shell"]
+    assert '"recipe": "tool_use"' in train["shell"] and '"total_steps": 2' in train["shell"]
+    assert '"model_card": "smollm2-135m"' in train["shell"] and '"toy_tool_use":' not in train["shell"]
+    assert "--corpus 'results/corpus/tool_use.jsonl'" in train["shell"]
+    (corpus,) = [job for job in planned if job["rule"] == "build_corpus"]
+    assert corpus["wildcards"] == "kind=tool_use" and '"recipe": "tool_use"' in corpus["shell"]
+    evals = sorted(job["wildcards"] for job in planned if job["rule"] == "evaluate")
+    assert evals == [f"run=toy_tool_use, benchmark=bfcl_multi_turn, step={step}" for step in ("000000", "000002")]
+    (table2,) = [job for job in planned if job["rule"] == "paper_table2"]
+    assert "results/runs/toy_tool_use/eval/bfcl_multi_turn/step_000002.json" in table2["input"]
+    paper = snakemake(["-n", "paper", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)])
+    assert "toy_tool_use" not in " ".join(job["wildcards"] for job in jobs(paper.stdout) if "wildcards" in job)
+
+
+def test_overlay_file_errors_name_the_key_and_the_file(tmp_path):
+    """An entry of toy_tool_use (or toy_ablations) may name a YAML file of settings: a missing file or a bad key in it
+    stops the plan, naming the config key and the file."""
+    run = snakemake(["-n", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path),
+                     "--config", "toy_tool_use={'toy_tool_use': 'configs/no_such_file.yaml'}"])
+    assert run.returncode != 0 and "toy_tool_use.toy_tool_use" in run.stdout + run.stderr
+    assert "configs/no_such_file.yaml" in run.stdout + run.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agent: {max_turnz: 3}\n")
+    run = snakemake(["-n", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path / "w"),
+                     "--config", f"toy_tool_use={{'toy_tool_use': '{bad}'}}"])
+    assert run.returncode != 0 and "toy_tool_use.toy_tool_use" in run.stdout + run.stderr
+    assert "max_turnz" in run.stdout + run.stderr
+
+
 def test_figure_18_reads_its_reported_line_as_an_input(tmp_path):
     """Editing paper/reported/quoted_numbers.csv (the SPADE Vendi line) reruns figure 18."""
     run = snakemake(["-n", "paper_fig18", "--configfile", str(ROOT / "configs/default.yaml"), "--directory",

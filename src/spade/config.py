@@ -180,13 +180,16 @@ class SpadeConfig:
     learning_check: dict = option({}, "Workflow only (the default target): run name -> settings laid over this "
                                   "config, one extra main run per entry, the toy's learning check (rules/common.smk). "
                                   "A run itself ignores it.")
+    toy_tool_use: dict = option({}, "Workflow only (`snakemake toy_tool_use`): run name -> settings laid over this "
+                                "config, or the YAML file holding them (configs/toy_tool_use.yaml): the tool-use toy "
+                                "(rules/common.smk). A run itself ignores it.")
 
     def __post_init__(self):
-        for key in ("toy_ablations", "learning_check"):
+        for key in ("toy_ablations", "learning_check", "toy_tool_use"):
             for name, overlay in getattr(self, key).items():
-                if not isinstance(overlay, dict):
+                if not isinstance(overlay, (dict, str)):
                     raise ConfigError(f"config key '{key}.{name}' must be a mapping of the settings the run "
-                                      f"changes, got {overlay!r:.120}")
+                                      f"changes, or the path of a YAML file holding one, got {overlay!r:.120}")
         seeds = self.validation.seeds
         if len(seeds) != 2 or len(set(seeds)) != 2 or not all(isinstance(s, int) for s in seeds):
             raise ConfigError(f"config key 'validation.seeds' must be two different integers, got {seeds!r}")

@@ -75,6 +75,7 @@ from spade.evals.base import (Benchmark, Conversation, DataMissing, EvalContext,
                               play_conversations, prompt_hash, register_benchmark)
 
 CATEGORIES = ("base", "miss_func", "miss_param", "long_context")
+SELECTIONS = ("spaced", "shortest")  # how eval.bfcl_multi_turn.max_entries_per_category picks entries
 INSTALL_HINT = "pip install --no-deps bfcl-eval==2026.3.23"
 ERROR_PREFIX = "Error during execution: "
 # BFCL refuses these method names before eval (multi_turn_utils.execute_multi_turn_func_call); kept for parity.
@@ -88,6 +89,11 @@ class BfclMultiTurnConfig:
     max_entries_per_category: int = option(0, "0 = all 200 entries of each category (paper); else N entries per "
                                            "category, evenly spaced over the file (the files are grouped by API "
                                            "classes), for a cheaper toy evaluation.", min=0)
+    selection: str = option("spaced", "Which entries max_entries_per_category keeps: 'spaced' (evenly spaced over the "
+                            "file, the default) or 'shortest' (those with the shortest first prompt: the function docs "
+                            "and the first user turn, counted in characters; ties in file order). 'shortest' picks the "
+                            "entries that fit a small model's context window (the tool-use toy); the shortest first "
+                            "prompt is about 20k characters, about 6k tokens.", choices=SELECTIONS)
     max_steps_per_turn: int = option(20, "Executed call steps allowed in one user turn before the entry is "
                                      "force-terminated (BFCL MAXIMUM_STEP_LIMIT = 20). Lower only for smoke tests: "
                                      "it fails entries that need more steps.", min=1)
@@ -167,6 +173,19 @@ def spaced_indices(total: int, wanted: int) -> list[int]:
     if wanted <= 0 or wanted >= total:
         return list(range(total))
     return [i * total // wanted for i in range(wanted)]
+
+
+def shortest_indices(lengths: list[int], wanted: int) -> list[int]:
+    """The indices of the ``wanted`` smallest ``lengths`` (ties: the earlier index), in file order; all of them when
+    wanted is 0 or too big."""
+    if wanted <= 0 or wanted >= len(lengths):
+        return list(range(len(lengths)))
+    return sorted(sorted(range(len(lengths)), key=lambda i: (lengths[i], i))[:wanted])
+
+
+def first_prompt_chars(entry: dict) -> int:
+    """Characters of an entry's first prompt (the system prompt with the function docs, and the first user turn)."""
+    return sum(len(message["content"]) for message in first_messages(entry))
 
 
 # ------------------------------------------------------------------------------------------------ prompts
@@ -486,7 +505,12 @@ class BfclMultiTurn(Benchmark):
         items = []
         for category in self._categories():
             entries, _ = load_category(category)
-            for index in spaced_indices(len(entries), self.config.max_entries_per_category):
+            wanted = self.config.max_entries_per_category
+            if self.config.selection == "shortest":
+                indices = shortest_indices([first_prompt_chars(entry) for entry in entries], wanted)
+            else:
+                indices = spaced_indices(len(entries), wanted)
+            for index in indices:
                 entry_id = entries[index]["id"]
                 if entry_id != f"multi_turn_{category}_{index}":
                     raise ConfigError(f"BFCL {category} entry {index} has unexpected id {entry_id!r}")
