@@ -49,16 +49,16 @@ rm -rf .venv/lib/python*/site-packages/tests
 # the SLURM executor for `snakemake --profile slurm` (its declared dependencies are already met by our pins)
 "${PIP[@]}" --no-deps snakemake-executor-plugin-slurm==2.8.0 snakemake-executor-plugin-slurm-jobstep==0.6.1
 # SPADE_LATEX=1: also a LaTeX engine, for `snakemake paper`'s PDF and tests/test_paper_pdf.py (TeX Live from the
-# Debian/Ubuntu packages, about 25 s; needs apt-get as root)
-TEXLIVE=(texlive-latex-base texlive-latex-recommended texlive-fonts-recommended)
-if [ "${SPADE_LATEX:-0}" = 1 ] && ! command -v pdflatex >/dev/null 2>&1; then
+# Debian/Ubuntu packages, about 25 s; needs apt-get as root), with latexmk, the default of config key paper.latex_engine
+TEXLIVE=(texlive-latex-base texlive-latex-recommended texlive-fonts-recommended latexmk)
+if [ "${SPADE_LATEX:-0}" = 1 ] && ! { command -v pdflatex && command -v latexmk; } >/dev/null 2>&1; then
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "setup.sh: SPADE_LATEX=1 installs ${TEXLIVE[*]} with apt-get as root; install TeX Live yourself here" >&2
     exit 1
   fi
   apt-get install -y -qq --no-install-recommends "${TEXLIVE[@]}" >/dev/null \
     || { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${TEXLIVE[@]}" >/dev/null; }
-  echo "setup.sh: installed $(pdflatex --version | head -n 1)"
+  echo "setup.sh: installed $(pdflatex --version | head -n 1), $(latexmk --version | grep -m1 -o 'Version.*')"
 fi
 .venv/bin/python - <<'PY'
 import logging, sys

@@ -232,3 +232,75 @@ def test_token_budget_batches_keep_long_prompts_apart(tiny):
     # widths with 8 new tokens: 18 (x5), 68, 98 -> [4 short], [1 short + nothing else fits with 68], [68], [98]
     assert backend._batches(list(range(7)), prompts, 8) == [[0, 1, 2, 3], [4], [5], [6]]
     assert HFBackend(model, tokenizer, batch_size=4)._batches(list(range(7)), prompts, 8) == [[0, 1, 2, 3], [4, 5, 6]]
+
+
+# ----- prefix reuse (issue 17) -------------------------------------------------------------------------------
+SYSTEM = {"role": "system", "content": "You are a careful assistant. Answer briefly and put the final answer in "
+                                       "\\boxed{}. Think about units and signs before you answer."}
+
+
+def multi_turn_prompts(tokenizer, backend, params, seed):
+    """Three turns of three conversations that share a system prompt: each next prompt is the previous prompt, the
+    sampled reply and a new user message (as EpisodeRunner extends an episode)."""
+    chats = [[SYSTEM, {"role": "user", "content": q}] for q in QUESTIONS[:3]]
+    prompts = [chat_prompt_ids(tokenizer, chat) for chat in chats]
+    turns = []
+    for turn in range(3):
+        out = backend.generate(prompts, params, seed=[seed + 10 * turn + i for i in range(len(prompts))])
+        turns.append((prompts, out))
+        prompts = [p + g.completion_ids + tokenizer(f"\nTurn {turn}: and now?\n", add_special_tokens=False)["input_ids"]
+                   for p, g in zip(prompts, out)]
+    return turns
+
+
+@pytest.mark.parametrize("params", [GREEDY, SAMPLED], ids=["greedy", "T0.8-top_p0.95"])
+def test_prefix_cache_gives_the_samples_and_logprobs_of_a_full_prefill(tiny, params):
+    """With the prefix cache, later turns prefill only their new tokens and the shared system prompt is prefilled
+    once; the samples are those of the backend without it and the log-probs those of one plain forward pass."""
+    model, tokenizer = tiny
+    cached = HFBackend(model, tokenizer, batch_size=2, prefix_cache_tokens=100_000)
+    plain = HFBackend(model, tokenizer, batch_size=2)
+    with_cache = multi_turn_prompts(tokenizer, cached, params, seed=5)
+    without = multi_turn_prompts(tokenizer, plain, params, seed=5)
+    for (prompts, a), (_, b) in zip(with_cache, without):
+        assert [g.completion_ids for g in a] == [g.completion_ids for g in b]
+        for prompt, g in zip(prompts, a):
+            expected = forward_logprobs(model, prompt, g.completion_ids, params.temperature)
+            assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-4)
+    assert cached.totals["prompt_tokens"] == plain.totals["prompt_tokens"]
+    assert plain.totals["prefill_tokens"] == plain.totals["prompt_tokens"]
+    # turns 2 and 3 prefill the reply tokens not yet cached and the new message only
+    assert cached.totals["prefill_tokens"] < 0.5 * plain.totals["prefill_tokens"], cached.totals
+
+
+def test_prefix_cache_is_emptied_when_the_weights_change(tiny, prompts):
+    """Keys and values belong to the weights that computed them: an in-place parameter update (an optimizer step)
+    empties the cache, so the next call prefills everything and samples from the new weights."""
+    model, tokenizer = tiny
+    backend = HFBackend(model, tokenizer, prefix_cache_tokens=100_000)
+    backend.generate(prompts[:2], GREEDY, seed=0)
+    assert backend.cache.entries
+    weight = next(model.parameters())
+    saved = weight.detach().clone()
+    try:
+        with torch.no_grad():
+            weight.add_(0.05)
+        before = backend.totals["prefill_tokens"]
+        out = backend.generate(prompts[:2], GREEDY, seed=0)
+        assert backend.totals["prefill_tokens"] - before == sum(len(p) for p in prompts[:2])
+        assert [g.completion_ids for g in out] == [g.completion_ids for g in
+                                                   HFBackend(model, tokenizer).generate(prompts[:2], GREEDY, seed=0)]
+    finally:
+        with torch.no_grad():
+            weight.copy_(saved)
+
+
+def test_prefix_cache_holds_at_most_its_token_budget(tiny, prompts):
+    model, tokenizer = tiny
+    budget = max(len(p) for p in prompts) + 2 * GREEDY.max_new_tokens
+    backend = HFBackend(model, tokenizer, prefix_cache_tokens=budget)
+    backend.generate(prompts, GREEDY, seed=0)
+    assert 0 < backend.cache.held <= budget
+    assert backend.cache.held == sum(len(e.tokens) for e in backend.cache.entries.values())
+    with pytest.raises(ValueError, match="prefix_cache_tokens"):
+        HFBackend(model, tokenizer, prefix_cache_tokens=-1)

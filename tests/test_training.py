@@ -70,15 +70,22 @@ TINY_RUN = {
 
 
 @pytest.mark.slow
+def untimed(record: dict) -> dict:
+    """A metrics line without its timings (spade.phases: they differ between identical runs; token counts do not)."""
+    return {k: v for k, v in record.items() if not k.endswith(("_seconds", "_tokens_per_s"))}
+
+
 def test_resume_gives_the_same_metrics(tiny_model_dir, tmp_path):
     config = load_config(overrides=TINY_RUN)
     train_run(config, tiny_model_dir, None, tmp_path / "straight")
     assert train_run(config, tiny_model_dir, None, tmp_path / "resumed", stop_after=2) == {"stopped_at": 2}
     train_run(config, tiny_model_dir, None, tmp_path / "resumed")  # picks up from checkpoints/step_000002
-    straight = (tmp_path / "straight/metrics.jsonl").read_text().splitlines()
-    resumed = (tmp_path / "resumed/metrics.jsonl").read_text().splitlines()
-    assert len(straight) == 4 and straight == resumed
-    first = json.loads(straight[0])
+    straight = [json.loads(line) for line in (tmp_path / "straight/metrics.jsonl").read_text().splitlines()]
+    resumed = [json.loads(line) for line in (tmp_path / "resumed/metrics.jsonl").read_text().splitlines()]
+    assert len(straight) == 4 and [untimed(r) for r in straight] == [untimed(r) for r in resumed]
+    assert all(r["step_seconds"] > 0 and r["phase_no_hint_arm_decode_tokens"] > 0 for r in straight)  # spade.phases
+    assert "phase_checkpoint_seconds" in straight[1] and "phase_checkpoint_seconds" not in straight[0]
+    first = straight[0]
     assert first["regenerated"] and first["backfilled_share"] == 1.0 and first["design_attempts"] == 2
     rejected = list((tmp_path / "straight/rejected").glob("*/report.json"))  # the tiny designer writes no code
     assert rejected and all(json.loads(p.read_text())["valid"] is False for p in rejected)
@@ -143,3 +150,19 @@ def test_designer_path_valid_environments_hints_and_regret(pool, tiny_model):
     designer = [s for s in samples if s.role == "designer"]
     assert len(designer) == 2 and all(s.delayed for s in designer) and [e["step"] for e in closed] == [0, 0]
     assert metrics["closed_set_step"] == 0 and metrics["closed_mean_designer_reward"] is not None
+
+
+def test_resume_restores_a_metrics_line_the_checkpoint_kept(tiny_model_dir, tmp_path):
+    """The process died after writing checkpoint step_000002 and before appending step 1's metrics line: the resumed
+    run puts the line back from the checkpoint (without the checkpoint's own time) and goes on from step 2."""
+    config = load_config(overrides=TINY_RUN)
+    run_dir = tmp_path / "run"
+    train_run(config, tiny_model_dir, None, run_dir, stop_after=2)
+    path = run_dir / "metrics.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text(lines[0] + "\n")  # step 1's line lost
+    train_run(config, tiny_model_dir, None, run_dir)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 1, 2, 3]
+    kept = {k: v for k, v in untimed(json.loads(lines[1])).items() if not k.startswith("phase_checkpoint_")}
+    assert untimed(records[1]) == kept and "phase_checkpoint_seconds" not in records[1]

@@ -7,6 +7,7 @@
     spade eval run --model DIR --step N --benchmark NAME --out FILE
     spade eval list | spade eval select --results FILE... --out FILE | spade eval throughput --model DIR --out FILE
     spade eval relabel --result FILE --run NAME --out FILE
+    spade bench step --model DIR --out-dir DIR [--corpus FILE] [--json]
     spade config schema
     spade compute [RUN_FILE ...] [--json | --markdown] [--assumptions FILE]
     spade serve-designer --model DIR [--host 127.0.0.1] [--port N]
@@ -193,6 +194,21 @@ def cmd_corpus_build(args) -> int:
                           "the offline corpus is only built when it is empty")
     count = build_offline_corpus(kind, args.out, config.corpus.offline_max_docs, config.seed)
     print(f"wrote {count} {kind} documents to {args.out}")
+    return 0
+
+
+def cmd_bench_step(args) -> int:
+    from spade.bench_step import render, run_bench_step
+    from spade.io import atomic_write_json
+
+    config = _config(args)
+    result = run_bench_step(config, args.model, config.corpus.path or args.corpus or None, args.out_dir,
+                            prefill_tokens=args.prefill_tokens, decode_context=args.decode_context,
+                            decode_tokens=args.decode_tokens, decode_batch=args.decode_batch,
+                            train_tokens=args.train_tokens, repeats=args.repeats)
+    result["provenance"] = stamp(config)
+    atomic_write_json(Path(args.out_dir) / "bench_step.json", result)
+    print(json.dumps(result, indent=1, default=str) if args.json else render(result))
     return 0
 
 
@@ -460,6 +476,23 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--apptainer-args", default="--nv",
                        help="flags of every `apptainer exec` with --image (default: --nv, the host's NVIDIA GPUs)")
     train.set_defaults(func=cmd_train)
+
+    performance = groups.add_parser("bench", help="performance: where a training step's time goes").add_subparsers(
+        dest="command", required=True)
+    step_bench = performance.add_parser("step", parents=[common],
+                            help="one step's phase profile without and with the prefix cache, and the achieved "
+                                 "FLOP/s of prefill, decode and training against this machine's matmul peak")
+    step_bench.add_argument("--model", required=True, help="prepared model folder (e.g. results/models/smollm2-135m)")
+    step_bench.add_argument("--corpus", default="", help="corpus JSONL (e.g. results/corpus/games.jsonl)")
+    step_bench.add_argument("--out-dir", required=True, help="folder for the two one-step runs and bench_step.json")
+    step_bench.add_argument("--prefill-tokens", type=int, default=1500, help="prompt length of the prefill kernel")
+    step_bench.add_argument("--decode-context", type=int, default=1500, help="context before the decode kernel's tokens")
+    step_bench.add_argument("--decode-tokens", type=int, default=32, help="new tokens of the decode kernel")
+    step_bench.add_argument("--decode-batch", type=int, default=8, help="rows of the decode kernel")
+    step_bench.add_argument("--train-tokens", type=int, default=512, help="sequence length of the training kernel")
+    step_bench.add_argument("--repeats", type=int, default=3, help="each kernel is timed as the best of this many")
+    step_bench.add_argument("--json", action="store_true", help="print the JSON result instead of the text table")
+    step_bench.set_defaults(func=cmd_bench_step)
 
     evals = groups.add_parser("eval", help="benchmarks: run one, list them, select a checkpoint").add_subparsers(
         dest="command", required=True)

@@ -22,6 +22,16 @@ item's sample depends only on its own seed, not on which items share its batch o
 come). Each row then samples by the Gumbel-max trick: ``argmax(logits / T + g)`` with ``g`` standard
 Gumbel noise drawn from the row's own ``torch.Generator``, which draws exactly from
 ``softmax(logits / T)`` (restricted to the top-p nucleus when ``top_p < 1``).
+
+Prefix reuse (``prefix_cache_tokens`` > 0; issue 17). The keys and values of every sequence the model has processed
+(a prompt plus its sampled tokens) are kept per row, up to that many tokens in all (least recently used first out).
+A later prompt that starts with tokens of a kept sequence (the next turn of the same episode, another attempt at the
+same designer prompt) reuses their keys and values and prefills only the rest; prompts of one call that share a
+long common prefix (the system prompt of a group's plays) have it prefilled once. The batch's cached parts are
+left-padded and its new parts right-aligned, with the padding masked and positions counted over real tokens only, so
+every row attends to exactly its own tokens at their own positions: the same numbers as a full prefill up to float
+rounding (``tests/test_generation_hf.py``). The kept entries belong to the weights that computed them: any change
+to a parameter (an optimizer step) empties the cache before the next call.
 """
 
 from __future__ import annotations
@@ -29,7 +39,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections import OrderedDict
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -99,6 +111,77 @@ class RowSeededGumbel:
         return scores + gumbel.to(scores.device)
 
 
+SHARED_PREFIX_MIN_TOKENS = 16  # a common prefix of a call's prompts shorter than this is not prefilled on its own
+
+
+@dataclass
+class CachedSequence:
+    """Keys and values of one processed sequence: ``layers[i] = (keys [H, L, D], values [H, L, D])``."""
+
+    tokens: tuple  # [L] the token ids
+    layers: list
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+class PrefixCache:
+    """The keys and values of processed sequences, for prompts that start with the same tokens (module docstring).
+
+    ``max_tokens`` bounds the tokens held over all entries; the least recently used entries go first. An entry
+    whose tokens are a prefix of a newer entry's is dropped (the newer one serves every prompt it served)."""
+
+    def __init__(self, max_tokens: int):
+        self.max_tokens = max_tokens
+        self.entries: OrderedDict = OrderedDict()  # id -> CachedSequence, least recently used first
+        self.held = 0
+        self._ids = 0
+        self.weights_key = None  # the parameters' versions the entries were computed with
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.held = 0
+
+    def check_weights(self, model) -> None:
+        """Empty the cache when any parameter changed since the entries were computed (``Tensor._version`` counts
+        in-place writes such as an optimizer step)."""
+        key = tuple(p._version for p in model.parameters())
+        if key != self.weights_key:
+            self.clear()
+            self.weights_key = key
+
+    def lookup(self, prompt: Sequence[int]) -> tuple[CachedSequence | None, int]:
+        """The entry sharing the longest prefix with ``prompt`` and that length (0 when none)."""
+        best, length = None, 0
+        for key, entry in self.entries.items():
+            shared = common_prefix_length(entry.tokens, prompt)
+            if shared > length:
+                best, length = key, shared
+        if best is None:
+            return None, 0
+        self.entries.move_to_end(best)
+        return self.entries[best], length
+
+    def add(self, tokens: Sequence[int], layers: list) -> None:
+        tokens = tuple(tokens)
+        if not tokens or len(tokens) > self.max_tokens:
+            return
+        for key in [k for k, e in self.entries.items() if tokens[:len(e.tokens)] == e.tokens]:
+            self.held -= len(self.entries.pop(key).tokens)
+        self._ids += 1
+        self.entries[self._ids] = CachedSequence(tokens, layers)
+        self.held += len(tokens)
+        while self.held > self.max_tokens:
+            _, evicted = self.entries.popitem(last=False)
+            self.held -= len(evicted.tokens)
+
+
 class HFBackend:
     """``GenerationBackend`` over ``model.generate``; see the module docstring for the guarantees.
 
@@ -107,11 +190,19 @@ class HFBackend:
     """
 
     def __init__(self, model, tokenizer, device: str | torch.device = "cpu", batch_size: int = 16,
-                 eos_token_id: int | Sequence[int] | None = None, max_batch_tokens: int = 0):
+                 eos_token_id: int | Sequence[int] | None = None, max_batch_tokens: int = 0,
+                 prefix_cache_tokens: int = 0):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if max_batch_tokens < 0:
             raise ValueError(f"max_batch_tokens must be >= 0 (0 = no limit), got {max_batch_tokens}")
+        if prefix_cache_tokens < 0:
+            raise ValueError(f"prefix_cache_tokens must be >= 0 (0 = off), got {prefix_cache_tokens}")
+        self.cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens and _plain_kv_layers(model) else None
+        # running totals over the backend's life (spade.phases reads differences): prompts, prompt tokens, prompt
+        # tokens actually prefilled (the rest came from the prefix cache), padded tokens, sampled tokens, seconds
+        self.totals = {"prompts": 0, "prompt_tokens": 0, "prefill_tokens": 0, "padded_tokens": 0, "new_tokens": 0,
+                       "seconds": 0.0}
         self.max_batch_tokens = max_batch_tokens
         self.model = model
         self.tokenizer = tokenizer
@@ -139,6 +230,7 @@ class HFBackend:
         if params.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {params.temperature}")
         started = time.perf_counter()
+        self._call = {"prefill_tokens": 0, "padded_tokens": 0}
         results: list[Generation | None] = [None] * len(prompts)
         order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), i))
         devices = [self.device] if self.device.type != "cpu" else []
@@ -146,6 +238,9 @@ class HFBackend:
         with torch.random.fork_rng(devices=devices, device_type=self.device.type if devices else "cuda"), \
                 torch.no_grad(), _eval_mode(self.model), \
                 _plain_generation_config(self.model, bos, self.eos_token_ids, self.pad_token_id):
+            if self.cache is not None:
+                self.cache.check_weights(self.model)
+                self._prefill_shared_prefix(prompts)
             for batch_index, chunk in enumerate(self._batches(order, prompts, params.max_new_tokens)):
                 seeds = None
                 if row_seeds is None:
@@ -154,7 +249,10 @@ class HFBackend:
                     seeds = [row_seeds[i] for i in chunk]
                 for i, generation in zip(chunk, self._generate_batch([prompts[i] for i in chunk], params, seeds)):
                     results[i] = generation
-        self.last_stats = generation_stats(results, time.perf_counter() - started)
+        self.last_stats = {**generation_stats(results, time.perf_counter() - started),
+                           "prompt_tokens": sum(len(p) for p in prompts), **self._call}
+        for key in self.totals:
+            self.totals[key] += self.last_stats[key]
         log.debug("generated %(new_tokens)d tokens for %(prompts)d prompts in %(seconds).2f s", self.last_stats)
         return results
 
@@ -174,15 +272,70 @@ class HFBackend:
         return batches + ([current] if current else [])
 
     # ------------------------------------------------------------------------------------------------
+    def _prefill_shared_prefix(self, prompts: list) -> None:
+        """Prefill once the longest prefix all of a call's prompts share (a system prompt), unless cached already."""
+        if len(prompts) < 2:
+            return
+        shared = min(len(p) for p in prompts) - 1  # every prompt keeps at least one token to prefill itself
+        first = prompts[0]
+        for prompt in prompts[1:]:
+            shared = min(shared, common_prefix_length(first, prompt))
+        if shared < SHARED_PREFIX_MIN_TOKENS or self.cache.lookup(first)[1] >= shared:
+            return
+        ids = torch.tensor([first[:shared]], dtype=torch.long, device=self.device)
+        past = self.model(input_ids=ids, use_cache=True).past_key_values
+        self.cache.add(first[:shared], [(keys[0].clone(), values[0].clone()) for keys, values, *_ in past])
+        self._call["prefill_tokens"] += shared
+        self._call["padded_tokens"] += shared
+
+    def _layout(self, batch: list[list[int]]):
+        """Input ids, attention mask and cache of one batch: each row's cached tokens (from the prefix cache)
+        left-padded to the longest cached part, then its other tokens right-aligned (module docstring).
+        Returns (input_ids [B, W], attention_mask [B, W], DynamicCache or None, cached length Lc, cached [B])."""
+        hits = [self.cache.lookup(p) if self.cache is not None else (None, 0) for p in batch]
+        cached = [min(length, len(p) - 1) for p, (_, length) in zip(batch, hits)]
+        lc = max(cached)
+        width = lc + max(len(p) - c for p, c in zip(batch, cached))
+        input_ids = torch.full((len(batch), width), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, (prompt, c) in enumerate(zip(batch, cached)):
+            input_ids[row, lc - c:lc] = torch.tensor(prompt[:c], dtype=torch.long)
+            attention_mask[row, lc - c:lc] = 1
+            input_ids[row, width - len(prompt) + c:] = torch.tensor(prompt[c:], dtype=torch.long)
+            attention_mask[row, width - len(prompt) + c:] = 1
+        self._call["prefill_tokens"] += sum(len(p) - c for p, c in zip(batch, cached))
+        self._call["padded_tokens"] += len(batch) * (width - lc)
+        if lc == 0:
+            return input_ids, attention_mask, None, 0, cached
+        from transformers import DynamicCache
+
+        layers = []
+        for index, (keys, values) in enumerate(next(e for e, _ in hits if e is not None).layers):
+            k = keys.new_zeros((len(batch), keys.shape[0], lc, keys.shape[2]))
+            v = values.new_zeros((len(batch), values.shape[0], lc, values.shape[2]))
+            for row, ((entry, _), c) in enumerate(zip(hits, cached)):
+                if c:
+                    k[row, :, lc - c:] = entry.layers[index][0][:, :c]
+                    v[row, :, lc - c:] = entry.layers[index][1][:, :c]
+            layers.append((k, v))
+        return input_ids, attention_mask, DynamicCache(ddp_cache_data=layers, config=self.model.config), lc, cached
+
+    def _keep(self, batch, input_ids, attention_mask, past, new_ids, lengths) -> None:
+        """Put each row's processed sequence (prompt and the sampled tokens fed back) into the prefix cache."""
+        width = input_ids.shape[1]
+        fed = past.get_seq_length() - width  # sampled tokens whose keys and values were computed (all but the last)
+        for row, prompt in enumerate(batch):
+            columns = torch.cat([torch.nonzero(attention_mask[row]).flatten(),
+                                 torch.arange(width, width + min(lengths[row], fed))])
+            layers = [(keys[row][:, columns].clone(), values[row][:, columns].clone())
+                      for keys, values, *_ in past]
+            self.cache.add(list(prompt) + new_ids[row, :min(lengths[row], fed)].tolist(), layers)
+
     def _generate_batch(self, batch: list[list[int]], params: SamplingParams, seeds=None) -> list[Generation]:
         from transformers import GenerationConfig, LogitsProcessorList
 
-        width = max(len(p) for p in batch)
-        input_ids = torch.full((len(batch), width), self.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, prompt in enumerate(batch):
-            input_ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
-            attention_mask[row, width - len(prompt):] = 1
+        input_ids, attention_mask, past, _, _ = self._layout(batch)
+        width = input_ids.shape[1]
         sample = params.temperature > 0
         options = dict(max_new_tokens=params.max_new_tokens, do_sample=sample, num_beams=1,
                        eos_token_id=self.eos_token_ids, pad_token_id=self.pad_token_id,
@@ -193,8 +346,10 @@ class HFBackend:
             processors.append(RowSeededGumbel(seeds, params.temperature, params.top_p))
         elif sample:
             options.update(temperature=params.temperature, top_p=params.top_p, top_k=0)
+        extra = {} if past is None else {"past_key_values": past}
         out = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
-                                  generation_config=GenerationConfig(**options), logits_processor=processors)
+                                  generation_config=GenerationConfig(**options, use_cache=True), logits_processor=processors,
+                                  **extra)
         new_ids = out.sequences[:, width:].cpu()
         steps = new_ids.shape[1]
         logprobs = torch.empty((len(batch), steps), dtype=torch.float32)
@@ -219,4 +374,23 @@ class HFBackend:
                 logprobs=logprobs[row, :length].tolist(),
                 finish_reason=reason,
             ))
+        if self.cache is not None and out.past_key_values is not None:
+            self._keep(batch, input_ids, attention_mask, out.past_key_values, new_ids,
+                       [len(g.completion_ids) for g in generations])
         return generations
+
+
+def _plain_kv_layers(model) -> bool:
+    """Whether every layer of the model keeps plain full-length keys and values (no sliding window), which the
+    prefix cache assumes; otherwise the backend runs without it."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    try:
+        layers = DynamicCache(config=model.config).layers
+    except Exception:  # noqa: BLE001 -- a model whose config the cache cannot read: no prefix reuse
+        return False
+    plain = bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+    if not plain:
+        log.info("prefix cache off: the model has cache layers other than full attention")
+    return plain

@@ -423,6 +423,7 @@ def run_table_rows(run: str, tidy: pd.DataFrame, records: list[dict], times: dic
     rows = [(f"Wall time: {stage}{'_*' if prefix else ''} [s]",
              _fmt(stage_seconds(times, stage, prefix), second_decimals), "Snakemake benchmark")
             for stage, prefix in stages(run)]
+    rows += phase_rows(records, second_decimals)
 
     regen = [r for r in records if r.get("regenerated")]
     attempts = sum(r["design_attempts"] for r in regen if _finite(r.get("design_attempts")))
@@ -481,6 +482,33 @@ def run_table_rows(run: str, tidy: pd.DataFrame, records: list[dict], times: dic
                      _fmt(record and record.get("agent_mean_return"), decimals),
                      training_interval(record, "return", decimals) if record else "no log"))
     rows.append(learning_signal_row(played, decimals))
+    return rows
+
+
+def phase_rows(records: list[dict], second_decimals: int = 1) -> list[tuple[str, str, str]]:
+    """Where the training steps' time went (``phase_*`` metrics, spade.phases): per phase, its seconds summed over the
+    logged steps, its share of their wall time and its generation tokens; nothing when no step logged phases."""
+    from spade.phases import PHASES
+
+    timed = [r for r in records if _finite(r.get("step_seconds"))]
+    if not timed:
+        return []
+    total = sum(r["step_seconds"] for r in timed)
+    rows = []
+    for name in (*PHASES, "other"):
+        seconds = sum(r.get(f"phase_{name}_seconds", 0.0) for r in timed)
+        if not seconds:
+            continue
+        detail = f"{seconds / total:.0%} of {total:.{second_decimals}f} s over {len(timed)} steps"
+        prefill = sum(r.get(f"phase_{name}_prefill_tokens", 0) for r in timed)
+        decode = sum(r.get(f"phase_{name}_decode_tokens", 0) for r in timed)
+        prompt = sum(r.get(f"phase_{name}_prompt_tokens", 0) for r in timed)
+        if prefill or decode:
+            detail += (f"; {prefill:,} of {prompt:,} prompt tokens prefilled, {decode:,} sampled, "
+                       f"{(prefill + decode) / seconds:.0f} tokens/s")
+        if name == "optimizer" and (tokens := sum(r.get("phase_optimizer_tokens", 0) for r in timed)):
+            detail += f"; {tokens:,} tokens forward and backward, {tokens / seconds:.0f} tokens/s"
+        rows.append((f"Step time: {name} [s]", _fmt(seconds, second_decimals), detail))
     return rows
 
 

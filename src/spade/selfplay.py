@@ -54,6 +54,7 @@ from spade.designer.skills import active_skills, sample_domain, sample_variant
 from spade.envs.library import level_kwargs, library
 from spade.envs.validate import Validator, store_rejection
 from spade.generation import SamplingParams
+from spade.phases import PhaseClock, timed
 from spade.seeding import derive_seed
 from spade.rewards import (
     EMAState, calibration_band_reward, designer_reward, ema_update, invalid_candidate_reward, learning_potential, regret,
@@ -144,6 +145,7 @@ class SelfPlay:
         self.state = state or SelfPlayState()
         prompts = {kind: agent_prompt(kind, config.agent.prompt_style) for kind in ("game", "tool_use")}
         self.runner = EpisodeRunner(backend, validator.pool, config.agent, prompts)
+        self.clock = PhaseClock(backend)  # where each step's time goes (spade.phases); the trainer reads it
         heldout = set(config.eval.heldout_library.environments)
         self.backfill_pool = [e for e in library() if e.name not in heldout and
                               (e.flavour == "tool_use") == (config.selfplay.flavour == "tool_use") and
@@ -193,6 +195,7 @@ class SelfPlay:
         self.state.envs = [asdict(env) for env in envs]
 
     # ----- design --------------------------------------------------------------------------------
+    @timed("design")
     def design(self, step: int, memory: bool = True) -> tuple[list, list]:
         """Design a new environment set; returns (slots, designer samples of invalid candidates).
         ``memory`` False leaves the memory seeds out of every prompt (the offline fixed-ED pool)."""
@@ -228,11 +231,16 @@ class SelfPlay:
             self._backfill(slots, step)
         return slots, invalid
 
+    @timed("validation")
+    def _validate(self, code: str):
+        """The validator's report on ``code`` (its time is the step's validation phase)."""
+        return self.validator.validate(code)
+
     def _judge(self, slot: EnvSlot, prompt: list, generation, invalid: list, revision: int):
         """Validate one designer generation for ``slot`` (``revision`` 0 = first answer, 1.. = feedback
         revisions) and book it: the report, the designer sample, a kept rejection."""
         slot.attempts += 1
-        report = self.validator.validate(generation.text)
+        report = self._validate(generation.text)
         tokens = getattr(generation, "completion_tokens", None)  # an external designer reports its usage
         slot.reports.append({**report.to_dict(),
                              "generated_tokens": len(generation.completion_ids) if tokens is None else tokens,
@@ -269,12 +277,13 @@ class SelfPlay:
                 continue
             same_skill = [e for e in self.backfill_pool if e.skill == slot.skill] or self.backfill_pool
             entry = rng.choice(same_skill)
-            report = self.validator.validate(entry.source())
+            report = self._validate(entry.source())
             if report.valid:
                 slot.valid, slot.code, slot.class_name, slot.kind = True, report.code, report.class_name, report.kind
                 slot.source = f"backfill:{entry.name}"
                 slot.env_kwargs = level_kwargs(entry, self.config.selfplay.library_level, "selfplay.library_level")
 
+    @timed("hints")
     def write_hints(self, slots: list, step: int) -> None:
         live = [slot for slot in slots if slot.valid]
         if not live:
@@ -312,13 +321,15 @@ class SelfPlay:
         """Play ``count`` episodes (default G) per valid slot; returns {env_id: [EpisodeRecord]}."""
         jobs = [EpisodeJob(slot.env_id, slot.code, slot.class_name, slot.kind, seed, arm, slot.hint, slot.env_kwargs)
                 for slot in slots if slot.valid for seed in self.episode_seeds(step, slot, arm, count)]
-        records = self.runner.run(jobs, derive_seed(self.config.seed, "play", step, arm))
+        with self.clock.phase(f"{arm}_arm"):
+            records = self.runner.run(jobs, derive_seed(self.config.seed, "play", step, arm))
         grouped: dict = {}
         for record in records:
             grouped.setdefault(record.env_id, []).append(record)
         return grouped
 
     # ----- rewards -------------------------------------------------------------------------------
+    @timed("rewards")
     def close_set(self, slots: list) -> list:
         """Designer rewards of a finished set (spec 4); returns the matured designer samples."""
         cfg, rcfg = self.config, self.config.reward
@@ -392,6 +403,7 @@ class SelfPlay:
             return None
         return regret([h for h, _ in pairs], [r for _, r in pairs], paired=True)
 
+    @timed("rewards")
     def weigh_designer(self, samples: list, slots: list) -> float | None:
         """'global_batch': the reference's designer up-weight (spec 6), min(agent samples / designer samples * k,
         cap), with this step's planned agent samples (m plays x valid environments of ``slots``) before trimming:
@@ -407,6 +419,7 @@ class SelfPlay:
             sample.weight = weight
         return weight
 
+    @timed("rewards")
     def assemble(self, designer: list, agent: list) -> tuple[list, dict]:
         """The training samples of one rollout (``selfplay.batch_structure``). 'global_batch' (reference code):
         one optimizer step of at most ``train.global_batch`` samples, designer samples first, the agent samples
@@ -681,7 +694,7 @@ class SelfPlay:
     def _validated(self, code: str):
         """The validation report of an environment file, validated in the sandbox once per run."""
         if code not in self._reports:
-            self._reports[code] = self.validator.validate(code)
+            self._reports[code] = self._validate(code)
         return self._reports[code]
 
     def _rlve_top(self, identifier: str) -> int:
@@ -692,6 +705,7 @@ class SelfPlay:
         """A play left out of the z-score, the statistics and the batch (``agent.failed_plays`` 'drop')."""
         return self.config.agent.failed_plays == "drop" and record.outcome == "env_failure"
 
+    @timed("rewards")
     def record_play(self, slot: EnvSlot, records: list, step: int) -> list:
         """Book one slot's no-hint episodes of step ``step`` (window statistics, regret at the regeneration
         step, distinct rewards); returns the agent advantage of each record, in order (spec 6: z-score
@@ -755,6 +769,7 @@ class SelfPlay:
             metrics["rlve_newly_excluded"], self._excluded_now = self._excluded_now, {}
         return metrics
 
+    @timed("rewards")
     def end_step(self, step: int, slots: list, records: list, delayed: list, metrics: dict) -> dict:
         """Store the set after play and add the play metrics of step ``step`` to ``metrics``."""
         if self.mode == "rlve":

@@ -69,7 +69,8 @@ class LocalTrainer:
     def update(self, samples: list) -> dict:
         """One rollout's policy update; returns averaged statistics."""
         tc = self.config.train
-        stats = {"loss": 0.0, "clip_frac": 0.0, "kl_mean": 0.0, "tokens": 0, "optimizer_steps": 0, "grad_norm": 0.0}
+        stats = {"loss": 0.0, "clip_frac": 0.0, "kl_mean": 0.0, "tokens": 0, "optimizer_steps": 0, "grad_norm": 0.0,
+                 "forward_tokens": 0, "padded_tokens": 0}  # sequence tokens through forward/backward, with padding
         if not samples:
             return stats
         micro_batches = 0
@@ -79,8 +80,12 @@ class LocalTrainer:
             if total_tokens == 0:
                 continue
             self.optimizer.zero_grad(set_to_none=True)
+            # micro batches of similar lengths pad little; the step's gradient is their sum either way
+            chunk = sorted(chunk, key=lambda sample: len(sample.token_ids))
             for m in range(0, len(chunk), tc.micro_batch):
                 batch = self._batch(chunk[m : m + tc.micro_batch])
+                stats["forward_tokens"] += int(batch["attention"].sum())
+                stats["padded_tokens"] += batch["ids"].numel()
                 with torch.no_grad():
                     ref = self._logprobs(self.reference, batch["ids"], batch["attention"]) if self.reference else None
                 self.model.train()
@@ -135,14 +140,18 @@ def _latest_checkpoint(run_dir: Path):
     return folders[-1] if folders else None
 
 
-def _cut_metrics(path: Path, before_step: int) -> None:
-    """Keep only metric lines of steps < ``before_step`` (a resumed run rewrites the rest)."""
-    if not path.exists():
-        return
-    lines = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] < before_step]
+def _cut_metrics(path: Path, before_step: int, last: dict | None = None) -> None:
+    """Keep only metric lines of steps < ``before_step`` (a resumed run rewrites the rest); ``last``, the line of step
+    ``before_step - 1`` that the checkpoint kept, is put back when the file lacks it (the process died between
+    writing the checkpoint and appending the line)."""
     from spade.io import atomic_write_text
 
-    atomic_write_text(path, "".join(ln + "\n" for ln in lines))
+    text = path.read_text() if path.exists() else ""
+    lines = [ln for ln in text.splitlines() if ln.strip() and json.loads(ln)["step"] < before_step]
+    if last is not None and not any(json.loads(ln)["step"] == last["step"] for ln in lines):
+        lines.append(json.dumps(last, sort_keys=True))
+    if lines or path.exists():
+        atomic_write_text(path, "".join(ln + "\n" for ln in lines))
 
 
 def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Path | None, run_dir: str | Path,
@@ -157,7 +166,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     from spade.designer.serve import local_designer
     from spade.envs.validate import Validator
     from spade.generation_hf import HFBackend
-    from spade.generation_vllm import VLLMBackend
+    from spade.generation_vllm import VLLMBackend, prefix_cache_tokens
     from spade.models import load_model
     from spade.sandbox.pool import SandboxPool
     from spade.selfplay import SelfPlay, SelfPlayState, corpus_sampler, fresh_memory
@@ -179,12 +188,13 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     else:
         memory = fresh_memory(config)
     metrics_path = run_dir / "metrics.jsonl"
-    _cut_metrics(metrics_path, start)
+    _cut_metrics(metrics_path, start, saved.get("metrics") if latest is not None else None)
     sampler = corpus_sampler(config, corpus_path)
     if config.inference.backend == "vllm":  # a vLLM engine beside the trainer; weights pushed after every update
         backend = VLLMBackend.from_model_dir(latest or model_dir, config.inference)
     else:  # shares the trainer's model object: always in sync
-        backend = HFBackend(model, tokenizer)
+        backend = HFBackend(model, tokenizer,
+                            prefix_cache_tokens=prefix_cache_tokens(model, config.inference.prefix_cache_mb))
     # baseline.external_serve: a frozen copy of the base model served on loopback for the designer (stopped on exit)
     with local_designer(config, model_dir, run_dir) as core_config, SandboxPool(config.sandbox) as pool:
         core = SelfPlay(core_config, backend, Validator(pool, config.validation), memory, sampler, state,
@@ -193,26 +203,35 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
         with Progress(transient=True) as progress:
             task = progress.add_task("self-play", total=config.selfplay.total_steps, completed=start)
             for step in range(start, config.selfplay.total_steps):
+                core.clock.start_step()
                 samples, metrics, closed = core.rollout(step)
-                metrics.update({f"train_{k}": v for k, v in trainer.update(samples).items()})
-                if isinstance(backend, VLLMBackend):  # the engine samples the next step from the updated policy
-                    weights = run_dir / "rollout_weights"
-                    model.save_pretrained(weights)
-                    backend.reload_weights(weights)
+                with core.clock.phase("optimizer"):
+                    metrics.update({f"train_{k}": v for k, v in trainer.update(samples).items()})
+                    if isinstance(backend, VLLMBackend):  # the engine samples the next step from the updated policy
+                        weights = run_dir / "rollout_weights"
+                        model.save_pretrained(weights)
+                        backend.reload_weights(weights)
+                core.clock.extra["phase_optimizer_tokens"] = metrics["train_forward_tokens"]
                 metrics["samples"] = len(samples)
+                write_archives(run_dir, closed)
+                if step + 1 in config.selfplay.checkpoint_steps():
+                    # the checkpoint keeps this step's metrics line (without the checkpoint's own time), which a run
+                    # resumed from it restores if the process died before appending the line below
+                    with core.clock.phase("checkpoint"):
+                        folder = run_dir / "checkpoints" / f"step_{step + 1:06d}"
+                        core.memory.save(run_dir / "memory.json")
+                        trainer.save(folder, tokenizer, {"next_step": step + 1, "selfplay": _state_dict(core.state),
+                                                         "metrics": {**metrics, **core.clock.metrics()}})
+                        shutil.copy(run_dir / "memory.json", folder / "memory.json")
+                metrics.update(core.clock.metrics())
                 with metrics_path.open("a", encoding="utf-8") as handle:
                     handle.write(json.dumps(metrics, sort_keys=True) + "\n")
-                log.info("step %d/%d: agent win rate %.3f, mean return %.3f, %d samples, loss %.4f",
+                log.info("step %d/%d: agent win rate %.3f, mean return %.3f, %d samples, loss %.4f, %.1f s",
                          step + 1, config.selfplay.total_steps, metrics["agent_win_rate"] or 0.0,
-                         metrics["agent_mean_return"] or 0.0, len(samples), metrics["train_loss"])
-                write_archives(run_dir, closed)
+                         metrics["agent_mean_return"] or 0.0, len(samples), metrics["train_loss"],
+                         metrics["step_seconds"])
                 progress.advance(task)
                 ran += 1
-                if step + 1 in config.selfplay.checkpoint_steps():
-                    folder = run_dir / "checkpoints" / f"step_{step + 1:06d}"
-                    core.memory.save(run_dir / "memory.json")
-                    trainer.save(folder, tokenizer, {"next_step": step + 1, "selfplay": _state_dict(core.state)})
-                    shutil.copy(run_dir / "memory.json", folder / "memory.json")
                 if stop_after is not None and ran >= stop_after:
                     return {"stopped_at": step + 1}
     summary = {"run": config.run_name, "model_card": config.model_card, "steps": config.selfplay.total_steps,

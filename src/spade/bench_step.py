@@ -1,0 +1,189 @@
+"""``spade bench step``: one training step's profile, and the achieved FLOP/s of prefill, decode and training
+against this machine's matmul peak, all measured in the same run (issue 17).
+
+What it does, in order:
+
+1. **Peak.** The best of several fp32 ``torch.matmul`` calls of two n x n matrices (n = 2048): 2 n^3 / seconds.
+2. **Step profile, before and after.** The first step of the configured run (``selfplay.total_steps`` cut to 1, and
+   its checkpoint), once with the prefix cache off (``inference.prefix_cache_mb: 0``) and once with it as configured,
+   each in a fresh run folder under ``--out-dir``: the ``phase_*`` metrics of spade.phases (seconds, prompt
+   tokens, tokens actually prefilled, tokens sampled per phase). Same seed, same model: the two differ only in
+   what the cache saves (and float rounding).
+3. **Kernels.** On the same model: a prefill (one forward pass over ``--prefill-tokens`` tokens), a decode
+   (``--decode-tokens`` new tokens at batch ``--decode-batch`` after a prompt of ``--decode-context`` tokens) and a
+   training forward and backward (``train.micro_batch`` sequences of ``--train-tokens``), each timed as the best
+   of ``--repeats``. FLOPs per token: 2 x the non-embedding parameters plus attention, 2 x layers x context x
+   width for a prefill or decode token (causal: the mean context), times 3 for forward and backward (times 4 with
+   gradient checkpointing, which recomputes the forward).
+
+Each achieved rate is reported as a fraction of the peak measured in step 1. These are estimates of useful work
+(no padding, no re-computation counted), so a fraction is a lower bound on how busy the cores were.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+MATMUL_N = 2048
+
+
+def matmul_peak(n: int = MATMUL_N, repeats: int = 5) -> float:
+    """FLOP/s of the best of ``repeats`` fp32 n x n matmuls (after one warm-up call)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.matmul(a, b)
+    best = min(_timed(lambda: torch.matmul(a, b)) for _ in range(repeats))
+    return 2 * n**3 / best
+
+
+def _timed(call) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+def model_shape(model) -> dict:
+    """Layers, width and non-embedding parameters of a decoder (what the FLOP estimates need)."""
+    config = model.config.get_text_config(decoder=True)
+    embedding = model.get_input_embeddings().weight.numel()
+    head = model.get_output_embeddings()
+    total = sum(p.numel() for p in model.parameters())
+    tied = head is not None and head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    return {"layers": config.num_hidden_layers, "width": config.hidden_size,
+            "non_embedding_params": total - embedding - (0 if tied or head is None else head.weight.numel()),
+            "vocab": config.vocab_size}
+
+
+def token_flops(shape: dict, context: float) -> float:
+    """Forward FLOPs of one token attending to ``context`` earlier tokens: the matmuls of every weight (2 per
+    parameter, the output projection included) and of attention (scores and weighted sum, 2 x 2 x context x width
+    per layer)."""
+    return 2 * (shape["non_embedding_params"] + shape["vocab"] * shape["width"]) + \
+        4 * shape["layers"] * context * shape["width"]
+
+
+def kernel_rates(model, tokenizer, prefill_tokens: int, decode_context: int, decode_tokens: int, decode_batch: int,
+                 train_tokens: int, train_batch: int, repeats: int) -> dict:
+    """Achieved FLOP/s of a prefill, a decode and a training forward+backward on ``model`` (module docstring)."""
+    from spade.generation import SamplingParams
+    from spade.generation_hf import HFBackend
+
+    shape = model_shape(model)
+    vocab = shape["vocab"]
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, vocab, (1, prefill_tokens), generator=generator)
+    model.eval()
+    with torch.no_grad():
+        model(input_ids=ids)  # warm-up
+        seconds = min(_timed(lambda: model(input_ids=ids)) for _ in range(repeats))
+    prefill = {"tokens": prefill_tokens, "seconds": seconds,
+               "flops": prefill_tokens * token_flops(shape, prefill_tokens / 2)}
+
+    backend = HFBackend(model, tokenizer, batch_size=decode_batch)
+    prompts = torch.randint(0, vocab, (decode_batch, decode_context), generator=generator).tolist()
+    params = SamplingParams(temperature=0.0, max_new_tokens=decode_tokens)
+    stop = backend.eos_token_ids
+    backend.eos_token_ids = [vocab + 1]  # an id no model samples: every row decodes all tokens
+    try:
+        short = replace(params, max_new_tokens=1)
+        one = min(_timed(lambda: backend.generate(prompts, short, seed=0)) for _ in range(repeats))
+        full = min(_timed(lambda: backend.generate(prompts, params, seed=0)) for _ in range(repeats))
+    finally:
+        backend.eos_token_ids = stop
+    steps = decode_tokens - 1  # the first token of each call comes with the prefill, timed by `one`
+    decode = {"tokens": decode_batch * steps, "seconds": max(full - one, 1e-9),
+              "flops": decode_batch * steps * token_flops(shape, decode_context + decode_tokens / 2)}
+
+    batch = torch.randint(0, vocab, (train_batch, train_tokens), generator=generator)
+    checkpointing = bool(getattr(model, "is_gradient_checkpointing", False))
+    model.train()
+
+    def train_pass():
+        model.zero_grad(set_to_none=True)
+        model(input_ids=batch).logits.float().logsumexp(-1).mean().backward()
+
+    train_pass()
+    seconds = min(_timed(train_pass) for _ in range(repeats))
+    model.zero_grad(set_to_none=True)
+    model.eval()
+    factor = 4 if checkpointing else 3
+    train = {"tokens": train_batch * train_tokens, "seconds": seconds, "gradient_checkpointing": checkpointing,
+             "flops": factor * train_batch * train_tokens * token_flops(shape, train_tokens / 2)}
+    return {"shape": shape, "prefill": prefill, "decode": decode, "train": train}
+
+
+def profile_step(config, model_dir: str | Path, corpus_path, run_dir: Path) -> dict:
+    """The metrics line of the first step of ``config`` run in a fresh ``run_dir`` (one step and its checkpoint)."""
+    from spade.trainer import train_run
+
+    cfg = replace(config, selfplay=replace(config.selfplay, total_steps=1, checkpoint_every=1))
+    if run_dir.exists():
+        import shutil
+
+        shutil.rmtree(run_dir)
+    train_run(cfg, model_dir, corpus_path, run_dir)
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return lines[0]
+
+
+def run_bench_step(config, model_dir: str | Path, corpus_path, out_dir: str | Path, *, prefill_tokens: int = 1500,
+                   decode_context: int = 1500, decode_tokens: int = 32, decode_batch: int = 8, train_tokens: int = 512,
+                   repeats: int = 3) -> dict:
+    """Peak, the step profile without and with the prefix cache, and the kernels' achieved FLOP/s (module doc)."""
+    from spade.models import load_model
+
+    out_dir = Path(out_dir)
+    peak = matmul_peak()
+    off = replace(config.inference, prefix_cache_mb=0)
+    profiles = {}
+    for label, inference in (("prefix_cache_off", off), ("prefix_cache_on", config.inference)):
+        profiles[label] = {"prefix_cache_mb": inference.prefix_cache_mb,
+                           **profile_step(replace(config, inference=inference), model_dir, corpus_path, out_dir / label)}
+    model, tokenizer = load_model(model_dir)
+    kernels = kernel_rates(model, tokenizer, prefill_tokens, decode_context, decode_tokens, decode_batch,
+                           train_tokens, config.train.micro_batch, repeats)
+    for name in ("prefill", "decode", "train"):
+        entry = kernels[name]
+        entry["flops_per_s"] = entry["flops"] / entry["seconds"]
+        entry["fraction_of_peak"] = entry["flops_per_s"] / peak
+    return {"peak_flops_per_s": peak, "matmul_n": MATMUL_N, "profiles": profiles, "kernels": kernels,
+            "threads": torch.get_num_threads()}
+
+
+def render(result: dict) -> str:
+    """The benchmark as text: the peak, the per-phase split before and after, the kernels against the peak."""
+    peak = result["peak_flops_per_s"]
+    lines = [f"matmul peak (fp32, n = {result['matmul_n']}, {result['threads']} threads): {peak / 1e9:.1f} GFLOP/s", "",
+             "one step, by phase (seconds; prompt tokens -> prefilled; sampled):"]
+    off, on = result["profiles"]["prefix_cache_off"], result["profiles"]["prefix_cache_on"]
+    from spade.phases import PHASES
+
+    lines.append(f"  {'phase':<12} {'cache off':>28}   {'cache on':>28}")
+    for name in (*PHASES, "other"):
+        cells = []
+        for profile in (off, on):
+            seconds = profile.get(f"phase_{name}_seconds")
+            if seconds is None:
+                cells.append(f"{'-':>28}")
+                continue
+            prompt = profile.get(f"phase_{name}_prompt_tokens")
+            tokens = "" if prompt is None else (f"{prompt}->{profile.get(f'phase_{name}_prefill_tokens', 0)}; "
+                                                f"{profile.get(f'phase_{name}_decode_tokens', 0)}")
+            cells.append(f"{seconds:8.1f} s {tokens:>17}")
+        lines.append(f"  {name:<12} {cells[0]}   {cells[1]}")
+    lines.append(f"  {'step':<12} {off['step_seconds']:8.1f} s {'':>17}   {on['step_seconds']:8.1f} s")
+    prefilled = [sum(p.get(f"phase_{n}_prefill_tokens", 0) for n in PHASES) for p in (off, on)]
+    if prefilled[1]:
+        lines.append(f"  prefilled tokens, off / on: {prefilled[0]} / {prefilled[1]} = {prefilled[0] / prefilled[1]:.2f}x; "
+                     f"step time off / on: {off['step_seconds'] / on['step_seconds']:.2f}x")
+    lines += ["", "kernels (achieved FLOP/s of useful work against the peak above):"]
+    for name, what in (("prefill", "one forward pass"), ("decode", "tokens after the first"),
+                       ("train", "forward + backward")):
+        k = result["kernels"][name]
+        lines.append(f"  {name:<8} {k['tokens']:>6} tokens in {k['seconds']:7.2f} s ({what}): "
+                     f"{k['flops_per_s'] / 1e9:6.1f} GFLOP/s = {k['fraction_of_peak']:.0%} of peak")
+    return "\n".join(lines)
