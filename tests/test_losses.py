@@ -129,3 +129,26 @@ def test_grpo_loss_invalid_inputs():
         grpo_loss(lp, old, a, mask, tis=torch.ones(2, 2))
     with pytest.raises(ValueError, match="logprobs must be a"):
         grpo_loss(torch.zeros(3), old, a, mask)
+
+
+def test_chunked_token_logprobs_equal_the_plain_ones_with_their_gradients():
+    """The head in chunks of 3 positions (under checkpointing) gives the log-probs and the gradients of the whole
+    [B, T, V] logits at once."""
+    from spade.losses import chunked_token_logprobs
+
+    torch.manual_seed(0)
+    hidden = torch.randn(2, 7, 5, requires_grad=True)
+    weight = torch.randn(11, 5, requires_grad=True)
+    targets = torch.randint(0, 11, (2, 7))
+    plain = token_logprobs(hidden @ weight.T, targets, 0.7)
+    chunked = chunked_token_logprobs(hidden, weight, targets, 0.7, chunk=3)
+    assert torch.allclose(plain, chunked, atol=1e-6)
+    scale = torch.randn(2, 7)
+    grads_plain = torch.autograd.grad((plain * scale).sum(), (hidden, weight))
+    grads_chunked = torch.autograd.grad((chunked * scale).sum(), (hidden, weight))
+    for a, b in zip(grads_plain, grads_chunked):
+        assert torch.allclose(a, b, atol=1e-5)
+    with torch.no_grad():  # no checkpointing without autograd
+        assert torch.allclose(chunked_token_logprobs(hidden, weight, targets, 0.7, chunk=4), plain, atol=1e-6)
+    with pytest.raises(ValueError, match="chunk"):
+        chunked_token_logprobs(hidden, weight, targets, 0.7, chunk=0)

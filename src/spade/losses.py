@@ -39,6 +39,31 @@ def token_logprobs(logits: torch.Tensor, target_ids: torch.Tensor, temperature: 
     return logp.gather(-1, target_ids.long().unsqueeze(-1)).squeeze(-1)  # [B, T]
 
 
+def chunked_token_logprobs(hidden: torch.Tensor, head_weight: torch.Tensor, target_ids: torch.Tensor,
+                           temperature: float, chunk: int = 512) -> torch.Tensor:
+    """``token_logprobs(hidden @ head_weight.T, target_ids, temperature)`` without the whole [B, T, V] logits.
+
+    hidden [B, T, D] (the decoder's last hidden states), head_weight [V, D] (the output projection), target_ids
+    [B, T] -> [B, T] float32. The positions go through the head ``chunk`` at a time, each under activation
+    checkpointing: the forward keeps only [B, T] log-probs and the backward recomputes one chunk's logits at a time,
+    so the peak memory of the head is [B, chunk, V] instead of [B, T, V] (the vocabulary is the largest dimension of
+    a small model's training step). Same numbers as the plain version up to float rounding.
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    _check_shape("target_ids", target_ids, hidden.shape[:2])
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
+
+    def piece(h, t):
+        return token_logprobs(torch.nn.functional.linear(h, head_weight), t, temperature)
+
+    parts = [checkpoint(piece, hidden[:, i:i + chunk], target_ids[:, i:i + chunk], use_reentrant=False)
+             if torch.is_grad_enabled() else piece(hidden[:, i:i + chunk], target_ids[:, i:i + chunk])
+             for i in range(0, hidden.shape[1], chunk)]
+    return torch.cat(parts, dim=1)
+
+
 def tis_weights(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, cap: float = 2.0) -> torch.Tensor:
     """Spec 6 truncated importance sampling: w_t = min(pi_old / pi_rollout, C), detached; C = 2.0 (ours).
 

@@ -5,7 +5,9 @@ optimizer step and the checkpoint. Phases nest, and time is exclusive: while ``v
 the clock charges ``validation`` only, so the phases of a step add up to its wall time (the remainder, loop overhead
 and metrics, is ``other``). Tokens come from the generation backend's running totals (``HFBackend.totals``): the
 prompt tokens a phase sent, the prompt tokens actually prefilled (the rest came from the prefix cache) and the
-tokens sampled; a backend without totals (vLLM) leaves them out.
+tokens sampled; a backend without totals (vLLM) leaves them out. Each thread nests its own phases: in the OpenRLHF
+path, where a step's design runs in a worker thread while rewards are booked on the event loop, a step's phases can
+add up to more than its wall time, which is then the time since the previous step finished.
 
 Metric keys, per phase P (``metrics.jsonl``): ``phase_P_seconds``, ``phase_P_prompt_tokens``,
 ``phase_P_prefill_tokens``, ``phase_P_decode_tokens``, ``phase_P_tokens_per_s`` (prefilled + sampled tokens per
@@ -17,6 +19,7 @@ resume check skips them; token counts do not.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections import defaultdict
 from contextlib import contextmanager
@@ -30,14 +33,24 @@ class PhaseClock:
 
     def __init__(self, backend=None):
         self.backend = backend
+        self._lock = threading.Lock()
+        self._local = threading.local()  # each thread nests its own phases (the OpenRLHF path runs some in a thread)
         self.start_step()
 
     def start_step(self) -> None:
-        self.started = time.perf_counter()
-        self.seconds: dict = defaultdict(float)
-        self.tokens: dict = defaultdict(lambda: defaultdict(int))
-        self.extra: dict = {}
-        self._stack: list = []  # [phase, since (s), backend totals since]
+        """Start a new step's accounts (a phase open across the call is booked to the step in which it ends)."""
+        with self._lock:
+            self.started = time.perf_counter()
+            self.seconds: dict = defaultdict(float)
+            self.tokens: dict = defaultdict(lambda: defaultdict(int))
+            self.extra: dict = {}
+
+    @property
+    def _stack(self) -> list:
+        """This thread's open phases: [phase, since (s), backend totals since]."""
+        if not hasattr(self._local, "stack"):
+            self._local.stack = []
+        return self._local.stack
 
     def _totals(self) -> dict:
         totals = getattr(self.backend, "totals", None)
@@ -48,10 +61,11 @@ class PhaseClock:
         if not self._stack:
             return
         name, since, before = self._stack[-1]
-        self.seconds[name] += now - since
-        for key in TOKEN_KEYS:
-            if key in totals and key in before:
-                self.tokens[name][key] += totals[key] - before[key]
+        with self._lock:
+            self.seconds[name] += now - since
+            for key in TOKEN_KEYS:
+                if key in totals and key in before:
+                    self.tokens[name][key] += totals[key] - before[key]
 
     @contextmanager
     def phase(self, name: str):

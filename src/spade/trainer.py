@@ -22,7 +22,7 @@ import torch
 
 from spade.config import SpadeConfig
 from spade.io import atomic_write_json
-from spade.losses import grpo_loss, tis_weights, token_logprobs
+from spade.losses import chunked_token_logprobs, grpo_loss, tis_weights, token_logprobs
 from spade.provenance import stamp
 
 log = logging.getLogger("spade.trainer")
@@ -31,6 +31,17 @@ log = logging.getLogger("spade.trainer")
 def _pad(rows: list, value) -> torch.Tensor:
     width = max(len(r) for r in rows)
     return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows])
+
+
+PLAIN_HEAD_MODELS = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
+                     "MistralForCausalLM")  # logits = lm_head(last hidden state): no soft-capping, no scale
+
+
+def plain_head(model) -> bool:
+    """Whether ``model``'s logits are exactly its output projection of the decoder's last hidden states."""
+    head = model.get_output_embeddings()
+    return (type(model).__name__ in PLAIN_HEAD_MODELS and getattr(head, "bias", None) is None
+            and not getattr(model.config, "logit_scale", None))
 
 
 class LocalTrainer:
@@ -49,9 +60,18 @@ class LocalTrainer:
         self.temperature = config.agent.temperature
 
     def _logprobs(self, model, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
-        """[B, T] log-prob of token t given tokens < t (position 0 gets 0)."""
-        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
-        lp = token_logprobs(logits.float(), ids[:, 1:], max(self.temperature, 1e-6))
+        """[B, T] log-prob of token t given tokens < t (position 0 gets 0).
+
+        A model whose logits are its output projection of the last hidden states (``plain_head``: Llama, Qwen,
+        ...) goes through the head in chunks of positions (``chunked_token_logprobs``); any other through its own
+        forward."""
+        temperature = max(self.temperature, 1e-6)
+        if plain_head(model):
+            hidden = model.get_decoder()(input_ids=ids, attention_mask=attention).last_hidden_state[:, :-1]
+            lp = chunked_token_logprobs(hidden, model.get_output_embeddings().weight, ids[:, 1:], temperature)
+        else:
+            logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
+            lp = token_logprobs(logits.float(), ids[:, 1:], temperature)
         return torch.cat([torch.zeros_like(lp[:, :1]), lp], dim=1)
 
     def _batch(self, samples: list) -> dict:
@@ -205,6 +225,8 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
             for step in range(start, config.selfplay.total_steps):
                 core.clock.start_step()
                 samples, metrics, closed = core.rollout(step)
+                if getattr(backend, "cache", None) is not None:  # the update changes every weight: free the keys
+                    backend.cache.clear()                        # and values now, before the optimizer needs memory
                 with core.clock.phase("optimizer"):
                     metrics.update({f"train_{k}": v for k, v in trainer.update(samples).items()})
                     if isinstance(backend, VLLMBackend):  # the engine samples the next step from the updated policy

@@ -290,6 +290,10 @@ class SpadeCoordinator:
         from spade.trainer import write_archives
 
         metrics = self.core.end_step(step.number, step.slots, self.records, step.matured, step.metrics)
+        # the core's own phases (design, validation, hints, rewards) since the previous step finished; generation
+        # and the optimizer run in OpenRLHF's engines and actors, which log their own timings
+        metrics.update(self.core.clock.metrics())
+        self.core.clock.start_step()
         metrics["samples"] = step.trained_agent + len(step.matured)
         metrics.update(sent_reward_stats(self._sent_rewards(step)))
         metrics.setdefault("trimmed_agent_samples", 0)
