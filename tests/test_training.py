@@ -166,3 +166,34 @@ def test_resume_restores_a_metrics_line_the_checkpoint_kept(tiny_model_dir, tmp_
     assert [r["step"] for r in records] == [0, 1, 2, 3]
     kept = {k: v for k, v in untimed(json.loads(lines[1])).items() if not k.startswith("phase_checkpoint_")}
     assert untimed(records[1]) == kept and "phase_checkpoint_seconds" not in records[1]
+
+
+def test_zero_advantage_samples_skip_forward_and_backward_but_not_the_step(tiny_model_dir):
+    """Without a KL term a sample of advantage 0 contributes exactly 0: skipping its forward and backward gives the
+    update of a near-zero advantage (1e-30) kept in the batch; a step of only such samples still applies AdamW's
+    weight decay on a zero gradient, w <- w (1 - lr wd), as the full backward did."""
+    import torch
+
+    config = load_config(overrides={**TINY_RUN, "train": {**TINY_RUN["train"], "weight_decay": 0.1}})
+
+    def updated(advantages):
+        model, _ = load_model(tiny_model_dir)
+        trainer = LocalTrainer(config, model, pad_id=0)
+        samples = [Sample("agent", [1, 5 + i, 9, 4 + i, 7], [0, 0, 1, 1, 1], [0.0, 0.0, -1.0, -1.5, -2.0], a)
+                   for i, a in enumerate(advantages)]
+        stats = trainer.update(samples)
+        return {k: v.detach().clone() for k, v in model.state_dict().items()}, stats
+
+    base, _ = load_model(tiny_model_dir)
+    skipped, stats = updated([0.0, 1.0, 0.0, -1.0])
+    kept, kept_stats = updated([1e-30, 1.0, 1e-30, -1.0])
+    assert stats["skipped_zero_advantage"] == 2 and kept_stats["skipped_zero_advantage"] == 0
+    assert stats["forward_tokens"] == 10 and kept_stats["forward_tokens"] == 20
+    for name, value in skipped.items():  # Adam (lr 1e-3) turns float rounding of near-zero gradients into ~1e-6
+        assert torch.allclose(value, kept[name], atol=1e-5), name
+    assert max(float((skipped[n] - v).abs().max()) for n, v in base.state_dict().items()) > 5e-4  # the update moved
+    idle, stats = updated([0.0, 0.0])
+    decay = 1 - config.train.learning_rate * config.train.weight_decay
+    assert stats["forward_tokens"] == 0 and stats["optimizer_steps"] == 1
+    for name, value in base.state_dict().items():
+        assert torch.allclose(idle[name], value * decay, atol=1e-7), name

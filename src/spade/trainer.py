@@ -90,7 +90,8 @@ class LocalTrainer:
         """One rollout's policy update; returns averaged statistics."""
         tc = self.config.train
         stats = {"loss": 0.0, "clip_frac": 0.0, "kl_mean": 0.0, "tokens": 0, "optimizer_steps": 0, "grad_norm": 0.0,
-                 "forward_tokens": 0, "padded_tokens": 0}  # sequence tokens through forward/backward, with padding
+                 "forward_tokens": 0, "padded_tokens": 0,  # sequence tokens through forward/backward, with padding
+                 "skipped_zero_advantage": 0}  # samples that needed no forward/backward (advantage 0, no KL term)
         if not samples:
             return stats
         micro_batches = 0
@@ -100,6 +101,11 @@ class LocalTrainer:
             if total_tokens == 0:
                 continue
             self.optimizer.zero_grad(set_to_none=True)
+            # without a KL term a sample of advantage 0 adds exactly 0 to the loss and its gradient (Eq. 2: -min(r A,
+            # clip(r) A) = 0): it still counts in the token mean's denominator above, but needs no forward or backward
+            if tc.kl_coef == 0:
+                stats["skipped_zero_advantage"] += sum(s.advantage == 0 for s in chunk)
+                chunk = [s for s in chunk if s.advantage != 0]
             # micro batches of similar lengths pad little; the step's gradient is their sum either way
             chunk = sorted(chunk, key=lambda sample: len(sample.token_ids))
             for m in range(0, len(chunk), tc.micro_batch):
@@ -125,6 +131,10 @@ class LocalTrainer:
                 stats["clip_frac"] += float(info["clip_frac"])
                 stats["kl_mean"] += float(info["kl_mean"])
                 micro_batches += 1
+            if not chunk:  # every sample skipped: the step still runs (weight decay, Adam's moments) on the zero
+                for param in self.model.parameters():  # gradient the backward passes would have given
+                    if param.requires_grad:
+                        param.grad = torch.zeros_like(param)
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.max_grad_norm or float("inf"))
             self.optimizer.step()
             stats["grad_norm"] = float(norm)
