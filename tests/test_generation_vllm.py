@@ -399,8 +399,9 @@ def test_inference_config_checks_values():
 def test_build_backend_switch(fake_vllm, tiny_model_dir):
     from spade.generation_hf import HFBackend
 
-    hf = build_backend(InferenceConfig(), tiny_model_dir, model=object(), tokenizer=FakeTokenizer(), batch_size=3)
-    assert isinstance(hf, HFBackend) and hf.batch_size == 3
+    hf = build_backend(InferenceConfig(prefix_cache_mb=0), tiny_model_dir, model=object(), tokenizer=FakeTokenizer(),
+                       batch_size=3)  # a stand-in model: no prefix cache, whose size needs the model's config
+    assert isinstance(hf, HFBackend) and hf.batch_size == 3 and hf.cache is None
     with pytest.raises(ValueError, match="needs the loaded model"):
         build_backend(InferenceConfig(), tiny_model_dir)
     assert isinstance(build_backend(InferenceConfig(backend="vllm"), tiny_model_dir), VLLMBackend)

@@ -325,7 +325,8 @@ def test_shipped_mappings_load_and_name_the_same_runs_as_the_tables():
     table_runs = {r for t in pt.BENCHMARK_TABLES + ("table7", "table8") for r in pt.mapped_runs(tables, t)}
     for group in pn.GROUPS:
         assert set(pn.group_runs(paper, group)) <= table_runs, group
-        assert set(pn.group_runs(toy, group)) <= {"toy"}, group
+        assert set(pn.group_runs(toy, group)) <= {"toy", "toy_tool_use"}, group  # the tool-use toy: tool_use_gain
+    assert set(pn.group_runs(toy, "tool_use_gain")) == {"toy_tool_use"}
     rows = (REPORTED / pn.QUOTED_CSV).read_text().splitlines()
     assert rows[0] == "key,value,unit,where" and len(rows) == 12  # 10 quoted numbers and the figure 18 reference line
 

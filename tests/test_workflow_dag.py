@@ -157,7 +157,7 @@ def test_paper_on_the_toy_trains_only_the_toy(tmp_path):
 
 def test_toy_tool_use_plans_the_tool_use_run_and_table_2(tmp_path):
     """`snakemake toy_tool_use -n`: one training of the tool-use toy (configs/toy_tool_use.yaml over the toy's settings:
-    the tool-use recipe, 2 steps), its own tool-use corpus, BFCL at the base model and the last checkpoint, then Table 2,
+    the tool-use recipe, 2 steps), its own tool-use corpus, BFCL at the base model and both checkpoints, then Table 2,
     Figure 1 (right) and the tool_use_gain numbers; neither the default target nor `snakemake paper` trains it."""
     run = snakemake(["-n", "toy_tool_use", "--configfile", str(ROOT / "configs/default.yaml"), "--directory",
                      str(tmp_path)])
@@ -174,7 +174,7 @@ def test_toy_tool_use_plans_the_tool_use_run_and_table_2(tmp_path):
     (corpus,) = [job for job in planned if job["rule"] == "build_corpus"]
     assert corpus["wildcards"] == "kind=tool_use" and '"recipe": "tool_use"' in corpus["shell"]
     evals = sorted(job["wildcards"] for job in planned if job["rule"] == "evaluate")
-    assert evals == [f"run=toy_tool_use, benchmark=bfcl_multi_turn, step={step}" for step in ("000000", "000002")]
+    assert evals == [f"run=toy_tool_use, benchmark=bfcl_multi_turn, step={step:06d}" for step in (0, 1, 2)]
     (table2,) = [job for job in planned if job["rule"] == "paper_table2"]
     assert "results/runs/toy_tool_use/eval/bfcl_multi_turn/step_000002.json" in table2["input"]
     paper = snakemake(["-n", "paper", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)])

@@ -276,6 +276,8 @@ class VLLMBackend:
 
 def prefix_cache_tokens(model, megabytes: int) -> int:
     """How many tokens' keys and values fit in ``megabytes`` for ``model`` (config key inference.prefix_cache_mb)."""
+    if not megabytes:
+        return 0
     config = model.config.get_text_config(decoder=True)
     heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
