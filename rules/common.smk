@@ -37,7 +37,8 @@ from spade.configtools import from_dict, load_yaml
 from spade.evals import registry
 from spade.rlhf.launch import resolve_openrlhf
 
-WORKFLOW_KEYS = ("runs", "pending", "toy_ablations", "toy_tool_use", "learning_check")  # workflow keys that are not run settings
+# workflow keys that are not run settings
+WORKFLOW_KEYS = ("runs", "pending", "toy_ablations", "toy_tool_use", "learning_check")
 MULTI_RUN = "runs" in config
 WORKFLOW_CONFIG = {key: value for key, value in config.items() if key not in WORKFLOW_KEYS}
 
