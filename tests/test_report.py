@@ -243,3 +243,28 @@ def test_training_figure_shades_each_steps_interval():
     module.band(ax, METRICS, "return", "C1")  # only step 0 logs a return sd: a band of one step
     assert len(ax.collections) == 2
     plt.close(fig)
+
+
+def test_phase_rows_sum_each_phase_over_the_steps():
+    """Two steps of 10 s and 30 s: design 4 + 6 = 10 s (25% of 40 s) with 300 of 1,000 prompt tokens prefilled and
+    100 sampled (400 tokens / 10 s = 40 tokens/s); the optimizer's row adds its forward/backward tokens; phases no
+    step logged and lines without step_seconds are left out."""
+    from spade.report import phase_rows
+
+    records = [
+        {"step": 0, "step_seconds": 10.0, "phase_design_seconds": 4.0, "phase_design_prompt_tokens": 600,
+         "phase_design_prefill_tokens": 200, "phase_design_decode_tokens": 60, "phase_optimizer_seconds": 2.0,
+         "train_forward_tokens": 500, "phase_other_seconds": 4.0},
+        {"step": 1, "step_seconds": 30.0, "phase_design_seconds": 6.0, "phase_design_prompt_tokens": 400,
+         "phase_design_prefill_tokens": 100, "phase_design_decode_tokens": 40, "phase_optimizer_seconds": 3.0,
+         "train_forward_tokens": 1500, "phase_other_seconds": 21.0},
+        {"step": 2, "agent_win_rate": 0.5},  # a line of an older run: no timings
+    ]
+    rows = {name: (value, detail) for name, value, detail in phase_rows(records)}
+    assert list(rows) == ["Step time: design [s]", "Step time: optimizer [s]", "Step time: other [s]"]
+    assert rows["Step time: design [s]"] == (
+        "10.0", "25% of 40.0 s over 2 steps; 300 of 1,000 prompt tokens prefilled, 100 sampled, 40 tokens/s")
+    assert rows["Step time: optimizer [s]"] == (
+        "5.0", "12% of 40.0 s over 2 steps; 2,000 tokens forward and backward, 400 tokens/s")
+    assert rows["Step time: other [s]"][0] == "25.0"
+    assert phase_rows([{"step": 0, "agent_win_rate": 0.0}]) == []

@@ -23,6 +23,7 @@ Each achieved rate is reported as a fraction of the peak measured in step 1. The
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -122,8 +123,6 @@ def profile_step(config, model_dir: str | Path, corpus_path, run_dir: Path) -> d
 
     cfg = replace(config, selfplay=replace(config.selfplay, total_steps=1, checkpoint_every=1))
     if run_dir.exists():
-        import shutil
-
         shutil.rmtree(run_dir)
     train_run(cfg, model_dir, corpus_path, run_dir)
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]

@@ -291,7 +291,7 @@ class HFBackend:
     def _layout(self, batch: list[list[int]]):
         """Input ids, attention mask and cache of one batch: each row's cached tokens (from the prefix cache)
         left-padded to the longest cached part, then its other tokens right-aligned (module docstring).
-        Returns (input_ids [B, W], attention_mask [B, W], DynamicCache or None, cached length Lc, cached [B])."""
+        Returns (input_ids [B, W], attention_mask [B, W], DynamicCache or None)."""
         hits = [self.cache.lookup(p) if self.cache is not None else (None, 0) for p in batch]
         cached = [min(length, len(p) - 1) for p, (_, length) in zip(batch, hits)]
         lc = max(cached)
@@ -306,7 +306,7 @@ class HFBackend:
         self._call["prefill_tokens"] += sum(len(p) - c for p, c in zip(batch, cached))
         self._call["padded_tokens"] += len(batch) * (width - lc)
         if lc == 0:
-            return input_ids, attention_mask, None, 0, cached
+            return input_ids, attention_mask, None
         from transformers import DynamicCache
 
         layers = []
@@ -318,7 +318,7 @@ class HFBackend:
                     k[row, :, lc - c:] = entry.layers[index][0][:, :c]
                     v[row, :, lc - c:] = entry.layers[index][1][:, :c]
             layers.append((k, v))
-        return input_ids, attention_mask, DynamicCache(ddp_cache_data=layers, config=self.model.config), lc, cached
+        return input_ids, attention_mask, DynamicCache(ddp_cache_data=layers, config=self.model.config)
 
     def _keep(self, batch, input_ids, attention_mask, past, new_ids, lengths) -> None:
         """Put each row's processed sequence (prompt and the sampled tokens fed back) into the prefix cache."""
@@ -334,7 +334,7 @@ class HFBackend:
     def _generate_batch(self, batch: list[list[int]], params: SamplingParams, seeds=None) -> list[Generation]:
         from transformers import GenerationConfig, LogitsProcessorList
 
-        input_ids, attention_mask, past, _, _ = self._layout(batch)
+        input_ids, attention_mask, past = self._layout(batch)
         width = input_ids.shape[1]
         sample = params.temperature > 0
         options = dict(max_new_tokens=params.max_new_tokens, do_sample=sample, num_beams=1,

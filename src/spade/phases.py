@@ -11,8 +11,8 @@ add up to more than its wall time, which is then the time since the previous ste
 
 Metric keys, per phase P (``metrics.jsonl``): ``phase_P_seconds``, ``phase_P_prompt_tokens``,
 ``phase_P_prefill_tokens``, ``phase_P_decode_tokens``, ``phase_P_tokens_per_s`` (prefilled + sampled tokens per
-second); the optimizer phase has ``phase_optimizer_tokens`` (tokens through forward and backward) instead; and
-``step_seconds``. Timing keys end in ``_seconds`` or ``_tokens_per_s``: they differ between identical runs, and the
+second); and ``step_seconds``. The optimizer's own token counts are the trainer's ``train_forward_tokens`` and
+``train_padded_tokens``. Timing keys end in ``_seconds`` or ``_tokens_per_s``: they differ between identical runs, and the
 resume check skips them; token counts do not.
 """
 
@@ -43,7 +43,6 @@ class PhaseClock:
             self.started = time.perf_counter()
             self.seconds: dict = defaultdict(float)
             self.tokens: dict = defaultdict(lambda: defaultdict(int))
-            self.extra: dict = {}
 
     @property
     def _stack(self) -> list:
@@ -100,7 +99,6 @@ class PhaseClock:
             if moved:
                 out[f"phase_{name}_tokens_per_s"] = moved / seconds if seconds > 0 else float("nan")
         out["phase_other_seconds"] = max(wall - sum(self.seconds.values()), 0.0)
-        out.update(self.extra)
         return out
 
 

@@ -506,7 +506,7 @@ def phase_rows(records: list[dict], second_decimals: int = 1) -> list[tuple[str,
         if prefill or decode:
             detail += (f"; {prefill:,} of {prompt:,} prompt tokens prefilled, {decode:,} sampled, "
                        f"{(prefill + decode) / seconds:.0f} tokens/s")
-        if name == "optimizer" and (tokens := sum(r.get("phase_optimizer_tokens", 0) for r in timed)):
+        if name == "optimizer" and (tokens := sum(r.get("train_forward_tokens", 0) for r in timed)):
             detail += f"; {tokens:,} tokens forward and backward, {tokens / seconds:.0f} tokens/s"
         rows.append((f"Step time: {name} [s]", _fmt(seconds, second_decimals), detail))
     return rows

@@ -195,8 +195,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     from spade.designer.memory import EnvironmentMemory
     from spade.designer.serve import local_designer
     from spade.envs.validate import Validator
-    from spade.generation_hf import HFBackend
-    from spade.generation_vllm import VLLMBackend, prefix_cache_tokens
+    from spade.generation_vllm import VLLMBackend, build_backend
     from spade.models import load_model
     from spade.sandbox.pool import SandboxPool
     from spade.selfplay import SelfPlay, SelfPlayState, corpus_sampler, fresh_memory
@@ -220,11 +219,9 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     metrics_path = run_dir / "metrics.jsonl"
     _cut_metrics(metrics_path, start, saved.get("metrics") if latest is not None else None)
     sampler = corpus_sampler(config, corpus_path)
-    if config.inference.backend == "vllm":  # a vLLM engine beside the trainer; weights pushed after every update
-        backend = VLLMBackend.from_model_dir(latest or model_dir, config.inference)
-    else:  # shares the trainer's model object: always in sync
-        backend = HFBackend(model, tokenizer,
-                            prefix_cache_tokens=prefix_cache_tokens(model, config.inference.prefix_cache_mb))
+    # hf shares the trainer's model object (always in sync); vllm is an engine beside the trainer, weights pushed after
+    # every update
+    backend = build_backend(config.inference, latest or model_dir, model=model, tokenizer=tokenizer)
     # baseline.external_serve: a frozen copy of the base model served on loopback for the designer (stopped on exit)
     with local_designer(config, model_dir, run_dir) as core_config, SandboxPool(config.sandbox) as pool:
         core = SelfPlay(core_config, backend, Validator(pool, config.validation), memory, sampler, state,
@@ -243,7 +240,6 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
                         weights = run_dir / "rollout_weights"
                         model.save_pretrained(weights)
                         backend.reload_weights(weights)
-                core.clock.extra["phase_optimizer_tokens"] = metrics["train_forward_tokens"]
                 metrics["samples"] = len(samples)
                 write_archives(run_dir, closed)
                 if step + 1 in config.selfplay.checkpoint_steps():
