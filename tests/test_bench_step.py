@@ -28,12 +28,12 @@ def test_step_profile_without_and_with_the_prefix_cache(tiny_model_dir, tmp_path
     assert prompt == sum(off.get(f"phase_{p}_prefill_tokens", 0) for p in PHASES)  # no cache: everything prefilled
     assert sum(on.get(f"phase_{p}_prefill_tokens", 0) for p in PHASES) < prompt  # the 2-turn plays reuse turn 1
     assert result["peak_flops_per_s"] > 0
-    for name in ("prefill", "decode", "train"):
+    for name in ("prefill", "decode_stock", "decode", "train"):
         kernel = result["kernels"][name]
         assert kernel["flops"] > 0 and kernel["seconds"] > 0
         assert kernel["fraction_of_peak"] == kernel["flops_per_s"] / result["peak_flops_per_s"]
     text = render(result)
-    assert "matmul peak" in text and "no_hint_arm" in text and "of peak" in text
+    assert "matmul peak" in text and "no_hint_arm" in text and "of peak" in text and "decode kernels" in text
 
 
 def test_token_flops_by_hand():

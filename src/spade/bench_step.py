@@ -10,7 +10,8 @@ What it does, in order:
    tokens, tokens actually prefilled, tokens sampled per phase). Same seed, same model: the two differ only in
    what the cache saves (and float rounding).
 3. **Kernels.** On the same model: a prefill (one forward pass over ``--prefill-tokens`` tokens), a decode
-   (``--decode-tokens`` new tokens at batch ``--decode-batch`` after a prompt of ``--decode-context`` tokens) and a
+   (``--decode-tokens`` new tokens at batch ``--decode-batch`` after a prompt of ``--decode-context`` tokens; once
+   through ``transformers``' stock attention and cache, once through ``spade.hf_decode``'s) and a
    training forward and backward (``train.micro_batch`` sequences of ``--train-tokens``), each timed as the best
    of ``--repeats``. FLOPs per token: 2 x the non-embedding parameters plus attention, 2 x layers x context x
    width for a prefill or decode token (causal: the mean context), times 3 for forward and backward (times 4 with
@@ -31,6 +32,8 @@ from pathlib import Path
 import torch
 
 MATMUL_N = 2048
+KERNELS = {"prefill": "one forward pass", "decode_stock": "after the first; transformers' stock attention + cache",
+           "decode": "after the first; spade.hf_decode", "train": "forward + backward"}
 
 
 def matmul_peak(n: int = MATMUL_N, repeats: int = 5) -> float:
@@ -84,20 +87,18 @@ def kernel_rates(model, tokenizer, prefill_tokens: int, decode_context: int, dec
     prefill = {"tokens": prefill_tokens, "seconds": seconds,
                "flops": prefill_tokens * token_flops(shape, prefill_tokens / 2)}
 
-    backend = HFBackend(model, tokenizer, batch_size=decode_batch)
     prompts = torch.randint(0, vocab, (decode_batch, decode_context), generator=generator).tolist()
     params = SamplingParams(temperature=0.0, max_new_tokens=decode_tokens)
-    stop = backend.eos_token_ids
-    backend.eos_token_ids = [vocab + 1]  # an id no model samples: every row decodes all tokens
-    try:
+    steps = decode_tokens - 1  # the first token of each call comes with the prefill, timed by `one`
+    decodes = {}
+    for name, kernels in (("decode_stock", False), ("decode", True)):
+        backend = HFBackend(model, tokenizer, batch_size=decode_batch, eos_token_id=vocab + 1,  # never sampled:
+                            decode_kernels=kernels)  # every row decodes all tokens
         short = replace(params, max_new_tokens=1)
         one = min(_timed(lambda: backend.generate(prompts, short, seed=0)) for _ in range(repeats))
         full = min(_timed(lambda: backend.generate(prompts, params, seed=0)) for _ in range(repeats))
-    finally:
-        backend.eos_token_ids = stop
-    steps = decode_tokens - 1  # the first token of each call comes with the prefill, timed by `one`
-    decode = {"tokens": decode_batch * steps, "seconds": max(full - one, 1e-9),
-              "flops": decode_batch * steps * token_flops(shape, decode_context + decode_tokens / 2)}
+        decodes[name] = {"tokens": decode_batch * steps, "seconds": max(full - one, 1e-9),
+                         "flops": decode_batch * steps * token_flops(shape, decode_context + decode_tokens / 2)}
 
     batch = torch.randint(0, vocab, (train_batch, train_tokens), generator=generator)
     checkpointing = bool(getattr(model, "is_gradient_checkpointing", False))
@@ -114,7 +115,7 @@ def kernel_rates(model, tokenizer, prefill_tokens: int, decode_context: int, dec
     factor = 4 if checkpointing else 3
     train = {"tokens": train_batch * train_tokens, "seconds": seconds, "gradient_checkpointing": checkpointing,
              "flops": factor * train_batch * train_tokens * token_flops(shape, train_tokens / 2)}
-    return {"shape": shape, "prefill": prefill, "decode": decode, "train": train}
+    return {"shape": shape, "prefill": prefill, **decodes, "train": train}
 
 
 def profile_step(config, model_dir: str | Path, corpus_path, run_dir: Path) -> dict:
@@ -145,7 +146,7 @@ def run_bench_step(config, model_dir: str | Path, corpus_path, out_dir: str | Pa
     model, tokenizer = load_model(model_dir)
     kernels = kernel_rates(model, tokenizer, prefill_tokens, decode_context, decode_tokens, decode_batch,
                            train_tokens, config.train.micro_batch, repeats)
-    for name in ("prefill", "decode", "train"):
+    for name in KERNELS:
         entry = kernels[name]
         entry["flops_per_s"] = entry["flops"] / entry["seconds"]
         entry["fraction_of_peak"] = entry["flops_per_s"] / peak
@@ -180,9 +181,10 @@ def render(result: dict) -> str:
         lines.append(f"  prefilled tokens, off / on: {prefilled[0]} / {prefilled[1]} = {prefilled[0] / prefilled[1]:.2f}x; "
                      f"step time off / on: {off['step_seconds'] / on['step_seconds']:.2f}x")
     lines += ["", "kernels (achieved FLOP/s of useful work against the peak above):"]
-    for name, what in (("prefill", "one forward pass"), ("decode", "tokens after the first"),
-                       ("train", "forward + backward")):
+    for name, what in KERNELS.items():
         k = result["kernels"][name]
-        lines.append(f"  {name:<8} {k['tokens']:>6} tokens in {k['seconds']:7.2f} s ({what}): "
+        lines.append(f"  {name:<12} {k['tokens']:>6} tokens in {k['seconds']:7.2f} s ({what}): "
                      f"{k['flops_per_s'] / 1e9:6.1f} GFLOP/s = {k['fraction_of_peak']:.0%} of peak")
+    stock, ours = result["kernels"]["decode_stock"], result["kernels"]["decode"]
+    lines.append(f"  decode kernels: {stock['seconds'] / ours['seconds']:.2f}x the stock path's tokens/s")
     return "\n".join(lines)

@@ -32,6 +32,10 @@ left-padded and its new parts right-aligned, with the padding masked and positio
 every row attends to exactly its own tokens at their own positions: the same numbers as a full prefill up to float
 rounding (``tests/test_generation_hf.py``). The kept entries belong to the weights that computed them: any change
 to a parameter (an optimizer step) empties the cache before the next call.
+
+Decode kernels (``decode_kernels``, on by default). Grouped-query attention without copying keys and values, and a
+cache preallocated for prompt + ``max_new_tokens`` (``spade.hf_decode``): the same numbers up to float rounding;
+``decode_kernels=False`` keeps ``transformers``' stock path (``spade bench step`` times both in one run).
 """
 
 from __future__ import annotations
@@ -40,13 +44,14 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
 from spade.generation import Generation, SamplingParams, generation_stats
+from spade.hf_decode import grouped_attention, preallocated_cache
 
 log = logging.getLogger(__name__)
 
@@ -191,14 +196,16 @@ class HFBackend:
 
     def __init__(self, model, tokenizer, device: str | torch.device = "cpu", batch_size: int = 16,
                  eos_token_id: int | Sequence[int] | None = None, max_batch_tokens: int = 0,
-                 prefix_cache_tokens: int = 0):
+                 prefix_cache_tokens: int = 0, decode_kernels: bool = True):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if max_batch_tokens < 0:
             raise ValueError(f"max_batch_tokens must be >= 0 (0 = no limit), got {max_batch_tokens}")
         if prefix_cache_tokens < 0:
             raise ValueError(f"prefix_cache_tokens must be >= 0 (0 = off), got {prefix_cache_tokens}")
-        self.cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens and _plain_kv_layers(model) else None
+        self.plain_kv = _plain_kv_layers(model)  # full-attention layers only: preallocated cache, prefix reuse
+        self.decode_kernels = decode_kernels  # spade.hf_decode's attention and cache (False: stock, for benchmarks)
+        self.cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens and self.plain_kv else None
         # running totals over the backend's life (spade.phases reads differences): prompts, prompt tokens, prompt
         # tokens actually prefilled (the rest came from the prefix cache), padded tokens, sampled tokens, seconds
         self.totals = {"prompts": 0, "prompt_tokens": 0, "prefill_tokens": 0, "padded_tokens": 0, "new_tokens": 0,
@@ -237,6 +244,7 @@ class HFBackend:
         bos = getattr(self.tokenizer, "bos_token_id", None)
         with torch.random.fork_rng(devices=devices, device_type=self.device.type if devices else "cuda"), \
                 torch.no_grad(), _eval_mode(self.model), \
+                grouped_attention(self.model) if self.decode_kernels else nullcontext(), \
                 _plain_generation_config(self.model, bos, self.eos_token_ids, self.pad_token_id):
             if self.cache is not None:
                 self.cache.check_weights(self.model)
@@ -288,10 +296,11 @@ class HFBackend:
         self._call["prefill_tokens"] += shared
         self._call["padded_tokens"] += shared
 
-    def _layout(self, batch: list[list[int]]):
+    def _layout(self, batch: list[list[int]], max_new_tokens: int):
         """Input ids, attention mask and cache of one batch: each row's cached tokens (from the prefix cache)
         left-padded to the longest cached part, then its other tokens right-aligned (module docstring).
-        Returns (input_ids [B, W], attention_mask [B, W], DynamicCache or None)."""
+        Returns (input_ids [B, W], attention_mask [B, W], cache or None); the cache is preallocated for
+        W + ``max_new_tokens`` positions when the model's layers are plain full attention (``spade.hf_decode``)."""
         hits = [self.cache.lookup(p) if self.cache is not None else (None, 0) for p in batch]
         cached = [min(length, len(p) - 1) for p, (_, length) in zip(batch, hits)]
         lc = max(cached)
@@ -306,8 +315,8 @@ class HFBackend:
         self._call["prefill_tokens"] += sum(len(p) - c for p, c in zip(batch, cached))
         self._call["padded_tokens"] += len(batch) * (width - lc)
         if lc == 0:
-            return input_ids, attention_mask, None
-        from transformers import DynamicCache
+            preallocate = self.plain_kv and self.decode_kernels
+            return input_ids, attention_mask, preallocated_cache(self.model, width + max_new_tokens) if preallocate else None
 
         layers = []
         for index, (keys, values) in enumerate(next(e for e, _ in hits if e is not None).layers):
@@ -318,7 +327,11 @@ class HFBackend:
                     k[row, :, lc - c:] = entry.layers[index][0][:, :c]
                     v[row, :, lc - c:] = entry.layers[index][1][:, :c]
             layers.append((k, v))
-        return input_ids, attention_mask, DynamicCache(ddp_cache_data=layers, config=self.model.config)
+        if not self.decode_kernels:
+            from transformers import DynamicCache
+
+            return input_ids, attention_mask, DynamicCache(ddp_cache_data=layers, config=self.model.config)
+        return input_ids, attention_mask, preallocated_cache(self.model, width + max_new_tokens, layers)
 
     def _keep(self, batch, input_ids, attention_mask, past, new_ids, lengths) -> None:
         """Put each row's processed sequence (prompt and the sampled tokens fed back) into the prefix cache."""
@@ -334,7 +347,7 @@ class HFBackend:
     def _generate_batch(self, batch: list[list[int]], params: SamplingParams, seeds=None) -> list[Generation]:
         from transformers import GenerationConfig, LogitsProcessorList
 
-        input_ids, attention_mask, past = self._layout(batch)
+        input_ids, attention_mask, past = self._layout(batch, params.max_new_tokens)
         width = input_ids.shape[1]
         sample = params.temperature > 0
         options = dict(max_new_tokens=params.max_new_tokens, do_sample=sample, num_beams=1,
