@@ -283,8 +283,12 @@ def cmd_eval_throughput(args) -> int:
     atomic_write_json(args.out, report)
     for arm in ("batched", "naive"):
         r = report[arm]
+        extra = ""
+        if "fraction_of_peak" in r:
+            extra = (f", {r['flops_per_s'] / 1e9:.1f} GFLOP/s = {r['fraction_of_peak']:.0%} of the "
+                     f"{report['peak_flops_per_s'] / 1e9:.0f} GFLOP/s matmul peak, padding {r['padding_share']:.0%} of slots")
         print(f"{arm:8s} {r['items']} items in {r['seconds']:.1f} s: {r['items_per_s']:.3f} items/s, "
-              f"{r['tokens_per_s']:.1f} generated tokens/s")
+              f"{r['tokens_per_s']:.1f} generated tokens/s{extra}")
     print(f"batched / naive: {report['speedup_items_per_s']:.2f}x items/s, {report['speedup_tokens_per_s']:.2f}x "
           f"tokens/s; identical responses {report['identical_responses']:.2f} -> {args.out}")
     return 0

@@ -207,9 +207,11 @@ class HFBackend:
         self.decode_kernels = decode_kernels  # spade.hf_decode's attention and cache (False: stock, for benchmarks)
         self.cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens and self.plain_kv else None
         # running totals over the backend's life (spade.phases reads differences): prompts, prompt tokens, prompt
-        # tokens actually prefilled (the rest came from the prefix cache), padded tokens, sampled tokens, seconds
+        # tokens actually prefilled (the rest came from the prefix cache), the prefill's padded batch slots, sampled
+        # tokens, decode slots (rows x steps of every batch: a row that stopped early still takes its slot until
+        # the batch's longest row ends), seconds
         self.totals = {"prompts": 0, "prompt_tokens": 0, "prefill_tokens": 0, "padded_tokens": 0, "new_tokens": 0,
-                       "seconds": 0.0}
+                       "decode_slots": 0, "seconds": 0.0}
         self.max_batch_tokens = max_batch_tokens
         self.model = model
         self.tokenizer = tokenizer
@@ -237,7 +239,7 @@ class HFBackend:
         if params.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {params.temperature}")
         started = time.perf_counter()
-        self._call = {"prefill_tokens": 0, "padded_tokens": 0}
+        self._call = {"prefill_tokens": 0, "padded_tokens": 0, "decode_slots": 0}
         results: list[Generation | None] = [None] * len(prompts)
         order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), i))
         devices = [self.device] if self.device.type != "cpu" else []
@@ -365,6 +367,7 @@ class HFBackend:
                                   **extra)
         new_ids = out.sequences[:, width:].cpu()
         steps = new_ids.shape[1]
+        self._call["decode_slots"] += len(batch) * steps
         logprobs = torch.empty((len(batch), steps), dtype=torch.float32)
         for t, step_logits in enumerate(out.logits):  # one [B, V] tensor per generated position
             scores = step_logits.float()
