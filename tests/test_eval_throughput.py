@@ -43,3 +43,7 @@ def test_measure_reports_padding_and_flops(tiny_model_dir):
         assert 0 <= arm["padding_share"] < 1 and 0 < arm["fraction_of_peak"] == arm["flops_per_s"] / report["peak_flops_per_s"]
     # one item per call: a batch of one row pads nothing
     assert report["naive"]["padding_share"] == 0
+    # each arm starts with an empty prefix cache: had the naive arm kept the batched arm's entries (the same
+    # prompts and replies), it would prefill about one token per prompt
+    batched, naive = report["batched"]["counts"], report["naive"]["counts"]
+    assert naive["prompt_tokens"] == batched["prompt_tokens"] and naive["prefill_tokens"] > 2 * naive["prompts"]

@@ -53,6 +53,9 @@ def useful_flops(counts: dict, shape: dict) -> float:
 
 
 def _timed(benchmark: Benchmark, ctx: EvalContext, items, batch_size: int) -> tuple[dict, list]:
+    cache = getattr(ctx.backend, "cache", None)
+    if cache is not None:  # each arm starts cold: neither reuses the prompts the other (or the warm-up) processed
+        cache.clear()
     totals = getattr(ctx.backend, "totals", None)
     before = dict(totals) if isinstance(totals, dict) else None
     started, records = time.perf_counter(), []
