@@ -142,3 +142,14 @@ def test_preallocated_cache_holds_given_layers(gqa_model):
     assert cache.get_seq_length() == 3
     assert all(isinstance(layer, PreallocatedLayer) and layer._keys.shape[2] == 8 for layer in cache.layers)
     torch.testing.assert_close(cache.layers[1].keys, layers[1][0], rtol=0, atol=0)
+
+
+def test_backend_splits_prefill_and_decode_time(gqa_model):
+    """``generate``'s time before the first token's logits is the prefill, the rest decoding; both within the call."""
+    model, tokenizer = gqa_model
+    backend = HFBackend(model, tokenizer)
+    prompts = [chat_prompt_ids(tokenizer, [{"role": "user", "content": "Count to five."}])]
+    backend.generate(prompts, SamplingParams(temperature=0.0, max_new_tokens=8), seed=0)
+    totals = backend.totals
+    assert totals["prefill_seconds"] > 0 and totals["decode_seconds"] > 0
+    assert totals["prefill_seconds"] + totals["decode_seconds"] <= totals["seconds"]

@@ -10,8 +10,10 @@ What it does, in order:
    tokens, tokens actually prefilled, tokens sampled per phase). Same seed, same model: the two differ only in
    what the cache saves (and float rounding).
 3. **Kernels.** On the same model: a prefill (one forward pass over ``--prefill-tokens`` tokens), a decode
-   (``--decode-tokens`` new tokens at batch ``--decode-batch`` after a prompt of ``--decode-context`` tokens; once
-   through ``transformers``' stock attention and cache, once through ``spade.hf_decode``'s) and a
+   (``--decode-tokens`` new tokens at batch ``--decode-batch`` after prompts of ``--decode-context`` tokens and
+   16 fewer per row, so that rows are padded as in rollouts; the time after the first token's logits, measured
+   inside ``generate``; once through ``transformers``' stock attention and cache, once through
+   ``spade.hf_decode``'s) and a
    training forward and backward (``train.micro_batch`` sequences of ``--train-tokens``), each timed as the best
    of ``--repeats``. FLOPs per token: 2 x the non-embedding parameters plus attention, 2 x layers x context x
    width for a prefill or decode token (causal: the mean context), times 3 for forward and backward (times 4 with
@@ -32,6 +34,7 @@ from pathlib import Path
 import torch
 
 MATMUL_N = 2048
+DECODE_LENGTH_STEP = 16  # row r of the decode benchmark's batch has decode_context - 16 r prompt tokens
 KERNELS = {"prefill": "one forward pass", "decode_stock": "after the first; transformers' stock attention + cache",
            "decode": "after the first; spade.hf_decode", "train": "forward + backward"}
 
@@ -87,18 +90,23 @@ def kernel_rates(model, tokenizer, prefill_tokens: int, decode_context: int, dec
     prefill = {"tokens": prefill_tokens, "seconds": seconds,
                "flops": prefill_tokens * token_flops(shape, prefill_tokens / 2)}
 
-    prompts = torch.randint(0, vocab, (decode_batch, decode_context), generator=generator).tolist()
+    # rows of unequal length (as in rollouts and evaluations): the shorter ones are padded and masked
+    lengths = [max(1, decode_context - DECODE_LENGTH_STEP * row) for row in range(decode_batch)]
+    prompts = [torch.randint(0, vocab, (n,), generator=generator).tolist() for n in lengths]
     params = SamplingParams(temperature=0.0, max_new_tokens=decode_tokens)
-    steps = decode_tokens - 1  # the first token of each call comes with the prefill, timed by `one`
+    steps = decode_tokens - 1  # the first token comes with the prefill
+    context = sum(lengths) / len(lengths) + decode_tokens / 2
     decodes = {}
     for name, kernels in (("decode_stock", False), ("decode", True)):
         backend = HFBackend(model, tokenizer, batch_size=decode_batch, eos_token_id=vocab + 1,  # never sampled:
                             decode_kernels=kernels)  # every row decodes all tokens
-        short = replace(params, max_new_tokens=1)
-        one = min(_timed(lambda: backend.generate(prompts, short, seed=0)) for _ in range(repeats))
-        full = min(_timed(lambda: backend.generate(prompts, params, seed=0)) for _ in range(repeats))
-        decodes[name] = {"tokens": decode_batch * steps, "seconds": max(full - one, 1e-9),
-                         "flops": decode_batch * steps * token_flops(shape, decode_context + decode_tokens / 2)}
+        seconds = []
+        for _ in range(repeats):  # the decode part of each call, timed inside generate (HFBackend.totals)
+            before = backend.totals["decode_seconds"]
+            backend.generate(prompts, params, seed=0)
+            seconds.append(backend.totals["decode_seconds"] - before)
+        decodes[name] = {"tokens": decode_batch * steps, "seconds": max(min(seconds), 1e-9),
+                         "flops": decode_batch * steps * token_flops(shape, context)}
 
     batch = torch.randint(0, vocab, (train_batch, train_tokens), generator=generator)
     checkpointing = bool(getattr(model, "is_gradient_checkpointing", False))

@@ -116,6 +116,21 @@ class RowSeededGumbel:
         return scores + gumbel.to(scores.device)
 
 
+class FirstLogitsClock:
+    """Logits processor that changes nothing and notes when the first token's logits are ready: what ``generate``
+    spent before is the prefill, what it spends after is decoding."""
+
+    def __init__(self):
+        self.first = None
+
+    def __call__(self, input_ids, scores):
+        if self.first is None:
+            if scores.device.type == "cuda":
+                torch.cuda.synchronize(scores.device)
+            self.first = time.perf_counter()
+        return scores
+
+
 SHARED_PREFIX_MIN_TOKENS = 16  # a common prefix of a call's prompts shorter than this is not prefilled on its own
 
 
@@ -209,9 +224,10 @@ class HFBackend:
         # running totals over the backend's life (spade.phases reads differences): prompts, prompt tokens, prompt
         # tokens actually prefilled (the rest came from the prefix cache), the prefill's padded batch slots, sampled
         # tokens, decode slots (rows x steps of every batch: a row that stopped early still takes its slot until
-        # the batch's longest row ends), seconds
+        # the batch's longest row ends), seconds, and of those the seconds ``generate`` spent before the first
+        # token's logits (prefill) and after them (decode)
         self.totals = {"prompts": 0, "prompt_tokens": 0, "prefill_tokens": 0, "padded_tokens": 0, "new_tokens": 0,
-                       "decode_slots": 0, "seconds": 0.0}
+                       "decode_slots": 0, "seconds": 0.0, "prefill_seconds": 0.0, "decode_seconds": 0.0}
         self.max_batch_tokens = max_batch_tokens
         self.model = model
         self.tokenizer = tokenizer
@@ -239,7 +255,8 @@ class HFBackend:
         if params.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {params.temperature}")
         started = time.perf_counter()
-        self._call = {"prefill_tokens": 0, "padded_tokens": 0, "decode_slots": 0}
+        self._call = {"prefill_tokens": 0, "padded_tokens": 0, "decode_slots": 0, "prefill_seconds": 0.0,
+                      "decode_seconds": 0.0}
         results: list[Generation | None] = [None] * len(prompts)
         order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), i))
         devices = [self.device] if self.device.type != "cpu" else []
@@ -355,16 +372,22 @@ class HFBackend:
         options = dict(max_new_tokens=params.max_new_tokens, do_sample=sample, num_beams=1,
                        eos_token_id=self.eos_token_ids, pad_token_id=self.pad_token_id,
                        output_logits=True, return_dict_in_generate=True)
-        processors = LogitsProcessorList()
+        clock = FirstLogitsClock()
+        processors = LogitsProcessorList([clock])
         if sample and seeds is not None:  # per-row Gumbel-max sampling, decoded greedily
             options["do_sample"] = False
             processors.append(RowSeededGumbel(seeds, params.temperature, params.top_p))
         elif sample:
             options.update(temperature=params.temperature, top_p=params.top_p, top_k=0)
         extra = {} if past is None else {"past_key_values": past}
+        started = time.perf_counter()
         out = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
                                   generation_config=GenerationConfig(**options, use_cache=True), logits_processor=processors,
                                   **extra)
+        ended = time.perf_counter()
+        first = clock.first if clock.first is not None else ended
+        self._call["prefill_seconds"] += first - started
+        self._call["decode_seconds"] += ended - first
         new_ids = out.sequences[:, width:].cpu()
         steps = new_ids.shape[1]
         self._call["decode_slots"] += len(batch) * steps
