@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -233,3 +234,128 @@ def test_read_only_paths_reject_relative_and_root():
     for bad in ("relative/dir", "/", "/proc", "/tmp/rlve"):
         with pytest.raises(ConfigError, match=r"sandbox\.read_only_paths.*" + repr(bad).replace("/", "\\/")[:6]):
             SandboxConfig(read_only_paths=[bad])
+
+
+# ----- the direct episode channel (calls bypass the worker) -----------------------------------------
+
+
+def _requests_sent(worker) -> int:
+    """How many requests the host has numbered for this worker (read off its itertools.count)."""
+    import re
+
+    return int(re.fullmatch(r"count\((\d+)\)", repr(worker._seq)).group(1))
+
+
+def test_episode_calls_go_straight_to_the_episode_process(pool):
+    with pool.open(GOOD, "Env", seed=3, env_kwargs={"max_turns": 100}) as episode:
+        before = _requests_sent(episode.worker)
+        assert episode.reset(3).ok and episode.solution().ok
+        assert all(episode.step("\\boxed{x}").ok for _ in range(20))
+        assert _requests_sent(episode.worker) == before  # the worker relayed none of them
+
+
+def test_unknown_method_is_refused_and_the_episode_survives(pool):
+    with pool.open(GOOD, "Env", seed=0) as episode:
+        refused = episode.call("__init__")
+        assert refused.kind == "contract_violation" and "is not one of" in refused.message and not refused.ended
+        assert episode.step("\\boxed{0}").ok
+
+
+def test_request_over_the_cap_ends_only_that_episode():
+    limits = dataclasses.replace(FAST_LIMITS, max_request_bytes=4096)
+    with SandboxPool(SandboxConfig(workers=1, limits=limits)) as small:
+        with small.open(GOOD, "Env", seed=1) as neighbour, small.open(GOOD, "Env", seed=1) as victim:
+            outcome = victim.step("x" * 10_000)
+            assert outcome.kind == "crash" and outcome.ended and "cap" in outcome.message
+            assert victim.step("x").kind == "crash"  # gone, and says so
+            assert neighbour.step("\\boxed{0}").ok  # same worker, unaffected
+
+
+def test_call_after_the_worker_died_is_a_crash_and_the_pool_recovers(pool):
+    with pool.open(GOOD, "Env", seed=0) as episode:
+        episode.worker.stop()  # the whole worker disappears, as after an outside kill
+        outcome = episode.step("x")
+        assert outcome.kind == "crash" and outcome.ended, outcome
+    with pool.open(GOOD, "Env", seed=0) as fresh:
+        assert fresh.step("\\boxed{1}").ok
+
+
+def test_episodes_leave_no_descriptor_behind_in_the_host(pool):
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    with pool.open(GOOD, "Env", seed=0) as warm:  # both workers started, their channels open
+        assert warm.opened.ok
+    with pool.open(GOOD, "Env", seed=0) as warm2:
+        assert warm2.opened.ok
+    before = open_fds()
+    for _ in range(10):
+        with pool.open(GOOD, "Env", seed=0) as episode:
+            assert episode.step("x").ok
+    assert pool.open("x = 1", "Env").opened.kind == "contract_violation"  # failed start, reaped
+    with pool.open(env_source("        import os\n        os._exit(3)"), "Env", seed=0) as dying:
+        assert dying.step("x").kind == "crash"
+    assert open_fds() == before
+
+
+def test_episode_collects_its_own_garbage_but_not_the_inherited_heap(pool):
+    body = '''        import gc, weakref
+        class Cycle:
+            pass
+        node = Cycle()
+        node.me = node
+        ref = weakref.ref(node)
+        del node
+        gc.collect()
+        return f"frozen={gc.get_freeze_count() > 0} collected={ref() is None}", 0.0, False, False, {}'''
+    with pool.open(env_source(body), "Env", seed=0) as episode:
+        assert episode.step("x").value[0] == "frozen=True collected=True"
+
+
+# ----- code compiled once on the host (pool.precompile) -------------------------------------------
+
+
+def test_precompiled_code_is_what_the_episode_runs(pool):
+    from spade.sandbox.pool import precompile
+
+    other = env_source('        return "from the precompiled code", 0.0, False, False, {}')
+    with pool.open(GOOD, "Env", seed=0, compiled=precompile(other)) as episode:
+        assert episode.step("x").value[0] == "from the precompiled code"
+    with pool.open(GOOD, "Env", seed=0, compiled="not base64 marshal data!") as episode:  # unusable: compiles GOOD
+        assert episode.step("\\boxed{0}").value[0] in ("Correct.", "Wrong.")
+
+
+def test_precompiled_and_episode_compiled_code_behave_alike(pool):
+    from spade.sandbox.pool import precompile
+
+    body = '''        def helper(x: NoSuchName) -> "AlsoMissing":  # annotations stay unevaluated in both
+            return x
+        if action == "raise":
+            raise ValueError("boom")
+        assert action != "assert", "asserts run"
+        return repr(helper.__annotations__), 0.0, False, False, {}'''
+    source = env_source(body)
+    compiled = precompile(source)
+    assert compiled is not None
+    results = []
+    for sent in (None, compiled):
+        with pool.open(source, "Env", seed=0, compiled=sent) as episode:
+            assert episode.opened.ok, episode.opened
+            plain_step = episode.step("x").value[0]
+            failed = episode.step("raise")
+            asserted = episode.step("assert")
+            results.append((plain_step, failed.kind, failed.error_type, failed.message, failed.traceback,
+                            asserted.error_type, asserted.message))
+    assert results[0] == results[1]
+    assert "NoSuchName" in results[0][0] and "<spade_generated_env>" in results[0][4]
+    assert results[0][5:] == ("AssertionError", "asserts run")
+
+
+def test_precompile_leaves_some_code_to_the_episode():
+    from spade.sandbox.pool import precompile
+
+    assert precompile("def (") is None  # the episode reports the syntax error itself
+    assert precompile("ITEMS = {'rock', 'paper', 'scissors'}\n") is None  # set order follows the hash seed
+    assert precompile("def f(x):\n    return x in {'a', 'b'}\n") is None
+    assert precompile("def f(x):\n    return x in {'a'}\n") is not None  # one item: no order to lose
+    assert precompile("x = 1\n" * 1000, cap=100) is None

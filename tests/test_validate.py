@@ -107,3 +107,26 @@ def test_determinism_check_is_a_switch(pool):
     source = env_source('        import time\n        return str(time.perf_counter_ns()), 0.0, False, False, {}')
     report = Validator(pool, ValidationConfig(check_determinism=False)).validate(source)
     assert report.valid and "determinism" not in report.checks
+
+
+class _RecordingPool:
+    """The shared pool, recording what each ``open`` was given."""
+
+    def __init__(self, pool):
+        self.pool, self.level, self.config, self.opens = pool, pool.level, pool.config, []
+
+    def open(self, code, class_name, **kwargs):
+        self.opens.append(kwargs.get("compiled"))
+        return self.pool.open(code, class_name, **kwargs)
+
+
+@pytest.mark.parametrize("with_set", [False, True])
+def test_a_validation_compiles_once_for_all_its_episodes(pool, with_set):
+    recording = _RecordingPool(pool)
+    source = env_source(GOOD_STEP)
+    if with_set:  # a constant set: its order would follow the host's hash seed, so each episode compiles
+        source = source.replace("self.turn = 0\n", "self.turn = 0\n        self.kinds = sorted({'a', 'b', 'c'})\n", 1)
+    report = Validator(recording).validate(source)
+    assert report.valid and "determinism" in report.checks, report.message
+    assert len(recording.opens) == 2 and recording.opens[0] == recording.opens[1]
+    assert (recording.opens[0] is None) == with_set

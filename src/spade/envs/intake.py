@@ -266,17 +266,22 @@ def _bound_names(tree: ast.AST) -> set[str]:
 
 def _escape_boxed_names(code: str) -> tuple[str, list[str]]:
     """In compiling code, escape ``\\boxed{NAME}`` f-string fields whose NAME is never bound."""
-    bound = _bound_names(_quietly(ast.parse, code))
-    if "*" in bound:  # star import: anything might be defined
+    if "\\boxed{" not in code:  # such a field needs this text in the source
         return code, []
-    known, edits = bound | _BUILTIN_NAMES, []
+    candidates = []  # fields that qualify unless the module binds the name
     for lit in _f_literals(code):
         body = code[lit.body_start:lit.body_end]
         for kind, s, e in _brace_items(body, "r" in lit.prefix.lower()):
             name = body[s + 1:e - 1].strip()
             if kind == "field" and body[:s].endswith("\\boxed") and name.isidentifier() \
-                    and not keyword.iskeyword(name) and name not in known:
-                edits.append((lit.body_start + s, lit.body_start + e, name))
+                    and not keyword.iskeyword(name) and name not in _BUILTIN_NAMES:
+                candidates.append((lit.body_start + s, lit.body_start + e, name))
+    if not candidates:  # nothing to escape whatever the module binds: skip parsing it
+        return code, []
+    bound = _bound_names(_quietly(ast.parse, code))
+    if "*" in bound:  # star import: anything might be defined
+        return code, []
+    edits = [edit for edit in candidates if edit[2] not in bound]
     notes = [f"escaped literal braces {code[s:e]} in f-string on line {_line_of(code, s)} "
              f"('{name}' is not defined in the module)" for s, e, name in edits]
     for s, e, _ in reversed(edits):

@@ -46,7 +46,7 @@ from spade.envs import intake as intake_mod
 from spade.envs.drivers import as_action
 from spade.io import atomic_write_json, atomic_write_text
 from spade.rewards import episode_return
-from spade.sandbox.pool import Outcome, SandboxedEpisode, SandboxPool
+from spade.sandbox.pool import Outcome, SandboxedEpisode, SandboxPool, precompile
 
 REASONS = intake_mod.REASONS + (
     "load_failed",  # the module or __init__ raised, timed out or crashed
@@ -187,9 +187,10 @@ class Validator:
         return ValidationReport(True, "ok", message, self.pool.level, checks=tuple(checks),
                                 elapsed_ms=(time.perf_counter() - start) * 1000, **fields)
 
-    def _open(self, result, seed: int) -> SandboxedEpisode:
+    def _open(self, result, seed: int, compiled: str | None) -> SandboxedEpisode:
         max_turns = self.config.max_turns_for(result.kind)
-        episode = self.pool.open(result.code, result.class_name, seed=seed, env_kwargs={"max_turns": max_turns})
+        episode = self.pool.open(result.code, result.class_name, seed=seed, env_kwargs={"max_turns": max_turns},
+                                 compiled=compiled)
         _require(episode.opened, "load_failed", f"loading and instantiating {result.class_name}")
         return episode
 
@@ -210,7 +211,9 @@ class Validator:
     def _run_checks(self, result, checks: list) -> None:
         seed, other_seed = self.config.seeds[0], self.config.seeds[1]
         probes = TOOL_PROBES if result.kind == "tool_use" else GAME_PROBES
-        with self._open(result, seed) as first:
+        # Compiled once here for every episode of this validation (intake has compiled it already).
+        compiled = precompile(result.code, self.pool.config.limits.max_request_bytes // 2)
+        with self._open(result, seed, compiled) as first:
             checks.append("load")
             trajectory = self._probe(first, seed, probes)
             checks.append("reset_step_contract")
@@ -224,20 +227,20 @@ class Validator:
                 if again != trajectory[0]:
                     raise _Reject("nondeterministic", f"reset(seed={seed}) twice on one instance gave different observations")
         if self.config.check_determinism:
-            with self._open(result, seed) as fresh:
+            with self._open(result, seed, compiled) as fresh:
                 if self._probe(fresh, seed, probes) != trajectory:
                     raise _Reject("nondeterministic", f"a fresh instance with seed {seed} played the probes differently")
                 checks.append("determinism")
-        self._admission_gates(result, first_observations, checks)
+        self._admission_gates(result, first_observations, checks, compiled)
 
     # ----- admission gates (off by default) --------------------------------------------------------
-    def _admission_gates(self, result, first_observations: list, checks: list) -> None:
+    def _admission_gates(self, result, first_observations: list, checks: list, compiled: str | None) -> None:
         cfg = self.config
         if cfg.solution_gate:
-            self._solution_gate(result)
+            self._solution_gate(result, compiled)
             checks.append("solution_gate")
         if cfg.idle_gate:
-            self._idle_gate(result)
+            self._idle_gate(result, compiled)
             checks.append("idle_gate")
         if cfg.overlap_gate:
             share, item, matched = ngram_overlap(self.overlap_index, [result.code, *first_observations])
@@ -261,10 +264,10 @@ class Validator:
                 break
         return episode_return(final_reward, terminated)
 
-    def _solution_gate(self, result) -> None:
+    def _solution_gate(self, result, compiled: str | None) -> None:
         if not defines_method(result.code, result.class_name, "solution"):
             raise _Reject("no_solution", f"solution_gate is on but {result.class_name} defines no solution() method")
-        with self._open(result, self.config.seeds[0]) as episode:
+        with self._open(result, self.config.seeds[0], compiled) as episode:
             for seed in self.config.seeds:
                 def plan(seed=seed):
                     outcome = episode.solution()
@@ -278,9 +281,9 @@ class Validator:
                     raise _Reject("solution_failed", f"replaying solution() on seed {seed} gave episode return "
                                   f"{value:.4g}; the gate needs >= 1 - {self.config.solution_tolerance:g}")
 
-    def _idle_gate(self, result) -> None:
+    def _idle_gate(self, result, compiled: str | None) -> None:
         turns = self.config.max_turns_for(result.kind) + 1
-        with self._open(result, self.config.seeds[0]) as episode:
+        with self._open(result, self.config.seeds[0], compiled) as episode:
             for seed in self.config.seeds:
                 for action in IDLE_ACTIONS[result.kind]:
                     value = self._replay(episode, seed, result.kind, [action] * turns, "step_failed",

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import replace
 
 from spade.envs.intake import intake
 from spade.envs.library import get_env, library
 from spade.envs.tool_base import ToolUseBaseEnv
 from spade.envs.validate import Validator
 from spade.sandbox.config import SandboxConfig
-from spade.sandbox.pool import SandboxPool, WorkerProcess
+from spade.sandbox.pool import SandboxPool
 
 ACTION = "\\boxed{1}"
 
@@ -59,19 +60,13 @@ def run_bench(config: SandboxConfig, env_name: str = "", steps: int = 2000, fres
         inprocess = _steps_ms(instance.step, lambda: instance.reset(0), steps)
 
         fresh = []
+        one_worker = replace(config, workers=1)
         for _ in range(fresh_calls):
             start = time.perf_counter()
-            worker = WorkerProcess(pool.level, config)
-            worker.start()
-            requests = [{"op": "open", "id": "x", "code": code.code, "class_name": code.class_name,
-                         "seed": 0, "kwargs": kwargs, "timeout": 10}]
-            requests += [{"op": "call", "id": "x", "method": method, "args": args, "timeout": 10}
-                         for method, args in (("reset", [0]), ("step", [ACTION]))]
-            for request in requests:
-                reply = worker.request(request, 10)
-                if reply["kind"] != "ok":
-                    raise RuntimeError(f"benchmark environment failed in a fresh worker: {reply}")
-            worker.shutdown()
+            with SandboxPool(one_worker) as alone, alone.open(code.code, code.class_name, 0, kwargs) as episode:
+                for outcome in (episode.opened, episode.reset(0), episode.step(ACTION)):
+                    if not outcome.ok:
+                        raise RuntimeError(f"benchmark environment failed in a fresh worker: {outcome.describe()}")
             fresh.append((time.perf_counter() - start) * 1000)
 
         validator = Validator(pool)

@@ -2,10 +2,13 @@
 
 Generated code never runs in this process. A ``SandboxPool`` keeps ``workers`` sandboxed worker
 processes alive; ``pool.open(code, class_name, seed)`` forks an episode inside one of them and
-returns a ``SandboxedEpisode`` whose ``reset``/``step``/``solution`` calls cost one message round trip.
-Every call returns an ``Outcome``; nothing raises for a misbehaving environment. A worker that does
-not answer within the call limit plus a grace period is killed as a whole process group (and with
-it, through its pid namespace, everything it started) and restarted on the next request.
+returns a ``SandboxedEpisode`` whose ``reset``/``step``/``solution`` calls cost one message round trip,
+straight to the episode process over a socket the worker handed over when it forked the episode.
+Every call returns an ``Outcome``; nothing raises for a misbehaving environment. An episode that does
+not answer within the call limit is killed by its worker; a worker that does not answer within a
+grace period after that is killed as a whole process group (and with it, through its pid namespace,
+everything it started) and restarted on the next request. Calls to the episodes of one worker are
+serialised by that worker's lock, as every request to the worker itself is.
 
 Note: bwrap's ``--die-with-parent`` ties a worker to the *thread* that started it; create pools in a
 long-lived thread (normally the main thread).
@@ -13,15 +16,22 @@ long-lived thread (normally the main thread).
 
 from __future__ import annotations
 
+import __future__
+import base64
+import fcntl
 import itertools
 import json
+import marshal
 import math
 import os
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
 import time
+import types
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,20 +83,39 @@ class WorkerProcess:
         self.episodes: set = set()  # ids of live episodes (for load balancing)
         self._seq = itertools.count()
         self._stderr = None
+        self.channel: socket.socket | None = None  # the worker sends episode sockets on it
+        self._requests = self._replies = None  # protocol.Connection over the worker's stdin / stdout
 
     def start(self) -> None:
-        boot = json.dumps(self.config.worker_config(private_tmp=self.level == "bwrap"))
-        command = isolation.command_for(self.level, self.config, boot)
-        self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=dict(isolation.SANDBOX_ENV),  # bwrap clears it again inside
-            start_new_session=True,  # own process group: killed as a whole
-            close_fds=True,
-        )
+        host_end, worker_end = socket.socketpair()
+        inherited = worker_end.fileno()
+        if inherited < 3:  # keep clear of the child's stdin/stdout/stderr
+            inherited = fcntl.fcntl(inherited, fcntl.F_DUPFD_CLOEXEC, 3)
+        try:
+            boot = json.dumps({**self.config.worker_config(private_tmp=self.level == "bwrap"), "channel_fd": inherited})
+            command = isolation.command_for(self.level, self.config, boot)
+            self._stderr = tempfile.TemporaryFile()
+            self.proc = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                env=dict(isolation.SANDBOX_ENV),  # bwrap clears it again inside
+                start_new_session=True,  # own process group: killed as a whole
+                close_fds=True,
+                pass_fds=(inherited,),
+            )
+        except BaseException:
+            host_end.close()
+            raise
+        finally:
+            if inherited != worker_end.fileno():
+                os.close(inherited)
+            worker_end.close()
+        self.channel = host_end
+        host_end.setblocking(False)
+        self._requests = protocol.Connection(self.proc.stdin.fileno())
+        self._replies = protocol.Connection(self.proc.stdout.fileno())
         self.generation += 1
         self.episodes = set()
         self._exchange({"op": "ping"}, STARTUP_TIMEOUT_S)
@@ -101,12 +130,8 @@ class WorkerProcess:
         seq = next(self._seq)
         deadline = time.monotonic() + timeout
         try:
-            protocol.write_message(
-                self.proc.stdin.fileno(), {**message, "seq": seq}, self.config.limits.max_request_bytes, deadline
-            )
-            reply = protocol.read_message(
-                self.proc.stdout.fileno(), self.config.limits.max_response_bytes + 4096, deadline
-            )
+            self._requests.send({**message, "seq": seq}, self.config.limits.max_request_bytes, deadline)
+            reply = self._replies.receive(self.config.limits.max_response_bytes + 4096, deadline)
         except protocol.DeadlineExceeded:
             self.stop()
             raise WorkerLost("timeout", f"worker gave no answer within {timeout:.3g} s and was killed") from None
@@ -122,10 +147,48 @@ class WorkerProcess:
     def request(self, message: dict, timeout: float) -> dict:
         """Send one request and return the reply. Restarts a dead worker first."""
         with self.lock:
-            if self.proc is None or self.proc.poll() is not None:
+            return self.request_locked(message, timeout)
+
+    def request_locked(self, message: dict, timeout: float) -> dict:
+        """``request`` for a caller that holds ``self.lock``."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.stop()
+            self.start()
+        return self._exchange(message, timeout + self.config.limits.grace_s)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def receive_socket(self, deadline: float) -> socket.socket:
+        """The episode socket the worker sent with its last ``open`` reply (it is sent first, so it is there)."""
+        while True:
+            try:
+                data, fds, flags, _ = socket.recv_fds(self.channel, 16, 1)
+                break
+            except BlockingIOError:
+                try:
+                    protocol.wait_readable(self.channel.fileno(), deadline)
+                except protocol.DeadlineExceeded:
+                    self.stop()
+                    raise WorkerLost("timeout", "worker answered an open without sending the episode socket") from None
+            except OSError as exc:
                 self.stop()
-                self.start()
-            return self._exchange(message, timeout + self.config.limits.grace_s)
+                raise WorkerLost("crash", f"worker lost ({exc})") from None
+        sock = None
+        try:
+            if data != b"E" or len(fds) != 1 or flags & socket.MSG_CTRUNC:
+                raise ValueError(f"expected one episode socket, got {len(fds)} descriptors and {data[:16]!r}")
+            sock = socket.socket(fileno=fds[0])
+            if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
+                raise ValueError("the descriptor it sent is not a Unix stream socket")
+        except (ValueError, OSError) as exc:
+            if sock is not None:
+                sock.close()
+            for fd in fds[1 if sock is not None else 0:]:
+                os.close(fd)
+            self.stop()
+            raise WorkerLost("crash", f"worker broke the protocol: {exc}") from None
+        return sock
 
     def stop(self) -> None:
         """Kill the worker: its sandboxed processes first, then its whole process group (no-op if not running).
@@ -151,6 +214,9 @@ class WorkerProcess:
             proc.wait()
             for stream in (proc.stdin, proc.stdout):
                 stream.close()
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
@@ -164,6 +230,44 @@ class WorkerProcess:
                 except (protocol.DeadlineExceeded, protocol.PeerClosed, subprocess.TimeoutExpired, OSError):
                     pass
             self.stop()
+
+
+EPISODE_FILENAME = "<spade_generated_env>"  # the file name the episode compiles generated code under
+
+
+def precompile(code: str, cap: int | None = None) -> str | None:
+    """Compile ``code`` here, once, exactly as an episode process would (same file name; the episode
+    compiles under ``from __future__ import annotations`` and without -O), and return the code object
+    marshalled and base64-encoded for ``SandboxPool.open(..., compiled=...)``, so that the episodes of
+    one validation or of one environment's plays skip compiling it. Only for code the host has
+    compiled already (intake does for every candidate); the episode process still runs it confined.
+
+    None, so that the episode compiles the source itself as before, when the code does not compile
+    (the episode then reports the error), when the result would exceed ``cap`` characters, or when a
+    constant set of two or more items is in it: a set's iteration order can depend on the order its
+    items were inserted, and unmarshalling inserts them in the host's hash order, not the episode's.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module = compile(code, EPISODE_FILENAME, "exec", flags=__future__.annotations.compiler_flag,
+                             dont_inherit=True, optimize=0)
+    except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
+        return None
+    if _holds_constant_set(module):
+        return None
+    encoded = base64.b64encode(marshal.dumps(module)).decode("ascii")
+    return None if cap is not None and len(encoded) > cap else encoded
+
+
+def _holds_constant_set(value) -> bool:
+    if isinstance(value, types.CodeType):
+        return any(_holds_constant_set(const) for const in value.co_consts)
+    if isinstance(value, frozenset):
+        return len(value) > 1 or any(_holds_constant_set(item) for item in value)
+    if isinstance(value, tuple):
+        return any(_holds_constant_set(item) for item in value)
+    return False
 
 
 def _finite_number(value) -> bool:
@@ -199,7 +303,6 @@ def _plain_value_ok(method: str, value) -> str:
 def to_outcome(reply: dict, method: str, elapsed_ms: float) -> Outcome:
     kind = reply.get("kind")
     ended = reply.get("ended") is True
-    text = {k: str(reply.get(k, ""))[:4000] for k in ("error_type", "message", "traceback")}
     if kind not in OUTCOME_KINDS:
         message = f"worker sent unknown outcome kind {str(kind)[:40]!r}"
         return Outcome("crash", message=message, elapsed_ms=elapsed_ms, ended=ended)
@@ -213,6 +316,7 @@ def to_outcome(reply: dict, method: str, elapsed_ms: float) -> Outcome:
         elif method == "reset":
             value = tuple(value)
         return Outcome("ok", value, elapsed_ms=elapsed_ms)
+    text = {k: str(reply.get(k, ""))[:4000] for k in ("error_type", "message", "traceback")}
     return Outcome(kind, None, elapsed_ms=elapsed_ms, ended=ended, **text)
 
 
@@ -226,20 +330,19 @@ class SandboxedEpisode:
     generation: int
     opened: Outcome
     closed: bool = field(default=False)
+    sock: socket.socket | None = field(default=None, repr=False)  # host end of the episode's socket
+    conn: protocol.SocketConnection | None = field(default=None, repr=False)
 
     def call(self, method: str, *args) -> Outcome:
         if self.closed or not self.opened.ok:
             return Outcome("crash", message=f"episode is not open ({self.opened.describe()})")
-        if self.worker.generation != self.generation:
-            self.closed = True
-            return Outcome("crash", message="the worker was restarted after a failure; this episode is gone", ended=True)
+        if method not in protocol.METHODS:
+            return Outcome("contract_violation", message=f"method {method!r} is not one of {protocol.METHODS}")
         timeout = self.pool.config.limits.call_timeout_s
-        message = {"op": "call", "id": self.episode_id, "method": method, "args": list(args), "timeout": timeout}
-        outcome = self.pool._send(self.worker, message, timeout, method)
-        if outcome.ended:
-            self.closed = True
-            self.worker.episodes.discard(self.episode_id)
-        return outcome
+        start = time.perf_counter()
+        with self.worker.lock:
+            return self.pool._call_locked(self, {"method": method, "args": list(args)}, timeout,
+                                          time.monotonic() + timeout, method, start)
 
     def reset(self, seed: int | None = None) -> Outcome:
         return self.call("reset", seed)
@@ -250,11 +353,18 @@ class SandboxedEpisode:
     def solution(self) -> Outcome:
         return self.call("solution")
 
+    def _drop(self) -> None:
+        """Forget the episode on the host side (its process is gone or about to be killed)."""
+        self.closed = True
+        self.worker.episodes.discard(self.episode_id)
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = self.conn = None
+
     def close(self) -> None:
         if self.closed:
             return
-        self.closed = True
-        self.worker.episodes.discard(self.episode_id)
+        self._drop()  # the episode sees the end of its stream; the worker kills and reaps it
         if self.opened.ok and self.worker.generation == self.generation:
             self.pool._send(self.worker, {"op": "close", "id": self.episode_id}, 2.0, "close")
 
@@ -276,6 +386,7 @@ class SandboxPool:
         self._assign_lock = threading.Lock()
 
     def _send(self, worker: WorkerProcess, message: dict, timeout: float, method: str) -> Outcome:
+        """A request to the worker process itself (open, close, ping)."""
         start = time.perf_counter()
         try:
             reply = worker.request(message, timeout)
@@ -286,10 +397,61 @@ class SandboxPool:
                            elapsed_ms=(time.perf_counter() - start) * 1000)
         return to_outcome(reply, method, (time.perf_counter() - start) * 1000)
 
-    def open(self, code: str, class_name: str, seed: int | None = None, env_kwargs: dict | None = None) -> SandboxedEpisode:
+    def _call_locked(self, episode: SandboxedEpisode, message: dict | None, timeout: float, deadline: float,
+                     method: str, start: float) -> Outcome:
+        """Send ``message`` to the episode (None: only await its first reply) and read its answer by
+        ``deadline``. An episode that runs out of time, dies or breaks the protocol is killed and reaped
+        by its worker, and the Outcome says ``ended``. The caller holds the worker's lock."""
+        worker = episode.worker
+        if episode.conn is None:  # closed by another thread meanwhile
+            return Outcome("crash", message="episode is not open (it was closed)", ended=True)
+        if worker.generation != episode.generation:
+            episode._drop()
+            return Outcome("crash", message="the worker was restarted after a failure; this episode is gone", ended=True)
+        limits = self.config.limits
+        try:
+            if message is not None:
+                try:
+                    frame = protocol.encode(message, limits.max_request_bytes)
+                except protocol.ProtocolError as exc:
+                    raise _Unsendable(str(exc)) from None
+                episode.conn.send_frame(frame, deadline)
+            reply = episode.conn.receive(limits.max_response_bytes, deadline)
+        except protocol.DeadlineExceeded:
+            kind, message_text = "timeout", f"no answer within {timeout:.3g} s; episode process killed"
+        except protocol.PeerClosed:
+            kind, message_text = "crash", "episode process died: "
+        except protocol.ProtocolError as exc:
+            kind, message_text = "contract_violation", f"episode broke the protocol: {exc}"
+        except _Unsendable as exc:
+            kind, message_text = "crash", f"request not sent: {exc}"
+        else:
+            reply = {key: reply[key] for key in protocol.REPLY_KEYS if key in reply}  # nothing else counts
+            return to_outcome(reply, method, (time.perf_counter() - start) * 1000)
+        episode._drop()
+        status = self._kill_locked(worker, episode.episode_id)
+        if message_text.endswith("died: "):
+            message_text += status
+        elapsed = (time.perf_counter() - start) * 1000
+        return to_outcome({**_error_reply(kind, message_text), "ended": True}, method, elapsed)
+
+    def _kill_locked(self, worker: WorkerProcess, episode_id: str) -> str:
+        """Have the worker SIGKILL and reap one episode; returns how it ended. The caller holds the lock."""
+        if not worker.alive():
+            worker.stop()
+            return "its worker is gone"
+        try:
+            reply = worker._exchange({"op": "close", "id": episode_id}, self.config.limits.grace_s)
+        except WorkerLost as exc:
+            return f"its worker did not answer either and was killed ({exc})"
+        return str(reply.get("value", ""))[:200] if reply.get("kind") == "ok" else str(reply.get("message", ""))[:200]
+
+    def open(self, code: str, class_name: str, seed: int | None = None, env_kwargs: dict | None = None,
+             compiled: str | None = None) -> SandboxedEpisode:
         """Load ``code`` in a fresh episode process and instantiate ``class_name(**env_kwargs)``.
 
-        ``random`` is seeded with ``seed`` before the module runs. Check ``episode.opened``.
+        ``random`` is seeded with ``seed`` before the module runs. ``compiled``: ``precompile(code)``,
+        to skip compiling in the episode (None: the episode compiles ``code``). Check ``episode.opened``.
         """
         with self._assign_lock:
             worker = min(self.workers, key=lambda w: len(w.episodes))
@@ -300,13 +462,36 @@ class SandboxPool:
             "op": "open", "id": episode_id, "code": code, "class_name": class_name,
             "seed": seed, "kwargs": env_kwargs or {}, "timeout": timeout,
         }
-        outcome = self._send(worker, message, timeout, "open")
-        episode = SandboxedEpisode(self, worker, episode_id, worker.generation, outcome)
+        if compiled is not None:
+            message["compiled"] = compiled
+        start = time.perf_counter()
+        deadline = time.monotonic() + timeout
+        with worker.lock:
+            episode = SandboxedEpisode(self, worker, episode_id, worker.generation, Outcome("crash"))
+            try:
+                reply = worker.request_locked(message, timeout)
+                episode.generation = worker.generation  # the request may have (re)started the worker
+                if reply.get("kind") == "ok":
+                    episode.sock = worker.receive_socket(deadline + self.config.limits.grace_s)
+            except WorkerLost as exc:
+                reply = {"kind": exc.kind, "message": str(exc), "ended": True}
+            except (isolation.IsolationError, OSError) as exc:
+                reply = {"kind": "crash", "message": f"could not start a worker: {exc}", "ended": True}
+            if episode.sock is None:
+                outcome = to_outcome({**reply, "ended": True}, "open", (time.perf_counter() - start) * 1000)
+            else:
+                episode.conn = protocol.SocketConnection(episode.sock)
+                outcome = self._call_locked(episode, None, timeout, deadline, "open", start)
+                if not outcome.ok and not outcome.ended:  # a failed start: the episode process exits; reap it
+                    episode._drop()
+                    self._kill_locked(worker, episode_id)
+                    outcome = Outcome(outcome.kind, None, outcome.error_type, outcome.message, outcome.traceback,
+                                      outcome.elapsed_ms, ended=True)
+        episode.opened = outcome
         if outcome.ok:
             worker.episodes.add(episode_id)  # a restart during the open cleared the reservation
         else:
-            episode.closed = True
-            worker.episodes.discard(episode_id)
+            episode._drop()
         return episode
 
     def close(self) -> None:
@@ -318,3 +503,11 @@ class SandboxPool:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class _Unsendable(Exception):
+    """The host's own request to an episode is over the request cap."""
+
+
+def _error_reply(kind: str, message: str) -> dict:
+    return {"kind": kind, "error_type": "", "message": message[:4000], "traceback": ""}

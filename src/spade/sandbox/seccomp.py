@@ -85,18 +85,29 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+_PREPARED: dict = {}  # "arch" and "prctl", filled by prepare()
+
+
+def prepare() -> None:
+    """Look up the architecture and ``prctl`` once; a zygote calls this so its forks inherit them."""
+    if not _PREPARED:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+        _PREPARED.update(arch=platform.machine(), prctl=prctl)
+
+
 def install(own_pid: int) -> str:
     """Install the filter in this process (irreversible). Returns a note; raises ``OSError`` on failure."""
-    arch = platform.machine()
+    prepare()
+    arch = _PREPARED["arch"]
     if arch not in ARCHES:
         return f"seccomp filter not available on {arch}; relying on isolation and resource limits"
     program = build_program(arch, own_pid)
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    prctl = _PREPARED["prctl"]
+    if prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) != 0:
+    if prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
     return "seccomp filter installed"

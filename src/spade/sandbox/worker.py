@@ -3,25 +3,33 @@
 Standard library only. The host starts it as ``python -s -S -c BOOT CONFIG_JSON`` under the chosen
 isolation. It speaks length-prefixed JSON (``protocol``) on its original stdin/stdout, which it moves
 to private descriptors before pointing fds 0-2 at ``/dev/null``: stray prints of an environment can
-never reach the protocol stream.
+never reach the protocol stream. The config names one more inherited descriptor, ``channel_fd``: a
+Unix socket on which the zygote hands the host its end of each new episode's socket.
 
 Requests (host -> worker), one at a time, each answered by one response:
 
 - ``{"op": "open", "id", "code", "class_name", "seed", "kwargs", "timeout"}``: fork an episode process
-  that applies resource limits and the seccomp filter, runs the module, seeds ``random`` with the
-  episode seed and instantiates the class.
-- ``{"op": "call", "id", "method", "args", "timeout"}``: forward one method call to that episode.
-- ``{"op": "close", "id"}``, ``{"op": "ping"}``, ``{"op": "shutdown"}``.
+  with a fresh socket pair, pass the host the parent end over ``channel_fd`` and answer ``ok`` at once.
+  The episode process applies resource limits and the seccomp filter, runs the module, seeds
+  ``random`` with the episode seed, instantiates the class and reports the result on its socket.
+- ``{"op": "close", "id"}``: SIGKILL and reap that episode; the value says how it ended.
+- ``{"op": "ping"}``, ``{"op": "shutdown"}``.
 
-Every response carries ``kind`` in ``ok | env_error | contract_violation | timeout | crash``. The
-worker enforces each call's wall-clock limit by SIGKILLing the episode's process group; the host
-enforces a slightly longer one on the worker itself.
+Episode calls (``{"method", "args"}``) go from the host straight to the episode's socket and back,
+without passing through the zygote: one round trip between two processes instead of two. The host
+enforces each call's wall-clock limit and, when it passes, asks the zygote to kill the episode; if
+the zygote does not answer within the grace period either, the host kills the whole worker.
+
+Every response carries ``kind`` in ``ok | env_error | contract_violation | timeout | crash``.
 """
 
 from __future__ import annotations
 
+import base64
 import ctypes
+import gc
 import json
+import marshal
 import math
 import os
 import random
@@ -29,15 +37,13 @@ import resource
 import signal
 import socket
 import sys
-import time
 import traceback
 import types
 
 from spade.envs.tool_base import ToolUseBaseEnv
 from spade.sandbox import protocol, seccomp
 
-METHODS = ("reset", "step", "solution", "close", "get_tools", "reset_gate")
-REPLY_KEYS = ("kind", "value", "error_type", "message", "traceback")  # what an episode may say
+METHODS = protocol.METHODS
 TRACEBACK_CHARS = 2000
 MESSAGE_CHARS = 500
 MODULE_NAME = "spade_generated_env"
@@ -174,8 +180,13 @@ CHECKS = {"reset": check_reset, "step": check_step, "solution": check_solution}
 # ----- the episode process -----------------------------------------------------------------------
 
 
+_LIBC: list = []  # the C library handle, loaded once in the zygote and inherited by every episode
+
+
 def _libc():
-    return ctypes.CDLL(None, use_errno=True)
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
 
 
 def _die_with_worker(worker_pid: int) -> None:
@@ -209,9 +220,15 @@ def _drop_capabilities() -> None:
     data = (ctypes.c_uint32 * 6)()  # two all-zero __user_cap_data_struct
     if libc.capset(header, data) != 0:
         raise OSError(ctypes.get_errno(), "capset failed")
-    with open("/proc/self/status", encoding="ascii") as status:
-        fields = dict(line.split(":", 1) for line in status if line.startswith("Cap"))
-    if any(int(fields[key], 16) for key in ("CapEff", "CapPrm", "CapInh", "CapAmb") if key in fields):
+    fd = os.open("/proc/self/status", os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    fields = dict(line.split(b":", 1) for line in b"".join(chunks).splitlines() if line.startswith(b"Cap"))
+    if any(int(fields[key], 16) for key in (b"CapEff", b"CapPrm", b"CapInh", b"CapAmb") if key in fields):
         raise OSError("capabilities remain after capset")
 
 
@@ -240,6 +257,21 @@ def _respond(sock: socket.socket, message: dict, cap: int) -> None:
     sock.sendall(data)
 
 
+def _module_code(request: dict) -> types.CodeType:
+    """The module's code object: the host's precompiled one when it sent it (``compiled``, marshal in
+    base64, made by ``pool.precompile`` with the same file name and flags as the line below), else
+    compiled here from the source. Either way the same bytecode runs, under the same confinement."""
+    compiled = request.get("compiled")
+    if isinstance(compiled, str):
+        try:
+            code = marshal.loads(base64.b64decode(compiled, validate=True))
+        except (ValueError, EOFError, TypeError):
+            code = None
+        if type(code) is types.CodeType:
+            return code
+    return compile(request["code"], f"<{MODULE_NAME}>", "exec")  # inherits this module's future import
+
+
 def episode_main(sock: socket.socket, request: dict, config: dict, worker_pid: int) -> None:
     """Body of the forked episode process; never returns."""
     cap = config["max_response_bytes"]
@@ -263,7 +295,7 @@ def episode_main(sock: socket.socket, request: dict, config: dict, worker_pid: i
     try:
         module = types.ModuleType(MODULE_NAME)
         module.__dict__["ToolUseBaseEnv"] = ToolUseBaseEnv
-        code = compile(request["code"], f"<{MODULE_NAME}>", "exec")
+        code = _module_code(request)
         exec(code, module.__dict__)
         cls = module.__dict__.get(request["class_name"])
         if not isinstance(cls, type):
@@ -276,14 +308,17 @@ def episode_main(sock: socket.socket, request: dict, config: dict, worker_pid: i
     _respond(sock, reply, cap)
     if env is None:
         os._exit(0)
+    requests = protocol.Connection(fd, blocking=True)  # the host is the only writer
     while True:
         try:
-            message = protocol.read_message(fd, config["max_request_bytes"])
+            message = requests.receive(config["max_request_bytes"])
         except (protocol.PeerClosed, protocol.ProtocolError):
             os._exit(0)
         method, args = message.get("method"), message.get("args", [])
         try:
-            if method == "reset_gate":
+            if method not in METHODS:  # the host checks too; this keeps the episode's surface fixed
+                reply = _error("contract_violation", f"method {method!r} is not one of {METHODS}")
+            elif method == "reset_gate":
                 reply = reset_gate(env)
             else:
                 result = getattr(env, method)(*args)
@@ -298,39 +333,19 @@ def episode_main(sock: socket.socket, request: dict, config: dict, worker_pid: i
 
 
 class Zygote:
-    def __init__(self, config: dict, in_fd: int, out_fd: int):
+    def __init__(self, config: dict, in_fd: int, out_fd: int, channel: socket.socket):
         self.config = config
         self.in_fd, self.out_fd = in_fd, out_fd
-        self.episodes: dict = {}  # id -> (pid, socket)
+        self.channel = channel  # hands the host each episode's socket
+        self.episodes: dict = {}  # id -> pid
 
     def kill(self, episode_id: str) -> str:
-        pid, sock = self.episodes.pop(episode_id)
-        sock.close()
+        pid = self.episodes.pop(episode_id)
         # The pid itself: the episode may have left its process group (setpgid), and it cannot
         # have children (seccomp), so killing the pid is complete.
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
         return describe_status(status)
-
-    def exchange(self, episode_id: str, message: dict | None, timeout: float) -> dict:
-        """Send ``message`` (None: just await the first reply) and wait for the episode's answer."""
-        pid, sock = self.episodes[episode_id]
-        deadline = time.monotonic() + timeout
-        try:
-            if message is not None:
-                protocol.write_message(sock.fileno(), message, self.config["max_request_bytes"], deadline)
-            reply = protocol.read_message(sock.fileno(), self.config["max_response_bytes"], deadline)
-            return {key: reply[key] for key in REPLY_KEYS if key in reply}  # nothing else is forwarded
-        except protocol.DeadlineExceeded:
-            self.kill(episode_id)
-            reply = _error("timeout", f"no answer within {timeout:.3g} s; episode process killed")
-        except protocol.PeerClosed:
-            reply = _error("crash", f"episode process died: {self.kill(episode_id)}")
-        except protocol.ProtocolError as exc:
-            self.kill(episode_id)
-            reply = _error("contract_violation", f"episode broke the protocol: {exc}")
-        reply["ended"] = True  # the episode process is gone
-        return reply
 
     def open(self, request: dict) -> dict:
         episode_id = request["id"]
@@ -338,27 +353,33 @@ class Zygote:
             self.kill(episode_id)
         parent_sock, child_sock = socket.socketpair()
         worker_pid = os.getpid()
+        # Everything the zygote holds now goes into the collector's permanent generation, so the
+        # episode's garbage collections never walk (and so never copy-on-write) the inherited heap.
+        gc.freeze()
         pid = os.fork()
+        if pid:
+            gc.unfreeze()  # the zygote's own objects stay collectable
         if pid == 0:  # episode process
             try:
                 parent_sock.close()
                 keep = child_sock.fileno()
-                for fd in (self.in_fd, self.out_fd):
+                for fd in (self.in_fd, self.out_fd, self.channel.fileno()):
                     os.close(fd)
-                for _, other in self.episodes.values():
-                    other.close()
                 os.closerange(3, keep)
                 os.closerange(keep + 1, 1 << 16)
                 episode_main(child_sock, request, self.config, worker_pid)
             finally:
                 os._exit(70)
         child_sock.close()
-        self.episodes[episode_id] = (pid, parent_sock)
-        reply = self.exchange(episode_id, None, request["timeout"])
-        if reply["kind"] != "ok" and episode_id in self.episodes:
-            self.kill(episode_id)  # the episode process exits after a failed start; reap it
-            reply["ended"] = True
-        return reply
+        self.episodes[episode_id] = pid
+        try:  # the host's end leaves this process: only the host and the episode hold the pair
+            socket.send_fds(self.channel, [b"E"], [parent_sock.fileno()])
+        except OSError as exc:
+            self.kill(episode_id)
+            return {**_error("crash", f"could not hand the episode socket to the host: {exc}"), "ended": True}
+        finally:
+            parent_sock.close()
+        return {"kind": "ok", "value": None}
 
     def handle(self, request: dict) -> dict:
         op = request.get("op")
@@ -366,16 +387,10 @@ class Zygote:
             return {"kind": "ok", "value": {"pid": os.getpid(), "uid": os.getuid(), "episodes": len(self.episodes)}}
         if op == "open":
             return self.open(request)
-        if op in ("call", "close") and request.get("id") not in self.episodes:
-            return {**_error("crash", f"unknown episode {request.get('id')!r} (it ended earlier)"), "ended": True}
         if op == "close":
-            self.kill(request["id"])
-            return {"kind": "ok", "value": None}
-        if op == "call":
-            if request.get("method") not in METHODS:
-                return _error("contract_violation", f"method {request.get('method')!r} is not one of {METHODS}")
-            message = {"method": request["method"], "args": request.get("args", [])}
-            return self.exchange(request["id"], message, request["timeout"])
+            if request.get("id") not in self.episodes:
+                return {**_error("crash", f"unknown episode {request.get('id')!r} (it ended earlier)"), "ended": True}
+            return {"kind": "ok", "value": self.kill(request["id"])}
         return _error("crash", f"unknown op {op!r}")
 
     def serve(self) -> None:
@@ -388,14 +403,7 @@ class Zygote:
                 break
             reply = self.handle(request)
             reply["seq"] = request.get("seq")
-            try:
-                data = protocol.encode(reply, self.config["max_response_bytes"] + 4096)
-            except (protocol.ProtocolError, ValueError, TypeError, RecursionError) as exc:
-                if "id" in request and request["id"] in self.episodes:
-                    self.kill(request["id"])
-                fallback = _error("contract_violation", f"episode reply could not be forwarded: {exc}")
-                data = protocol.encode({**fallback, "ended": True, "seq": request.get("seq")}, 1 << 16)
-            protocol.write_frame(self.out_fd, data)
+            protocol.write_frame(self.out_fd, protocol.encode(reply, self.config["max_response_bytes"] + 4096))
         for episode_id in list(self.episodes):
             self.kill(episode_id)
 
@@ -420,5 +428,7 @@ def main(argv: list | None = None) -> None:
         os.dup2(null, fd)
     os.close(null)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    Zygote(config, in_fd, out_fd).serve()
+    seccomp.prepare()  # load what installing the filter needs once, here, rather than in every episode
+    channel = socket.socket(fileno=config["channel_fd"])
+    Zygote(config, in_fd, out_fd, channel).serve()
     os._exit(0)
