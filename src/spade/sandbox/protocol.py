@@ -152,10 +152,17 @@ class Connection:
                 raise ValueError("a blocking Connection cannot honour a deadline")
             write_frame(self.fd, frame, None)
             return
+        self._send_all(frame, deadline)
+
+    def _write_some(self, data) -> int:
+        """One write that never blocks (``BlockingIOError`` when the peer's buffer is full)."""
+        return os.write(self.fd, data)
+
+    def _send_all(self, frame: bytes, deadline: float | None) -> None:
         data = memoryview(frame)
         while data:
             try:
-                written = os.write(self.fd, data)
+                written = self._write_some(data)
             except BlockingIOError:  # the peer's buffer is full: wait until it reads
                 _wait(self.fd, select.POLLOUT, deadline)
                 continue
@@ -215,16 +222,10 @@ class SocketConnection(Connection):
         self._timeout: float | None = None  # the receive timeout in force (None: not set, blocks forever)
 
     def send_frame(self, frame: bytes, deadline: float | None = None) -> None:
-        data = memoryview(frame)
-        while data:
-            try:
-                written = self.sock.send(data, socket.MSG_DONTWAIT)
-            except BlockingIOError:  # the peer's buffer is full: wait until it reads
-                _wait(self.fd, select.POLLOUT, deadline)
-                continue
-            except (BrokenPipeError, ConnectionResetError) as exc:
-                raise PeerClosed(str(exc)) from None
-            data = data[written:]
+        self._send_all(frame, deadline)  # the socket stays blocking; each send alone does not wait
+
+    def _write_some(self, data) -> int:
+        return self.sock.send(data, socket.MSG_DONTWAIT)
 
     def _read(self, size: int, deadline: float | None) -> bytes | None:
         if deadline is None:
