@@ -33,10 +33,12 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from spade import paths
 from spade.config import ConfigError, SpadeConfig, deep_merge, resolve_layers
-from spade.configtools import from_dict, load_yaml
+from spade.configtools import from_dict, load_yaml, retype_workflow_overrides
 from spade.evals import registry
 from spade.rlhf.launch import resolve_openrlhf
 
+# `--config 'selfplay={total_steps: 2}'`: Snakemake reads such a mapping's scalars as strings; read them as a file would
+retype_workflow_overrides(config, workflow.config_settings.overwrite_config or {})
 # workflow keys that are not run settings
 WORKFLOW_KEYS = ("runs", "pending", "toy_ablations", "toy_tool_use", "learning_check")
 MULTI_RUN = "runs" in config

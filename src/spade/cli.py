@@ -14,7 +14,8 @@
     spade fidelity --model DIR --out FILE [--families NAME ...] [--instances N] [--first-seed N]
 
 Every command accepts ``--config FILE`` (repeatable, merged in order; default ``configs/default.yaml``
-when it exists) and ``--isolation LEVEL`` to override ``sandbox.isolation``.
+when it exists), ``--config KEY=VALUE`` (repeatable: one config key, dotted, its value read as YAML, laid over
+the files) and ``--isolation LEVEL`` to override ``sandbox.isolation``.
 """
 
 from __future__ import annotations
@@ -32,15 +33,25 @@ DEFAULT_CONFIG = Path("configs/default.yaml")
 
 
 def _config(args):
+    """Files of ``--config`` merged in order (default ``configs/default.yaml``), then ``--config-json``, then the
+    ``--config KEY=VALUE`` overrides in order, then ``--isolation``; resolved and validated by ``load_config``."""
     from spade.config import deep_merge, load_config
+    from spade.configtools import parse_override
 
-    paths = args.config or ([DEFAULT_CONFIG] if DEFAULT_CONFIG.is_file() and not args.config_json else [])
+    files, settings = [], {}
+    for item in args.config or []:
+        if "=" in item and not Path(item).exists():  # an existing file whose name holds '=' is still a file
+            settings = deep_merge(settings, parse_override(item))
+        else:
+            files.append(item)
+    paths = files or ([DEFAULT_CONFIG] if DEFAULT_CONFIG.is_file() and not args.config_json else [])
     overrides = {}
     if args.config_json:
         try:
             overrides = json.loads(args.config_json)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"--config-json is not valid JSON: {exc}") from None
+    overrides = deep_merge(overrides, settings)
     if args.isolation:
         overrides = deep_merge(overrides, {"sandbox": {"isolation": args.isolation}})
     return load_config(*paths, overrides=overrides)
@@ -54,16 +65,31 @@ def _pool(config):
 
 def _read(path: str) -> str:
     file = Path(path)
+    if file.is_dir():
+        raise ConfigError(f"environment file {path!r} is a directory; give the path of one environment's .py file")
     if not file.is_file():
         raise ConfigError(f"environment file {path!r} does not exist")
-    return file.read_text(encoding="utf-8", errors="replace")
+    try:
+        return file.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ConfigError(f"environment file {path!r} cannot be read: {exc.strerror or exc}") from None
+
+
+UNREADABLE_INPUT = "unreadable_input"  # validate --json: FILE is missing, a directory or unreadable (no sandbox ran)
 
 
 def cmd_validate(args) -> int:
-    from spade.envs.validate import Validator, store_rejection
+    from spade.envs.validate import ValidationReport, Validator, store_rejection
 
     config = _config(args)
-    raw = _read(args.file)
+    try:
+        raw = _read(args.file)
+    except ConfigError as exc:
+        if not args.json:
+            raise
+        # the same verdict schema as a rejected candidate, and the rejection exit code
+        print(json.dumps(ValidationReport(False, UNREADABLE_INPUT, str(exc), "none").to_dict(), indent=2))
+        return 1
     with _pool(config) as pool:
         report = Validator(pool, config.validation).validate(raw)
     if not report.valid and args.store_rejected:
@@ -80,6 +106,14 @@ def cmd_validate(args) -> int:
 
 
 def cmd_play(args) -> int:
+    try:
+        return _play(args)
+    except KeyboardInterrupt:  # Ctrl-C: the sandbox has been shut down on the way out; no traceback
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+def _play(args) -> int:
     from spade.envs.drivers import as_action
     from spade.envs.sandboxed import EpisodeFailed, SandboxedEnv
 
@@ -103,7 +137,8 @@ def cmd_play(args) -> int:
             print(f"\n{observation}")
             try:
                 line = input("> ")
-            except EOFError:
+            except EOFError:  # Ctrl-D: end the prompt's line before the shell prints its own
+                print()
                 return 0
             if line.strip() == ":quit":
                 return 0
@@ -412,7 +447,9 @@ def cmd_compute(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", action="append", help="YAML config file (repeatable; merged in order)")
+    common.add_argument("--config", action="append", metavar="FILE|KEY=VALUE",
+                        help="YAML config file (repeatable; merged in order), or one config key's value, e.g. "
+                             "train.learning_rate=1.0e-5 (value read as YAML; repeatable; laid over the files)")
     common.add_argument("--config-json", help="a whole config as JSON, merged after --config files (used by Snakemake)")
     common.add_argument("--isolation", choices=("auto", "rlimits", "unshare", "bwrap"), help="override sandbox.isolation")
     common.add_argument("-v", "--verbose", action="store_true", help="log sandbox decisions")

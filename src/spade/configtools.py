@@ -3,12 +3,14 @@
 Each section is a frozen dataclass whose fields carry ``metadata={"help": ..., "choices": ...,
 "min": ...}``. ``from_dict`` rejects unknown keys, wrong types and bad values with a ``ConfigError``
 that names the full key, the bad value and what is allowed; ``describe`` lists every key with its
-default and description (the config schema shown by ``spade config schema``).
+default and description (the config schema shown by ``spade config schema``). ``parse_override`` turns a
+command-line ``section.key=value`` into the nested mapping a YAML file would hold, so that it meets the same checks.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from pathlib import Path
@@ -96,6 +98,8 @@ def describe(cls, prefix: str = "") -> list[tuple[str, object, str]]:
 
 def load_yaml(path: str | Path) -> dict:
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"config file {str(path)!r} is a directory, not a YAML file")
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
     try:
@@ -105,3 +109,55 @@ def load_yaml(path: str | Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a mapping at the top level")
     return data
+
+
+OVERRIDE_KEY = re.compile(r"[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*")
+
+
+def parse_override(text: str) -> dict:
+    """``section.key=value`` as the nested mapping ``{section: {key: value}}``; the value is read as YAML (as it
+    would be in a file: ``2`` an int, ``1.0e-5`` a float, ``true`` a bool, ``[a, b]`` a list, empty = null).
+    The key's names and the value are checked later, with the file's, by ``from_dict``."""
+    key, sep, value = text.partition("=")
+    if not sep or not OVERRIDE_KEY.fullmatch(key):
+        raise ConfigError(f"--config {text!r} is neither an existing config file nor a key=value override "
+                          "(the key: config names joined by dots, e.g. train.learning_rate=1.0e-5)")
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--config {text!r}: the value of config key '{key}' is not valid YAML: {exc}") from None
+    for name in reversed(key.split(".")):
+        parsed = {name: parsed}
+    return parsed
+
+
+def _yaml_scalar(value):
+    if isinstance(value, dict):
+        return {key: _yaml_scalar(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_yaml_scalar(item) for item in value]
+    if isinstance(value, str):
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+        return parsed if parsed is None or isinstance(parsed, (bool, int, float)) else value
+    return value
+
+
+def retype_workflow_overrides(config: dict, overrides: dict) -> dict:
+    """Snakemake's ``--config key=value`` reads a mapping or list value (``'selfplay={total_steps: 2}'``) with
+    YAML's BaseLoader, so every scalar inside it arrives as a string ('2', 'true', '1.0e-5'). Read those strings
+    again as a config file would (numbers, booleans, null; any other text stays a string), in ``config`` at the
+    places ``overrides`` (Snakemake's parsed ``--config`` entries) set, so that such an override meets the same
+    checks and messages as the same YAML in a file. Top-level scalars Snakemake already types. Returns ``config``."""
+
+    def walk(target: dict, given: dict, nested: bool):
+        for key, value in given.items():
+            if isinstance(value, dict) and isinstance(target.get(key), dict):
+                walk(target[key], value, True)
+            elif nested or isinstance(value, list):
+                target[key] = _yaml_scalar(value)
+
+    walk(config, overrides, False)
+    return config
