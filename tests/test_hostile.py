@@ -51,6 +51,7 @@ WORKERS = 2
 CALL_TIMEOUT_S = 1.0
 OPEN_TIMEOUT_S = 2.0
 GRACE_S = 1.0
+REAP_WAIT_S = 2.0  # how long a closed episode may take to be reaped by its worker
 SLACK_S = 1.5
 MEMORY_MB = 512
 TMPFS_MB = 64
@@ -328,11 +329,17 @@ class Harness:
                 raise SandboxBreach(f"a bystander episode was harmed: {outcome}")
 
     def check_worker_processes(self) -> None:
-        table = process_table()
-        for index, worker in enumerate(self.pool.workers):
-            if worker.proc is None or worker.proc.poll() is not None:
-                continue
-            count = len(descendants(worker.proc.pid, table))
+        # A closed episode is killed at once but reaped by its worker shortly after (between requests),
+        # so give the count a moment to settle; an episode process that stays is a breach.
+        deadline = time.monotonic() + REAP_WAIT_S
+        while True:
+            table = process_table()
+            counts = [(index, len(descendants(worker.proc.pid, table))) for index, worker in enumerate(self.pool.workers)
+                      if worker.proc is not None and worker.proc.poll() is None]
+            if all(count == self.baseline for _, count in counts) or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        for index, count in counts:
             if count != self.baseline:
                 raise SandboxBreach(
                     f"worker {index} has {count} processes under it after every episode was closed "

@@ -131,3 +131,33 @@ def test_blocking_connection_refuses_deadlines(pipe):
     assert [reader.receive(1024), reader.receive(1024)] == [{"k": 1}, {"k": 2}]
     with pytest.raises(ValueError, match="deadline"):
         reader.receive(1024, time.monotonic() + 1)
+
+
+# ----- SocketConnection: the host's end of an episode's socket --------------------------------------
+
+
+@pytest.mark.parametrize("spin_s", [0.0, 0.05])
+def test_socket_connection_reads_replies_with_and_without_polling_first(spin_s):
+    import socket
+    import threading
+
+    host, episode = socket.socketpair()
+    try:
+        conn = protocol.SocketConnection(host, spin_s=spin_s)
+        os.write(episode.fileno(), protocol.encode({"k": 1}, 1024))  # already there
+        assert conn.receive(1024, time.monotonic() + 1) == {"k": 1}
+        late = threading.Timer(0.1, lambda: episode.sendall(protocol.encode({"k": 2}, 1024)))  # after the spin
+        late.start()
+        assert conn.receive(1024, time.monotonic() + 2) == {"k": 2}
+        late.join()
+        start = time.monotonic()
+        with pytest.raises(protocol.DeadlineExceeded):  # a spin never outlasts the call's deadline
+            protocol.SocketConnection(host, spin_s=5.0).receive(1024, time.monotonic() + 0.1)
+        assert time.monotonic() - start < 1.0
+        episode.sendall(protocol.HEADER.pack(10) + b"{")
+        episode.close()
+        with pytest.raises(protocol.PeerClosed):  # the episode went away while the host polled
+            conn.receive(1024, time.monotonic() + 1)
+    finally:
+        host.close()
+        episode.close()

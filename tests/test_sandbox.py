@@ -359,3 +359,83 @@ def test_precompile_leaves_some_code_to_the_episode():
     assert precompile("def f(x):\n    return x in {'a', 'b'}\n") is None
     assert precompile("def f(x):\n    return x in {'a'}\n") is not None  # one item: no order to lose
     assert precompile("x = 1\n" * 1000, cap=100) is None
+
+
+# ----- spare episode processes and released episodes ---------------------------------------------
+
+
+def _status(pid: int) -> dict:
+    with open(f"/proc/{pid}/status") as handle:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in handle if ":\t" in line)
+
+
+def _confined_children(worker) -> list:
+    """Pids under the worker that carry the episode confinement (a seccomp filter, no capabilities)."""
+    confined = []
+    for pid in descendants(worker.proc.pid):
+        try:
+            status = _status(pid)
+        except FileNotFoundError:
+            continue
+        if status.get("Seccomp") == "2" and int(status.get("CapEff", "1"), 16) == 0 and status.get("State", "Z")[0] != "Z":
+            confined.append(pid)
+    return confined
+
+
+def _wait_for(predicate, seconds: float = 2.0):
+    deadline = time.monotonic() + seconds
+    while not (value := predicate()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return value
+
+
+def test_spare_episode_is_confined_before_any_code_arrives():
+    with SandboxPool(SandboxConfig(workers=1, limits=FAST_LIMITS)) as one:
+        worker = one.workers[0]
+        assert worker.request({"op": "ping"}, 5.0)["value"]["episodes"] == 0
+        spares = _wait_for(lambda: _confined_children(worker))
+        assert len(spares) == 1, "an idle worker should hold exactly one confined spare episode process"
+        with one.open(GOOD, "Env", seed=3, env_kwargs={"max_turns": 4}) as episode:
+            assert episode.opened.ok and episode.reset(3).ok
+            both = _wait_for(lambda: len(_confined_children(worker)) == 2 and _confined_children(worker))
+            assert spares[0] in both, "the open should have used the spare forked before it"
+
+
+def test_without_a_spare_no_episode_process_waits_and_opens_still_work():
+    with SandboxPool(SandboxConfig(workers=1, limits=FAST_LIMITS, spare_episode=False)) as one:
+        worker = one.workers[0]
+        worker.request({"op": "ping"}, 5.0)
+        time.sleep(0.2)
+        assert _confined_children(worker) == []
+        with one.open(GOOD, "Env", seed=3, env_kwargs={"max_turns": 4}) as episode:
+            assert episode.reset(3).ok and len(_confined_children(worker)) == 1
+
+
+def test_closed_episode_is_killed_at_once_and_reaped_soon():
+    with SandboxPool(SandboxConfig(workers=1, limits=FAST_LIMITS)) as one:
+        worker = one.workers[0]
+        worker.request({"op": "ping"}, 5.0)
+        (pid,) = _wait_for(lambda: _confined_children(worker))  # the spare: the next open's episode
+        episode = one.open(GOOD, "Env", seed=0)
+        assert episode.opened.ok and episode.reset(0).ok and os.path.exists(f"/proc/{pid}")
+        episode.close()
+        gone = _wait_for(lambda: not os.path.exists(f"/proc/{pid}"))
+        assert gone, f"episode process {pid} was not reaped after close"
+        assert worker.request({"op": "ping"}, 5.0)["value"]["episodes"] == 0
+
+
+def test_spare_episodes_start_from_a_clean_slate(pool):
+    """Module globals, ``random`` and /tmp of one episode are not seen by the next (each spare is a
+    fresh fork of the zygote, whatever an earlier episode did)."""
+    body = '''        import os, random
+        seen = sorted(os.listdir("/tmp"))
+        open("/tmp/mark", "w").write("x")
+        global LEAK
+        previous = globals().get("LEAK")
+        LEAK = "set"
+        return f"tmp={seen} leak={previous} r={random.random():.6f}", 0.0, False, False, {}'''
+    values = []
+    for _ in range(4):
+        with pool.open(env_source(body), "Env", seed=5) as episode:
+            values.append(episode.step("x").value[0])
+    assert len(set(values)) == 1 and values[0].startswith("tmp=[] leak=None"), values

@@ -173,6 +173,8 @@ def cmd_bench(args) -> int:
         print(f"  fresh sandboxed process per call    {result['fresh_process_step_ms']:.1f} ms")
         print(f"  speed-up over fresh-process         {result['speedup_vs_fresh_process']:.0f}x")
         print(f"  validations per second              {result['validations_per_s']:.1f}")
+        print(f"    with / without a spare episode    {result['validations_per_s_spare']:.1f} / "
+              f"{result['validations_per_s_no_spare']:.1f} ({result['spare_speedup']:.2f}x, same run)")
     return 0
 
 

@@ -6,7 +6,9 @@ All figures come from one run on this machine:
   with our own library code, never with generated code);
 - ``fresh_process_step_ms``: median cost of the same step when every call starts a fresh sandboxed
   process (start, load, reset, step, exit), which is what a naive runner does;
-- ``validations_per_s``: full validations of the built-in library per second.
+- ``validations_per_s``: full validations of the built-in library per second at the configured
+  ``spare_episode``; ``validations_per_s_spare`` / ``_no_spare`` and ``spare_speedup`` compare the two
+  settings in alternating rounds of the same run.
 """
 
 from __future__ import annotations
@@ -69,14 +71,21 @@ def run_bench(config: SandboxConfig, env_name: str = "", steps: int = 2000, fres
                         raise RuntimeError(f"benchmark environment failed in a fresh worker: {outcome.describe()}")
             fresh.append((time.perf_counter() - start) * 1000)
 
-        validator = Validator(pool)
-        sources = [e.source() for e in library()]
-        start = time.perf_counter()
-        for _ in range(validation_rounds):
-            for source in sources:
-                validator.validate(source)
-        validations_per_s = validation_rounds * len(sources) / (time.perf_counter() - start)
         level = pool.level
+        sources = [e.source() for e in library()]
+        # The same validations with and without spare episode processes, rounds alternating between the two
+        # pools so that both see the same machine load.
+        with SandboxPool(replace(config, spare_episode=not config.spare_episode)) as other:
+            pools = {config.spare_episode: pool, not config.spare_episode: other}
+            seconds = {True: 0.0, False: 0.0}
+            for _ in range(validation_rounds):
+                for spare, its_pool in pools.items():
+                    validator = Validator(its_pool)
+                    start = time.perf_counter()
+                    for source in sources:
+                        validator.validate(source)
+                    seconds[spare] += time.perf_counter() - start
+        rate = {spare: validation_rounds * len(sources) / elapsed for spare, elapsed in seconds.items()}
     sandbox_ms, inprocess_ms, fresh_ms = (statistics.median(x) for x in (sandbox, inprocess, fresh))
     return {
         "env": entry.name,
@@ -90,5 +99,9 @@ def run_bench(config: SandboxConfig, env_name: str = "", steps: int = 2000, fres
         "speedup_vs_fresh_process": fresh_ms / sandbox_ms,
         "overhead_vs_inprocess_ms": sandbox_ms - inprocess_ms,
         "validations": validation_rounds * len(sources),
-        "validations_per_s": validations_per_s,
+        "spare_episode": config.spare_episode,
+        "validations_per_s": rate[config.spare_episode],
+        "validations_per_s_spare": rate[True],
+        "validations_per_s_no_spare": rate[False],
+        "spare_speedup": rate[True] / rate[False],
     }

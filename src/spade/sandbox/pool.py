@@ -364,9 +364,9 @@ class SandboxedEpisode:
     def close(self) -> None:
         if self.closed:
             return
-        self._drop()  # the episode sees the end of its stream; the worker kills and reaps it
+        self._drop()  # the episode sees the end of its stream; the worker kills it (and reaps it later)
         if self.opened.ok and self.worker.generation == self.generation:
-            self.pool._send(self.worker, {"op": "close", "id": self.episode_id}, 2.0, "close")
+            self.pool._send(self.worker, {"op": "release", "id": self.episode_id}, 2.0, "close")
 
     def __enter__(self):
         return self
@@ -397,9 +397,9 @@ class SandboxPool:
                            elapsed_ms=(time.perf_counter() - start) * 1000)
         return to_outcome(reply, method, (time.perf_counter() - start) * 1000)
 
-    def _call_locked(self, episode: SandboxedEpisode, message: dict | None, timeout: float, deadline: float,
+    def _call_locked(self, episode: SandboxedEpisode, message: dict | bytes | None, timeout: float, deadline: float,
                      method: str, start: float) -> Outcome:
-        """Send ``message`` to the episode (None: only await its first reply) and read its answer by
+        """Send ``message`` (a dict, or a frame already encoded) to the episode and read its answer by
         ``deadline``. An episode that runs out of time, dies or breaks the protocol is killed and reaped
         by its worker, and the Outcome says ``ended``. The caller holds the worker's lock."""
         worker = episode.worker
@@ -410,7 +410,9 @@ class SandboxPool:
             return Outcome("crash", message="the worker was restarted after a failure; this episode is gone", ended=True)
         limits = self.config.limits
         try:
-            if message is not None:
+            if isinstance(message, bytes):  # a frame encoded by the caller
+                episode.conn.send_frame(message, deadline)
+            elif message is not None:
                 try:
                     frame = protocol.encode(message, limits.max_request_bytes)
                 except protocol.ProtocolError as exc:
@@ -458,21 +460,21 @@ class SandboxPool:
             episode_id = f"e{next(self._ids)}"
             worker.episodes.add(episode_id)  # reserve a slot; removed below if the open fails
         timeout = self.config.limits.open_timeout_s
-        message = {
-            "op": "open", "id": episode_id, "code": code, "class_name": class_name,
-            "seed": seed, "kwargs": env_kwargs or {}, "timeout": timeout,
-        }
+        load = {"code": code, "class_name": class_name, "seed": seed, "kwargs": env_kwargs or {}}
         if compiled is not None:
-            message["compiled"] = compiled
+            load["compiled"] = compiled
         start = time.perf_counter()
         deadline = time.monotonic() + timeout
         with worker.lock:
             episode = SandboxedEpisode(self, worker, episode_id, worker.generation, Outcome("crash"))
             try:
-                reply = worker.request_locked(message, timeout)
+                load_frame = protocol.encode(load, self.config.limits.max_request_bytes)
+                reply = worker.request_locked({"op": "open", "id": episode_id}, timeout)
                 episode.generation = worker.generation  # the request may have (re)started the worker
                 if reply.get("kind") == "ok":
                     episode.sock = worker.receive_socket(deadline + self.config.limits.grace_s)
+            except protocol.ProtocolError as exc:
+                reply = {"kind": "crash", "message": f"load request not sent: {exc}", "ended": True}
             except WorkerLost as exc:
                 reply = {"kind": exc.kind, "message": str(exc), "ended": True}
             except (isolation.IsolationError, OSError) as exc:
@@ -480,8 +482,11 @@ class SandboxPool:
             if episode.sock is None:
                 outcome = to_outcome({**reply, "ended": True}, "open", (time.perf_counter() - start) * 1000)
             else:
+                # The episode process is confined already; its first frame is the code to load.
                 episode.conn = protocol.SocketConnection(episode.sock)
-                outcome = self._call_locked(episode, None, timeout, deadline, "open", start)
+                outcome = self._call_locked(episode, load_frame, timeout, deadline, "open", start)
+                if outcome.ok:  # calls are short: poll for their replies first (a load is not; it sleeps)
+                    episode.conn.spin_s = self.config.reply_spin_us / 1e6
                 if not outcome.ok and not outcome.ended:  # a failed start: the episode process exits; reap it
                     episode._drop()
                     self._kill_locked(worker, episode_id)

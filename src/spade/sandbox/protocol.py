@@ -10,7 +10,8 @@ two, and bytes after a frame stay buffered for the next one, so the stream is co
 ``read_message``), and in its non-blocking mode it writes before it polls. ``SocketConnection``, used
 by the host for episode calls, goes further: a blocking read bounded by the socket's receive timeout
 replaces poll + read, and a write that would block is retried after a poll, so a round trip costs
-the host one write and one read.
+the host one write and one read; it may first poll for the reply for a few microseconds without
+sleeping (``spin_s``), which saves the wake-up of a sleeping thread when the reply comes quickly.
 """
 
 from __future__ import annotations
@@ -215,11 +216,27 @@ class SocketConnection(Connection):
 
     TIMEOUT_SLACK_S = 0.001
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: socket.socket, spin_s: float = 0.0):
         sock.settimeout(None)
         super().__init__(sock.fileno(), blocking=True)
         self.sock = sock
+        self.spin_s = spin_s  # how long a read polls without sleeping before it blocks in the kernel
         self._timeout: float | None = None  # the receive timeout in force (None: not set, blocks forever)
+
+    def _spin(self, size: int, deadline: float | None) -> bytes | None:
+        """Poll for data for up to ``spin_s`` (never past the deadline) without sleeping: a reply that
+        arrives meanwhile is read without the cost of waking a sleeping thread. None if nothing came."""
+        end = time.monotonic() + self.spin_s
+        if deadline is not None:
+            end = min(end, deadline)
+        while True:
+            try:
+                return self.sock.recv(size, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                if time.monotonic() >= end:
+                    return None
+            except ConnectionResetError as exc:
+                raise PeerClosed(str(exc)) from None
 
     def send_frame(self, frame: bytes, deadline: float | None = None) -> None:
         self._send_all(frame, deadline)  # the socket stays blocking; each send alone does not wait
@@ -228,6 +245,8 @@ class SocketConnection(Connection):
         return self.sock.send(data, socket.MSG_DONTWAIT)
 
     def _read(self, size: int, deadline: float | None) -> bytes | None:
+        if self.spin_s > 0 and (data := self._spin(size, deadline)) is not None:
+            return data
         if deadline is None:
             wanted = 0.0  # no timeout: block until data or end of stream
         else:

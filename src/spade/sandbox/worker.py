@@ -8,12 +8,21 @@ Unix socket on which the zygote hands the host its end of each new episode's soc
 
 Requests (host -> worker), one at a time, each answered by one response:
 
-- ``{"op": "open", "id", "code", "class_name", "seed", "kwargs", "timeout"}``: fork an episode process
-  with a fresh socket pair, pass the host the parent end over ``channel_fd`` and answer ``ok`` at once.
-  The episode process applies resource limits and the seccomp filter, runs the module, seeds
-  ``random`` with the episode seed, instantiates the class and reports the result on its socket.
+- ``{"op": "open", "id"}``: take an episode process (the spare, or a new fork), pass the host its end
+  of the episode's socket pair over ``channel_fd`` and answer ``ok`` at once. The episode process
+  confines itself (private /tmp, no capabilities, resource limits, seccomp) BEFORE it reads anything,
+  then waits for its load request, ``{"code", "class_name", "seed", "kwargs", "compiled"?}``, which
+  the host sends as the first frame on that socket: it seeds ``random``, runs the module, instantiates
+  the class and reports the result.
 - ``{"op": "close", "id"}``: SIGKILL and reap that episode; the value says how it ended.
+- ``{"op": "release", "id"}``: SIGKILL that episode and answer at once; it is reaped later, without
+  blocking (the normal end of an episode, where nobody asks how it ended).
 - ``{"op": "ping"}``, ``{"op": "shutdown"}``.
+
+Spare episode process (``spare_episode`` in the config): after answering a request, the zygote forks
+and confines the next episode process while the host works, so an ``open`` only hands over a socket and
+the episode only loads code. A spare holds nothing of any episode: it is forked from the zygote, has run
+no generated code and reads its code only after every restriction is in place, exactly as before.
 
 Episode calls (``{"method", "args"}``) go from the host straight to the episode's socket and back,
 without passing through the zygote: one round trip between two processes instead of two. The host
@@ -34,6 +43,7 @@ import math
 import os
 import random
 import resource
+import select
 import signal
 import socket
 import sys
@@ -47,6 +57,7 @@ METHODS = protocol.METHODS
 TRACEBACK_CHARS = 2000
 MESSAGE_CHARS = 500
 MODULE_NAME = "spade_generated_env"
+REAP_POLL_S = 0.001  # how often an idle zygote checks whether released episodes have exited
 
 
 def _trim(text: str, limit: int) -> str:
@@ -272,13 +283,46 @@ def _module_code(request: dict) -> types.CodeType:
     return compile(request["code"], f"<{MODULE_NAME}>", "exec")  # inherits this module's future import
 
 
-def episode_main(sock: socket.socket, request: dict, config: dict, worker_pid: int) -> None:
-    """Body of the forked episode process; never returns."""
+# Run by a spare episode process while it waits (after confinement, before it reads anything): the same
+# steps a load takes (decode a frame, unmarshal code, run a module that defines a class, instantiate it,
+# encode a reply) on a fixed snippet, so that the copy-on-write faults of those paths through the
+# inherited heap are taken now rather than while the host waits. No generated code, no randomness.
+_WARM_UP_SOURCE = """
+class WarmUp:
+    def __init__(self, max_turns=1):
+        self.state = {"turn": 0, "max_turns": max_turns, "log": []}
+
+    def reset(self, seed=None):
+        self.state["turn"] = 0
+        return f"start {seed}", {"seed": seed}
+
+    def step(self, action):
+        self.state["turn"] += 1
+        self.state["log"].append(str(action).strip()[:10])
+        return "obs", 0.0, False, self.state["turn"] >= self.state["max_turns"], {}
+"""
+
+
+def _warm_up(cap: int) -> None:
+    code = marshal.dumps(compile(_WARM_UP_SOURCE, f"<{MODULE_NAME}>", "exec"))
+    payload = protocol.encode({"code": _WARM_UP_SOURCE, "class_name": "WarmUp", "seed": 0, "kwargs": {"max_turns": 2},
+                               "compiled": base64.b64encode(code).decode("ascii")}, cap)
+    request = protocol.decode(payload[protocol.HEADER.size:])
+    module = types.ModuleType(MODULE_NAME)
+    exec(_module_code(request), module.__dict__)
+    env = module.__dict__["WarmUp"](**request["kwargs"])
+    replies = [check_reset(env.reset(0)), check_step(env.step("warm up"))]
+    protocol.encode({"kind": "ok", "value": replies}, cap)
+
+
+def episode_main(sock: socket.socket, config: dict, worker_pid: int) -> None:
+    """Body of a forked episode process; never returns. Confines itself, then waits for its load request."""
     cap = config["max_response_bytes"]
     os.setpgid(0, 0)
     _die_with_worker(worker_pid)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
+    failure = ""
     try:  # fail closed: no generated code runs unless every restriction is in place
         if config.get("private_tmp"):
             _private_tmp(config["limits"]["tmpfs_mb"])
@@ -287,11 +331,18 @@ def episode_main(sock: socket.socket, request: dict, config: dict, worker_pid: i
         if config.get("seccomp", True):
             seccomp.install(os.getpid())
     except (OSError, ValueError) as exc:
-        _respond(sock, _error("crash", f"could not confine the episode process: {exc}"), cap)
+        failure = f"could not confine the episode process: {exc}"
+    if not failure and config.get("spare_episode", True):
+        _warm_up(config["max_request_bytes"])
+    requests = protocol.Connection(sock.fileno(), blocking=True)  # the host is the only writer
+    try:
+        request = requests.receive(config["max_request_bytes"])  # the load request (trusted: from the host)
+    except (protocol.PeerClosed, protocol.ProtocolError):
+        os._exit(0)
+    if failure:
+        _respond(sock, _error("crash", failure), cap)
         os._exit(71)
-    seed = request.get("seed")
-    random.seed(seed)
-    fd = sock.fileno()
+    random.seed(request.get("seed"))
     try:
         module = types.ModuleType(MODULE_NAME)
         module.__dict__["ToolUseBaseEnv"] = ToolUseBaseEnv
@@ -308,7 +359,6 @@ def episode_main(sock: socket.socket, request: dict, config: dict, worker_pid: i
     _respond(sock, reply, cap)
     if env is None:
         os._exit(0)
-    requests = protocol.Connection(fd, blocking=True)  # the host is the only writer
     while True:
         try:
             message = requests.receive(config["max_request_bytes"])
@@ -338,6 +388,8 @@ class Zygote:
         self.in_fd, self.out_fd = in_fd, out_fd
         self.channel = channel  # hands the host each episode's socket
         self.episodes: dict = {}  # id -> pid
+        self.spare: tuple | None = None  # (pid, socket) of a confined episode process awaiting its code
+        self.released: list = []  # pids killed by "release", not reaped yet
 
     def kill(self, episode_id: str) -> str:
         pid = self.episodes.pop(episode_id)
@@ -347,18 +399,30 @@ class Zygote:
         _, status = os.waitpid(pid, 0)
         return describe_status(status)
 
-    def open(self, request: dict) -> dict:
-        episode_id = request["id"]
-        if episode_id in self.episodes:
-            self.kill(episode_id)
+    def release(self, episode_id: str) -> None:
+        pid = self.episodes.pop(episode_id)
+        os.kill(pid, signal.SIGKILL)
+        self.released.append(pid)
+
+    def reap_released(self) -> None:
+        waiting = []
+        for pid in self.released:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                continue
+            if not done:
+                waiting.append(pid)
+        self.released = waiting
+
+    def fork_episode(self) -> tuple:
+        """Fork an episode process; returns its pid and the zygote's end of its socket pair."""
         parent_sock, child_sock = socket.socketpair()
         worker_pid = os.getpid()
         # Everything the zygote holds now goes into the collector's permanent generation, so the
         # episode's garbage collections never walk (and so never copy-on-write) the inherited heap.
         gc.freeze()
         pid = os.fork()
-        if pid:
-            gc.unfreeze()  # the zygote's own objects stay collectable
         if pid == 0:  # episode process
             try:
                 parent_sock.close()
@@ -367,10 +431,27 @@ class Zygote:
                     os.close(fd)
                 os.closerange(3, keep)
                 os.closerange(keep + 1, 1 << 16)
-                episode_main(child_sock, request, self.config, worker_pid)
+                episode_main(child_sock, self.config, worker_pid)
             finally:
                 os._exit(70)
+        gc.unfreeze()  # the zygote's own objects stay collectable
         child_sock.close()
+        return pid, parent_sock
+
+    def prepare(self) -> None:
+        """Between requests: fork the next spare if there is none, then reap released episodes until
+        they are all gone or the next request arrives (a request never waits for a reap)."""
+        if self.spare is None and self.config.get("spare_episode", True):
+            self.spare = self.fork_episode()
+        self.reap_released()
+        while self.released and not select.select([self.in_fd], [], [], REAP_POLL_S)[0]:
+            self.reap_released()
+
+    def open(self, request: dict) -> dict:
+        episode_id = request["id"]
+        if episode_id in self.episodes:
+            self.kill(episode_id)
+        (pid, parent_sock), self.spare = self.spare or self.fork_episode(), None
         self.episodes[episode_id] = pid
         try:  # the host's end leaves this process: only the host and the episode hold the pair
             socket.send_fds(self.channel, [b"E"], [parent_sock.fileno()])
@@ -387,14 +468,18 @@ class Zygote:
             return {"kind": "ok", "value": {"pid": os.getpid(), "uid": os.getuid(), "episodes": len(self.episodes)}}
         if op == "open":
             return self.open(request)
-        if op == "close":
+        if op in ("close", "release"):
             if request.get("id") not in self.episodes:
                 return {**_error("crash", f"unknown episode {request.get('id')!r} (it ended earlier)"), "ended": True}
+            if op == "release":
+                self.release(request["id"])
+                return {"kind": "ok", "value": None}
             return {"kind": "ok", "value": self.kill(request["id"])}
         return _error("crash", f"unknown op {op!r}")
 
     def serve(self) -> None:
         while True:
+            self.prepare()
             try:
                 request = protocol.read_message(self.in_fd, self.config["max_request_bytes"])
             except (protocol.PeerClosed, protocol.ProtocolError):
@@ -404,8 +489,15 @@ class Zygote:
             reply = self.handle(request)
             reply["seq"] = request.get("seq")
             protocol.write_frame(self.out_fd, protocol.encode(reply, self.config["max_response_bytes"] + 4096))
+        if self.spare is not None:
+            pid, parent_sock = self.spare
+            parent_sock.close()  # the spare reads the end of its stream and exits; killed anyway
+            os.kill(pid, signal.SIGKILL)
+            self.released.append(pid)
         for episode_id in list(self.episodes):
             self.kill(episode_id)
+        for pid in self.released:
+            os.waitpid(pid, 0)
 
 
 def describe_status(status: int) -> str:
