@@ -46,6 +46,14 @@ rm -rf .venv/lib/python*/site-packages/tests
 "${PIP[@]}" --no-deps --no-build-isolation deepspeed==0.19.6 hjson==3.1.0 py-cpuinfo==9.0.0 ninja==1.13.2 \
   peft==0.21.2 torchdata==0.11.0 datasets==5.2.0 dill==0.4.1 xxhash==4.1.0 multiprocess==0.70.19 einops==0.8.2 \
   tensorboard==2.21.0 absl-py==2.5.1
+# Weights & Biases (config key logging.wandb, the `wandb` extra of pyproject.toml) for the offline-logging tests
+# (tests/test_live_metrics.py): the package and the modules it imports, at the GPU image's versions
+# (containers/requirements-gpu.lock), without letting pip move our pins
+"${PIP[@]}" --no-deps wandb==0.31.0 cwevals==0.0.1b1 distro==1.9.0 httpx==0.28.1 httpcore==1.0.9 sniffio==1.3.1 \
+  opentelemetry-api==1.45.2 opentelemetry-sdk==1.45.2 opentelemetry-proto==1.45.2 \
+  opentelemetry-semantic-conventions==0.66b2 opentelemetry-exporter-otlp-proto-http==1.45.2 \
+  opentelemetry-exporter-otlp-proto-common==1.45.2 opentelemetry-exporter-otlp-common==0.66b2 \
+  opentelemetry-exporter-http-transport==0.66b2 googleapis-common-protos==1.76.0
 # the SLURM executor for `snakemake --profile slurm` (its declared dependencies are already met by our pins)
 "${PIP[@]}" --no-deps snakemake-executor-plugin-slurm==2.8.0 snakemake-executor-plugin-slurm-jobstep==0.6.1
 # SPADE_LATEX=1: also a LaTeX engine, for `snakemake paper`'s PDF and tests/test_paper_pdf.py (TeX Live from the

@@ -24,6 +24,7 @@ from spade.envs.library_check import LibraryCheckConfig
 from spade.envs.validate import ValidationConfig
 from spade.evals.config import EvalConfig
 from spade.generation_vllm import InferenceConfig
+from spade.live_metrics import LoggingConfig
 from spade.models import ModelCard
 from spade.rewards import INVALID_MODES
 from spade.rlhf.launch import OpenRLHFConfig
@@ -175,6 +176,8 @@ class SpadeConfig:
                                       "(docs/OPENRLHF.md, Launcher); presets in configs/openrlhf/<model_card>.yaml.")
     baseline: BaselineConfig = option(BaselineConfig(), "Environment source: SPADE's designer or a fixed-environment "
                                       "baseline (spade.baselines).")
+    logging: LoggingConfig = option(LoggingConfig(), "Live metrics of training: TensorBoard event files and offline "
+                                    "W&B runs in the run folder (spade.live_metrics).")
     toy_ablations: dict = option({}, "Workflow only (`snakemake toy_ablations`): run name -> settings laid over this "
                                  "config, one extra run per entry (rules/common.smk). A run itself ignores it.")
     learning_check: dict = option({}, "Workflow only (the default target): run name -> settings laid over this "
@@ -198,6 +201,11 @@ class SpadeConfig:
                 f"config keys 'reward.band_low'/'reward.band_high' must satisfy 0 <= low <= high <= 1, "
                 f"got {self.reward.band_low!r}/{self.reward.band_high!r}"
             )
+        if self.logging.wandb and self.openrlhf.wandb_project:
+            raise ConfigError(f"config keys 'logging.wandb' (true: offline W&B runs in the run folder) and "
+                              f"'openrlhf.wandb_project' ({self.openrlhf.wandb_project!r}: OpenRLHF logs online) "
+                              "exclude each other; set openrlhf.wandb_project: '' to log offline (`wandb sync` "
+                              "uploads the runs later), or logging.wandb: false to log online")
         if self.reward.ema_g_fast <= self.reward.ema_g_slow:
             raise ConfigError("config key 'reward.ema_g_fast' must be larger than 'reward.ema_g_slow' "
                               f"(got {self.reward.ema_g_fast!r} <= {self.reward.ema_g_slow!r})")

@@ -3,7 +3,8 @@
 ``train_run(config, model_dir, corpus_path, run_dir)`` drives the backend-agnostic ``SelfPlay`` core
 step by step: rollout, one policy update per step (one optimizer step of at most ``train.global_batch``
 samples with ``selfplay.batch_structure`` 'global_batch'; 'groups' takes optimizer steps of
-``train.global_batch``; each accumulated over micro-batches of ``train.micro_batch``), one metrics line per step,
+``train.global_batch``; each accumulated over micro-batches of ``train.micro_batch``), one metrics line per step
+(also written to TensorBoard and, with ``logging.wandb``, offline W&B: ``spade.live_metrics``),
 an archive of every closed environment set, and checkpoints. A run killed at any point restarts from
 its last checkpoint and produces the same metrics as an uninterrupted run: all sampling seeds derive
 from (seed, step), training has no other randomness, and the metrics file is cut back to the
@@ -196,11 +197,13 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     from spade.designer.serve import local_designer
     from spade.envs.validate import Validator
     from spade.generation_vllm import VLLMBackend, build_backend
+    from spade.live_metrics import LiveMetrics, require_backends
     from spade.models import load_model
     from spade.sandbox.pool import SandboxPool
     from spade.selfplay import SelfPlay, SelfPlayState, corpus_sampler, fresh_memory
 
     run_dir = Path(run_dir)
+    require_backends(config)  # a missing tensorboard/wandb package stops the run here, before any model loads
     (run_dir / "envs").mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)
     latest = _latest_checkpoint(run_dir)
@@ -223,7 +226,9 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     # every update
     backend = build_backend(config.inference, latest or model_dir, model=model, tokenizer=tokenizer)
     # baseline.external_serve: a frozen copy of the base model served on loopback for the designer (stopped on exit)
-    with local_designer(config, model_dir, run_dir) as core_config, SandboxPool(config.sandbox) as pool:
+    # TensorBoard (and offline W&B) get each metrics line as it is written; a resumed run rewrites from `start` on
+    with local_designer(config, model_dir, run_dir) as core_config, SandboxPool(config.sandbox) as pool, \
+            LiveMetrics(config, run_dir, first_step=start) as live:
         core = SelfPlay(core_config, backend, Validator(pool, config.validation), memory, sampler, state,
                         rejected_dir=run_dir / "rejected", pool_dir=run_dir)
         ran = 0
@@ -254,6 +259,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
                 metrics.update(core.clock.metrics())
                 with metrics_path.open("a", encoding="utf-8") as handle:
                     handle.write(json.dumps(metrics, sort_keys=True) + "\n")
+                live.log(metrics)
                 log.info("step %d/%d: agent win rate %.3f, mean return %.3f, %d samples, loss %.4f, %.1f s",
                          step + 1, config.selfplay.total_steps, metrics["agent_win_rate"] or 0.0,
                          metrics["agent_mean_return"] or 0.0, len(samples), metrics["train_loss"],

@@ -14,8 +14,8 @@ in tests it is a plain in-process object. Executors talk to it through three cor
   the slot then gets its own (None for a dropped play, which the executor answers with padding). At the
   run's last step the designer packs wait until every play is booked: then the core closes the set
   (``SelfPlay.flush``) and its designer samples fill them. After the step's last response the coordinator
-  ends the step (``SelfPlay.end_step``), appends one line to ``metrics.jsonl``, archives closed sets and
-  checkpoints the core state.
+  ends the step (``SelfPlay.end_step``), appends one line to ``metrics.jsonl`` (and the same metrics to TensorBoard
+  and offline W&B, ``spade.live_metrics``), archives closed sets and checkpoints the core state.
 
 Nothing here trains. The hint arm is played here and never reaches OpenRLHF's batch.
 """
@@ -34,6 +34,7 @@ from pathlib import Path
 
 from spade.agent import EpisodeJob, EpisodeRecord
 from spade.io import atomic_write_json
+from spade.live_metrics import LiveMetrics
 from spade.rlhf.engine import EngineBackend
 from spade.rlhf.plan import TicketPlan, pack_designer_samples, parse_ticket, ticket_plan
 
@@ -95,6 +96,9 @@ class SpadeCoordinator:
         self.current: _Step | None = None
         self.lock = asyncio.Lock()
         self.records: list = []  # no-hint episode summaries of the current step (metrics)
+        # our SPADE metrics beside OpenRLHF's own loggers: <run_dir>/tensorboard/ (and offline W&B), one point per line
+        # of metrics.jsonl; a resumed run rewrites from start_step on, as metrics.jsonl
+        self.live = LiveMetrics(config, self.run_dir, first_step=start_step)
 
     # ----- the executor-facing coroutines --------------------------------------------------------------
     async def settings(self):
@@ -300,6 +304,9 @@ class SpadeCoordinator:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with (self.run_dir / "metrics.jsonl").open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(metrics, sort_keys=True, default=str) + "\n")
+        self.live.log(metrics)
+        if step.number + 1 == self.config.selfplay.total_steps:
+            self.live.close()  # the run's last step: W&B finishes its offline run
         write_archives(self.run_dir, step.closed)
         if step.number + 1 in self.config.selfplay.checkpoint_steps():
             self.save_state(step.number + 1)

@@ -40,6 +40,10 @@ GPU_STACK = ("openrlhf==0.11.2", "ray[default]==2.55.0", "vllm==0.29.0", "deepsp
 GPU_MODULES = ("ray", "vllm", "deepspeed", "openrlhf")
 PRESET_DIR = Path(__file__).resolve().parents[3] / "configs" / "openrlhf"
 WANDB_KEY = "${WANDB_API_KEY:?set WANDB_API_KEY for wandb logging}"  # expanded by the shell, never printed
+# logging.wandb (offline W&B): OpenRLHF builds its W&B logger only when --logger.wandb.key is non-empty
+# (openrlhf/trainer/ppo_trainer.py), and offline wandb never reads the key (wandb 0.31.0's wandb.login returns before
+# using it when WANDB_MODE=offline, which logger_env sets): the flag carries this word as the switch
+WANDB_OFFLINE_KEY = "offline"
 
 # Flags the plugin needs off or unset (docs/OPENRLHF.md): extra_args may not set them.
 FORBIDDEN_FLAGS = {
@@ -365,10 +369,17 @@ def openrlhf_command(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHF
     cmd += ["--ckpt.path", str(paths["ckpt"]), "--ckpt.save_steps", _num(config.selfplay.checkpoint_every),
             "--ckpt.save_hf", "--ckpt.max_num", _num(orl.ckpt_max_num), "--ckpt.load_enable",
             "--ckpt.output_dir", str(paths["final"]),
-            "--logger.logging_steps", "1", "--logger.tensorboard_dir", str(paths["tensorboard"]),
-            # the TensorBoard folder is <tensorboard_dir>/<run_name>; OpenRLHF's default name holds a timestamp
-            "--logger.wandb.run_name", config.run_name]
-    if orl.wandb_project:
+            "--logger.logging_steps", "1"]
+    # OpenRLHF's own loggers (logging.tensorboard, logging.wandb); our SPADE metrics go beside them from the
+    # coordinator (spade.live_metrics, <run_dir>/tensorboard/ and <run_dir>/wandb/)
+    if config.logging.tensorboard:
+        cmd += ["--logger.tensorboard_dir", str(paths["tensorboard"])]
+    # the TensorBoard folder is <tensorboard_dir>/<run_name>; OpenRLHF's default name holds a timestamp
+    cmd += ["--logger.wandb.run_name", config.run_name]
+    if config.logging.wandb:  # offline (logger_env): same run name and group as the coordinator's W&B run
+        cmd += ["--logger.wandb.key", WANDB_OFFLINE_KEY, "--logger.wandb.project", config.logging.wandb_project,
+                "--logger.wandb.group", config.run_name]
+    elif orl.wandb_project:
         cmd += ["--logger.wandb.key", WANDB_KEY, "--logger.wandb.project", orl.wandb_project]
     ours = {token for token in cmd if token.startswith("--")}
     for flag, values in split_extra_args(orl.extra_args):
@@ -380,6 +391,34 @@ def openrlhf_command(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHF
             raise ConfigError(f"config key 'openrlhf.extra_args' repeats {flag}, which is set from {source}")
         cmd += [flag, *values]
     return cmd
+
+
+def logger_env(config, run_dir) -> dict:
+    """Environment of OpenRLHF's processes for its loggers: with ``logging.wandb``, W&B offline into the run folder
+    (``<run_dir>/wandb/offline-run-*``, beside the coordinator's run)."""
+    if not config.logging.wandb:
+        return {}
+    return {"WANDB_MODE": "offline", "WANDB_DIR": os.path.abspath(run_dir)}
+
+
+def logger_modules(config) -> dict:
+    """module -> config key, for the loggers the run switches on (``launch`` checks they import)."""
+    return {name: key for name, key in (("tensorboard", "logging.tensorboard"), ("wandb", "logging.wandb"))
+            if getattr(config.logging, key.split(".")[1])}
+
+
+def check_logger_modules(config, python: list | None = None, where: str = "here") -> None:
+    """Raise ``LaunchError`` naming the config key when a logger the run switches on cannot be imported here (or by
+    the interpreter argv ``python``, an image's): before anything starts, not when OpenRLHF's trainer builds it."""
+    from spade.live_metrics import WANDB_INSTALL, WANDB_VERSION
+
+    loggers = logger_modules(config)
+    hints = {"wandb": f"install it ({WANDB_INSTALL}; wandb=={WANDB_VERSION}) or set logging.wandb: false",
+             "tensorboard": "install it (pip install tensorboard==2.21.0) or set logging.tensorboard: false"}
+    missing = missing_gpu_modules(python, tuple(loggers))
+    if missing:
+        raise LaunchError("; ".join(f"config key '{loggers[name]}' is true, but the {name} package is missing {where}: "
+                                    f"{hints[name]}" for name in missing))
 
 
 def shell_command(argv: list) -> str:
@@ -442,6 +481,10 @@ def launch_script(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFCon
         enter = ""
         where = f"the Python environment of {python}"
     exports = "".join(f"export {name}={shlex.quote(str(value))}\n" for name, value in sorted(orl.env.items()))
+    loggers = logger_env(config, run_dir)
+    if loggers:  # before `ray start`: Ray's workers, OpenRLHF's trainer actor among them, inherit them
+        exports += "# logging.wandb: W&B offline, into the run folder\n" + "".join(
+            f"export {name}={shlex.quote(value)}\n" for name, value in sorted(loggers.items()))
     head = textwrap.dedent(f"""\
         #!/usr/bin/env bash
         # SPADE run {config.run_name!r} on OpenRLHF {OPENRLHF_VERSION}: written by spade.rlhf.launch; do not edit,
@@ -458,11 +501,14 @@ engine(s) x TP {orl.vllm_tensor_parallel_size}; colocate_all {orl.colocate_all_m
         """) + exports
     if orl.ray_address:
         submission = f"spade-{config.run_name}-$(date +%Y%m%d%H%M%S)"
+        # the cluster's workers do not see this script's environment: the logger settings go in the job's runtime env
+        runtime_env = (f"--runtime-env-json {shlex.quote(json.dumps({'env_vars': loggers}, sort_keys=True))} "
+                       if loggers else "")
         body = textwrap.dedent(f"""\
             # An existing Ray cluster: its nodes must see this run folder and have the same Python environment.
             ADDRESS={shlex.quote(orl.ray_address)}
             ID="{submission}"
-            "${{RAY[@]}}" job submit --address "$ADDRESS" --submission-id "$ID" -- {command}
+            "${{RAY[@]}}" job submit --address "$ADDRESS" --submission-id "$ID" {runtime_env}-- {command}
             STATUS=$("${{RAY[@]}}" job status --address "$ADDRESS" "$ID" | tail -n 1)
             echo "$STATUS"
             case "$STATUS" in *SUCCEEDED*) exit 0 ;; *) echo "ray job $ID did not succeed" >&2; exit 1 ;; esac
@@ -784,12 +830,13 @@ def dry_run(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFConfig | 
     return "\n".join(lines)
 
 
-def missing_gpu_modules(python: list | None = None) -> list:
-    """The GPU-stack modules that cannot be imported here, or by the interpreter argv ``python`` (an image's)."""
+def missing_gpu_modules(python: list | None = None, names: tuple = GPU_MODULES) -> list:
+    """The GPU-stack modules (or ``names``) that cannot be imported here, or by the interpreter argv ``python``
+    (an image's)."""
     if python is None:
-        return [name for name in GPU_MODULES if importlib.util.find_spec(name) is None]
+        return [name for name in names if importlib.util.find_spec(name) is None]
     code = ("import importlib.util, json; print(json.dumps([n for n in %r if importlib.util.find_spec(n) is None]))"
-            % (GPU_MODULES,))
+            % (tuple(names),))
     done = subprocess.run([*python, "-c", code], capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -850,6 +897,7 @@ def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_a
         raise LaunchError(f"the OpenRLHF backend needs the GPU training environment; missing {where}: "
                           f"{', '.join(missing)}. Install the pinned stack ({' '.join(GPU_STACK)}) on a GPU "
                           f"machine (or use the project's GPU environment/container), or train with --backend local.")
+    check_logger_modules(config, runtime if image else None, f"in the image {image}" if image else "here")
     orl = resolve_openrlhf(config)
     argv = openrlhf_command(config, run_dir, model_dir, corpus_path, orl, python=runtime[-1])
     verify_command(argv, runtime)
@@ -877,4 +925,5 @@ def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_a
 
 
 __all__ = ["OpenRLHFConfig", "LaunchError", "placement", "openrlhf_command", "launch_script", "probe_parser",
+           "logger_env", "logger_modules", "check_logger_modules",
            "check_command", "verify_command", "dry_run", "launch", "resolve_openrlhf", "load_preset", "data_max_len"]
