@@ -69,6 +69,15 @@ def test_a_run_killed_after_generation_resumes_to_the_same_metrics(integration):
     assert (log.count("Global step 1:"), log.count("Global step 2:"), log.count("Global step 4:")) == (1, 1, 1)
 
 
+def test_spade_metrics_reach_tensorboard_beside_openrlhfs_own(integration):
+    """The coordinator (a Ray actor) wrote our tags through spade.live_metrics, equal to metrics.jsonl at every step;
+    the killed run's step 3 was replaced by the resumed one (run.check_live_metrics raises otherwise)."""
+    for name in ("full", "resumed"):
+        live = integration["report"]["live_metrics"][name]
+        assert live["steps"] == [1, 2, 3, 4] and len(live["agent/return"]) == 4 and live["tags"] > 40, name
+    assert len(list((integration["out"] / "resumed" / "tensorboard").glob("events.out.tfevents.*"))) == 2
+
+
 def test_check_resume_names_the_first_difference(integration, tmp_path):
     full = integration["out"] / "full"
     lines = metrics_lines(full)

@@ -14,7 +14,9 @@ through ``spade train --backend openrlhf`` in a fresh process with the CPU envir
 and count we sent equal what OpenRLHF logged (TensorBoard ``train/rollout/*``) and the count is one global batch;
 designer samples generated at the regeneration step s train at step s + k (OpenRLHF's own ``spade_designer`` log
 and our ``closed_set_step``); OpenRLHF's ``vllm_kl``, ``logprobs_diff``, ``ppo_kl`` and policy loss are finite on every
-step; the resumed run's metrics equal the full run's, step by step.
+step; the resumed run's metrics equal the full run's, step by step; our SPADE metrics in ``<run>/tensorboard/`` equal
+``metrics.jsonl`` step by step (each step once after the resume) and OpenRLHF's own TensorBoard logger wrote under
+the run's name.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 from spade.rlhf.cpu import environment
 
@@ -105,6 +109,41 @@ def openrlhf_scalars(run_dir: Path) -> dict:
                 if seen is None or event.wall_time >= seen[0]:
                     latest[tag][event.step] = (event.wall_time, event.value)
     return {tag: {step: value for step, (_, value) in steps.items()} for tag, steps in latest.items()}
+
+
+def check_live_metrics(run_dir: Path, run_name: str) -> dict:
+    """Our SPADE metrics, which the coordinator writes to ``<run>/tensorboard/`` through ``spade.live_metrics``, equal
+    ``metrics.jsonl`` at every step, each step once (a resumed run's rewritten steps replace the killed run's), and
+    OpenRLHF's own TensorBoard logger wrote under the run's name."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from spade.live_metrics import scalars, tensorboard_dir
+
+    acc = EventAccumulator(str(tensorboard_dir(run_dir)), size_guidance={"scalars": 0})
+    acc.Reload()
+    expected: dict = {}
+    for line in metrics_lines(run_dir):
+        for tag, value in scalars(line).items():
+            expected.setdefault(tag, {})[line["step"] + 1] = value
+    logged = set(acc.Tags()["scalars"])
+    if logged != set(expected):
+        raise IntegrationError(f"{run_dir}: TensorBoard tags {sorted(logged ^ set(expected))} are in only one of "
+                               "<run>/tensorboard/ and metrics.jsonl")
+    for tag, steps in expected.items():
+        events = acc.Scalars(tag)
+        if [event.step for event in events] != sorted(steps):
+            raise IntegrationError(f"{run_dir}: TensorBoard has {tag} at steps {[e.step for e in events]}, "
+                                   f"metrics.jsonl at {sorted(steps)}")
+        for event in events:  # TensorBoard keeps a float32
+            if not (event.value == float(np.float32(steps[event.step])) or (math.isnan(event.value)
+                                                                            and math.isnan(steps[event.step]))):
+                raise IntegrationError(f"{run_dir}: step {event.step}: TensorBoard has {tag} = {event.value!r}, "
+                                       f"metrics.jsonl {steps[event.step]!r}")
+    own = Path(run_dir) / "openrlhf" / "tensorboard" / run_name
+    if not any(own.glob("events.out.tfevents.*")):
+        raise IntegrationError(f"OpenRLHF's TensorBoard logger wrote nothing in {own} (--logger.wandb.run_name)")
+    return {"tags": len(expected), "steps": sorted({step for steps in expected.values() for step in steps}),
+            "agent/return": [event.value for event in acc.Scalars("agent/return")]}
 
 
 def _close(a: float, b: float) -> bool:
@@ -229,6 +268,7 @@ def run(out: Path, configs=CONFIGS) -> dict:
         "finite_diagnostics": check_finite(out / "full", steps),
         "designer_replay": check_designer_replay(out / "full", sp.regen_interval, steps),
         "resume_equal_steps": check_resume(out / "full", out / "resumed"),
+        "live_metrics": {name: check_live_metrics(out / name, config.run_name) for name in ("full", "resumed")},
     }
     atomic_write_json(out / "report.json", report)
     return report
