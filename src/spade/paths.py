@@ -74,6 +74,18 @@ class ResultPaths:
     def training_figure(self, run: str) -> str:
         return f"{self.root}/figures/{run}_training.pdf"
 
+    def env_cards_figure(self, run: str) -> str:
+        """The environment cards of a run across training (the paper's Figure 2; ``spade.env_cards``); the PNG and
+        the provenance sidecar go beside it."""
+        return f"{self.root}/figures/{run}_env_cards.pdf"
+
+    def env_cards_page(self, run: str) -> str:
+        return f"{self.root}/env_cards/{run}/cards.html"
+
+    def env_browser_page(self, run: str) -> str:
+        """The page of every environment the run designed or rejected."""
+        return f"{self.root}/env_cards/{run}/environments.html"
+
     @property
     def integration_openrlhf_dir(self) -> str:
         """The CPU integration run of the OpenRLHF path (``spade.rlhf.cpu.run``): model, runs, logs, report."""
