@@ -633,7 +633,7 @@ def _header(archive: RunArchive, title: str, links: str) -> str:
     badge = '<span class="badge toy">TOY SCALE</span>' if toy else '<span class="badge">paper scale</span>'
     scale = (f"{_e(archive.model_card or 'model unknown')}, "
              f"{_e(archive.total_steps if archive.total_steps is not None else 'unknown')} steps")
-    return (f'<header class="top"><h1>{_e(title)}</h1><div>{badge}<span class="muted">run <b>{_e(archive.run)}</b> '
+    return (f'<header class="top"><h1>{_e(title)}</h1><div>{badge}<span class="muted">run <strong>{_e(archive.run)}</strong> '
             f'({scale}); read from {_e(archive.run_dir.as_posix())}</span> {links}</div>'
             f'<div class="scale{" toy" if toy else ""}" data-scale="{"toy" if toy else "paper"}">{_e(note)}</div></header>')
 
