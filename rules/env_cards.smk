@@ -4,19 +4,22 @@
 # <results_dir>/env_cards/<run>/{cards.html,environments.html}. The first observations are replayed in the sandbox
 # with the run's agent.max_turns.
 #
-# `snakemake env_cards` renders them for the main runs (the toy and its learning check; trained first if needed) and
-# for every other configured run (the tool-use toy, the toy ablations) that has finished training: those are read as
-# they are, never trained by this target (as the paper artifacts read them), and a fingerprint of their archive files
-# is a parameter, so the pages are redrawn when a run's archives change. Naming the run's target too (e.g.
-# `snakemake toy_tool_use env_cards`) trains it first. Check the pages in headless Chromium with
+# `snakemake env_cards` renders them for the main runs of the toy config (the toy and its learning check; trained
+# first if needed) and for every other configured run (the tool-use toy, the toy ablations, every run of a multi-run
+# config such as configs/paper.yaml) that has finished training: those are read as they are, never trained by this
+# target (as the paper artifacts read them), and a fingerprint of their archive files is a parameter, so the pages
+# are redrawn when a run's archives change. Naming the run's target too (e.g. `snakemake toy_tool_use env_cards`)
+# trains it first. Check the pages in headless Chromium with
 # `python -m spade.browser_check <pages>` (README, "Looking at a run").
 
 from spade import env_cards as _env_cards
 from spade.report import files_fingerprint as _files_fingerprint
 
 ENV_CARDS_LIB = str(Path(workflow.basedir) / "src" / "spade" / "env_cards.py")
-# the runs whose cards wait for their training: the main runs and the extra runs whose target is on the command line
-ENV_CARDS_BUILT_RUNS = MAIN_RUNS + [
+# the runs whose cards wait for their training: the main runs of a single-run config (the toy and its learning check;
+# a multi-run config's runs are GPU trainings, drawn only once they exist) and the extra runs whose target is on the
+# command line
+ENV_CARDS_BUILT_RUNS = ([] if MULTI_RUN else MAIN_RUNS) + [
     run
     for key, runs in (("toy_tool_use", TOY_TOOL_USE), ("toy_ablations", TOY_ABLATIONS))
     if key in sys.argv[1:]

@@ -304,3 +304,18 @@ def test_snakemake_env_cards_plans_the_main_runs_and_reads_finished_extra_runs(t
     assert "results/figures/toy_env_cards.pdf" in cards["toy"]
     assert "results/env_cards/toy/environments.html" in cards["toy"]
     assert "--max-turns 2 " in run.stdout and "--max-turns 8 " in run.stdout  # the toy's and the tool-use toy's
+
+
+def test_snakemake_env_cards_on_the_paper_config_trains_nothing(tmp_path):
+    """With the multi-run paper config, `snakemake env_cards -n` draws only the runs whose results exist, read as they
+    are (the paper's max_turns, 25), and plans no training."""
+    finished = tmp_path / "results" / "runs" / "spade_games_30b"
+    (finished / "envs").mkdir(parents=True)
+    (finished / "summary.json").write_text(json.dumps({"run": "spade_games_30b", "steps": 400}))
+    run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "env_cards", "--configfile",
+                          str(ROOT / "configs/paper.yaml"), "--directory", str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    jobs = re.findall(r"rule (\w+):\n(.*?)(?=\n\n|\Z)", run.stdout, re.S)
+    assert sorted(rule for rule, _ in jobs if rule != "env_cards") == ["env_cards_of_run"]
+    assert "wildcards: run=spade_games_30b" in run.stdout and "--max-turns 25 " in run.stdout
