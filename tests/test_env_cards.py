@@ -157,6 +157,7 @@ def test_cards_show_one_environment_per_third_with_its_archived_fields(rendered)
     assert '<h3 class="class-name">HostileGrid</h3>' in early
     assert "spatial_reasoning" in early and "(steps 0-3)" in early
     assert "0.38 (3/8 plays) over the set&#x27;s window" in early  # window: 3 wins of 8 no-hint plays
+    assert "0.375 over the set&#x27;s window (8 plays)" in early  # mean no-hint return
     assert "0.75 (3/4 plays) at the regeneration step; without the hint there: 0.25 (1/4 plays)" in early
     assert "+0.500" in early and ">0.700<" in early  # regret, designer reward
     assert "You have 3 turns." in early  # replayed with the run's max_turns

@@ -311,6 +311,14 @@ def win_rate_without_hint(env: EnvRecord) -> str:
     return f"{_share(wins, episodes)} over the set's window"
 
 
+def mean_return_without_hint(env: EnvRecord) -> str:
+    """The mean no-hint return over the window (partial rewards count here, not in the win rate)."""
+    episodes, total = env.data.get("episodes"), _number(env.data.get("return_sum"))
+    if not isinstance(episodes, int) or episodes <= 0 or total is None:
+        return "no no-hint play was recorded"
+    return f"{total / episodes:.3f} over the set's window ({episodes} plays)"
+
+
 def win_rate_with_hint(env: EnvRecord) -> str:
     hinted = _returns(env, "hint_returns")
     if not hinted:
@@ -447,6 +455,7 @@ def card_fields(env: EnvRecord, observation: Observation | None) -> list:
         ("first observation", observation_text(observation)),
         ("hint", str(env.data.get("hint") or "none written")),
         ("win rate, no hint", win_rate_without_hint(env)),
+        ("mean return, no hint", mean_return_without_hint(env)),
         ("win rate, with hint", win_rate_with_hint(env)),
         ("regret", regret_text(env)),
         ("designer reward", designer_reward_text(env)),
@@ -489,7 +498,7 @@ def _card_lines(phase: str, lo: int, hi: int, env: EnvRecord | None, observation
         return [("", header, "header", False), ("", "", "text", False),
                 *(("", line, "text", False) for line in _wrap(empty_phase_text(lo, hi), width))]
     out = [("", header, "header", False), ("", env.data.get("class_name") or "(no class)", "title", False)]
-    narrow, mono = int(width * 0.55), int(width * 0.85)
+    narrow, mono = int(width * 0.52), int(width * 0.85)
     for label, value in card_fields(env, observation):
         if label in _FULL_WIDTH:
             out.append(("", label, "label", False))
@@ -539,7 +548,7 @@ def render_figure(archive: RunArchive, cards: list, observations: dict, out: Pat
                 if label:
                     ax.text(0.03, y, label, transform=ax.transAxes, ha="left", va="center", parse_math=False,
                             **styles["label"])
-                x = 0.41 if right else 0.03
+                x = 0.44 if right else 0.03
                 ax.text(x, y, text, transform=ax.transAxes, ha="left", va="center", parse_math=False,
                         **styles[style])
         title = f"Environment cards of run {archive.run} across training"
@@ -714,16 +723,13 @@ def _window_stats(env: EnvRecord) -> list:
     data = env.data
     end = env.window_end
     window = f"steps {env.step}-{end - 1}" if end is not None else f"from step {env.step} (end not recorded)"
-    episodes = data.get("episodes")
-    returns = _number(data.get("return_sum"))
-    mean = f"{returns / episodes:.3f}" if isinstance(episodes, int) and episodes > 0 and returns is not None else "-"
     hinted, paired = _returns(env, "hint_returns"), _returns(env, "paired_returns")
     regen = data.get("regen_episodes")
     distinct = data.get("distinct_rewards") or []
     return [
         ("window", window),
         ("win rate, no hint", win_rate_without_hint(env)),
-        ("mean return, no hint", mean),
+        ("mean return, no hint", mean_return_without_hint(env)),
         ("plays left out (environment failures)", str(data.get("dropped", "-"))),
         ("distinct rewards seen", ", ".join(f"{v:g}" for v in distinct if _number(v) is not None) or "-"),
         ("regeneration step, no hint (paired seeds)",
