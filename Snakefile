@@ -14,6 +14,7 @@ if not workflow.overwrite_configfiles:  # `--configfile X` replaces the toy conf
 
 
 include: "rules/common.smk"
+include: "rules/paper_common.smk"  # settings and functions of the paper artifacts and the toy targets
 include: "rules/library.smk"
 include: "rules/models.smk"
 include: "rules/train.smk"

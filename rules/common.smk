@@ -28,6 +28,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
@@ -35,6 +36,7 @@ from spade import paths
 from spade.config import ConfigError, SpadeConfig, deep_merge, resolve_layers
 from spade.configtools import from_dict, load_yaml, retype_workflow_overrides
 from spade.evals import registry
+from spade.io import atomic_write_text
 from spade.rlhf.launch import resolve_openrlhf
 
 # `--config 'selfplay={total_steps: 2}'`: Snakemake reads such a mapping's scalars as strings; read them as a file would
@@ -49,19 +51,39 @@ try:  # recipe < model card < run file and --config overrides; fail before any j
 except ConfigError as exc:
     raise WorkflowError(f"invalid configuration: {exc}")
 
-# The interpreter of the jobs: the venv snakemake runs in (every CPU rule: they declare no environment of their own);
-# the rules that declare one (evaluate, designer_fidelity: envs/spade-gpu.yaml and the image; train: the conda
-# environment only) use its python under --software-deployment-method conda/apptainer (docs/CONTAINERS.md)
+class Untracked:
+    """A `params` value that Snakemake's params trigger does not record: it compares only the values it can represent
+    (strings, numbers, containers), and this is none of them. For what a job's command needs but its results do not
+    depend on: the interpreter, the image flags, the path of a job config file (whose name changes with any key of the
+    run; the `config` hash param holds the keys the rule reads). The shell command gets the text."""
+
+    def __init__(self, text):
+        self.text = str(text)
+
+    def __str__(self):
+        return self.text
+
+    def __repr__(self):
+        return f"Untracked({self.text!r})"
+
+
+# The interpreter of the jobs (the param `python` of every rule): without a deployment method, the venv snakemake runs
+# in. Under --software-deployment-method conda every rule runs in the environment it declares (the CPU rules
+# envs/spade-cpu.yaml, the GPU rules envs/spade-gpu.yaml) and calls its `python`; under apptainer the rules that
+# declare a container (evaluate, designer_fidelity) call the image's, and the others stay on the host, in this venv
+# (docs/CONTAINERS.md)
 DEPLOYMENT = set(workflow.deployment_settings.deployment_method)
 DEPLOYED = bool(DEPLOYMENT & {DeploymentMethod.CONDA, DeploymentMethod.APPTAINER})
 IN_APPTAINER = DeploymentMethod.APPTAINER in DEPLOYMENT
-PYTHON = shlex.quote(sys.executable)
-GPU_PYTHON = "python" if DEPLOYED else PYTHON
+IN_CONDA = DeploymentMethod.CONDA in DEPLOYMENT
+VENV_PYTHON = shlex.quote(sys.executable)
+CPU_PYTHON = Untracked("python" if IN_CONDA else VENV_PYTHON)
+GPU_PYTHON = Untracked("python" if DEPLOYED else VENV_PYTHON)
 GPU_IMAGE = os.environ.get("SPADE_GPU_IMAGE", "containers/spade-gpu.sif")  # containers/Apptainer.def, built once
 # `train` declares no container: under apptainer its job runs on the host (this venv, or the conda environment
 # under conda), so that the launch script can call srun and scontrol, and every Ray process enters the image
 # itself (spade train --image, docs/CONTAINERS.md "Training, across nodes")
-TRAIN_PYTHON = "python" if DeploymentMethod.CONDA in DEPLOYMENT else PYTHON
+TRAIN_PYTHON = Untracked("python" if IN_CONDA else VENV_PYTHON)
 APPTAINER_ARGS = workflow.deployment_settings.apptainer_args or "--nv"
 # The cluster profile turns apptainer on; Snakemake refuses even to plan without the apptainer binary. A dry run
 # here (a laptop, a CI machine) plans the GPU jobs without their container and says so; a real run stops.
@@ -217,31 +239,64 @@ PAPER_BUILT_RUNS = [run for run in MAIN_RUNS if run not in LEARNING_CHECKS]  # n
 PAPER_BUILT_RUNS += TOY_TOOL_USE if "toy_tool_use" in sys.argv[1:] else []
 PAPER_BUILT_RUNS += TOY_ABLATIONS if "toy_ablations" in sys.argv[1:] else []
 
-CONFIG_JSON = shlex.quote(json.dumps(WORKFLOW_CONFIG, sort_keys=True))  # the merged config, overrides included
-
-
-class ConfigText:
-    """A job's config JSON as a `params` value that Snakemake's params trigger does not record: it compares only the
-    values it can represent (strings, numbers, containers), and this is none of them. Without it, a changed key that
-    a rule does not read (an evaluation key for `train`) would rerun the rule, whose `config` hash says otherwise."""
-
-    def __init__(self, text):
-        self.text = text
-
-    def __str__(self):  # what the shell command gets
-        return self.text
-
-
-RUN_JSON = {name: ConfigText(shlex.quote(json.dumps(data, sort_keys=True))) for name, data in _RUN_DATA.items()}
 OUT = paths.ResultPaths(SPADE.results_dir)
 
-# How a run-level rule's command receives its run's config: with one run, the text `{CONFIG_JSON}`; with several
-# (a multi-run config, or toy ablations), each job gets its own run's JSON through the parameter `config_json`
-# (run_json_params(), a ConfigText). Either way Snakemake's triggers see only the `config` hash of the sections the
-# rule reads: the code trigger compares the command's template (`{CONFIG_JSON}` is the same text whatever the
-# config holds) and the params trigger skips a ConfigText.
-PER_RUN_JSON = len(RUNS) > 1 or MULTI_RUN
-CONFIG_ARG = "{params.config_json}" if PER_RUN_JSON else "{CONFIG_JSON}"
+# Job config files. A job reads the config of its run (the run as the workflow merged it: config files and --config
+# overrides; the job resolves the layers recipe < model card < run, as for any config file) from a YAML file:
+# `spade <command> --config <results_dir>/configs/<run>-<hash>.yaml`, the hash of the file's content, so a changed
+# config is a new file and a job submitted earlier still reads its own. The param `config_file` of each rule that
+# reads one (run_config_file, workflow_config_file, ...) writes it when Snakemake plans the job (dry runs included,
+# so a printed command can be run by hand), if it is missing or differs. The files are not declared inputs: each
+# rule's `config` param (a hash of the keys it reads) is what reruns it when the config changes, and the path, which
+# changes with every key of the run, is an Untracked param.
+JOB_CONFIG_DIR = f"{OUT.root}/configs"
+_JOB_CONFIG_TEXT = {}  # path -> the file's text
+_JOB_CONFIG_WRITTEN = set()  # paths checked or written by this process
+
+
+def _job_config(label, data):
+    """The path of the config file of `data` (a run's settings, or the workflow's); its text is kept for
+    job_config_param."""
+    plain = json.loads(json.dumps(data, sort_keys=True))  # plain JSON types: what the jobs read
+    body = yaml.safe_dump(plain, sort_keys=True, allow_unicode=True, default_flow_style=False)
+    if json.dumps(yaml.safe_load(body), sort_keys=True) != json.dumps(plain, sort_keys=True):
+        raise WorkflowError(f"the config of {label!r} does not survive a YAML round trip; please report this")
+    path = f"{JOB_CONFIG_DIR}/{label}-{hashlib.sha256(body.encode()).hexdigest()[:12]}.yaml"
+    header = (f"# The config of {label!r} as the workflow merged it (config files, --config overrides), read by its "
+              "jobs:\n# `spade <command> --config <this file>`. Written by the workflow (rules/common.smk); the name "
+              "holds a hash of the content.\n")
+    _JOB_CONFIG_TEXT[path] = header + body
+    return path
+
+
+def job_config_param(path):
+    """The value of a `config_file` param: writes the job config file `path` (atomically) unless it holds its text
+    already, and gives the quoted path, Untracked."""
+    if path not in _JOB_CONFIG_WRITTEN:
+        file, text = Path(path), _JOB_CONFIG_TEXT[path]
+        try:
+            if not (file.is_file() and file.read_text(encoding="utf-8") == text):
+                atomic_write_text(file, text)
+        except OSError as exc:
+            raise WorkflowError(f"cannot write the job config file {path} (config key results_dir): {exc}")
+        _JOB_CONFIG_WRITTEN.add(path)
+    return Untracked(shlex.quote(path))
+
+
+RUN_CONFIG = {name: _job_config(name, data) for name, data in _RUN_DATA.items()}
+# the workflow-wide rules (library check, sandbox and throughput benchmarks) read the workflow config; with a
+# single-run config that is the run's own file
+WORKFLOW_CONFIG_FILE = _job_config("workflow" if MULTI_RUN else SPADE.run_name, WORKFLOW_CONFIG)
+
+
+def run_config_file(wildcards):
+    """The param `config_file` of a run-level rule: its run's job config file."""
+    return job_config_param(RUN_CONFIG[wildcards.run])
+
+
+def workflow_config_file(wildcards):
+    """The param `config_file` of a workflow-wide rule: the workflow's job config file."""
+    return job_config_param(WORKFLOW_CONFIG_FILE)
 
 
 def _regex(names):
@@ -266,8 +321,8 @@ def config_hash(*keys):
     """Hash of the named (dotted) sections of the workflow config: a rule's `params`, so that changing a key it reads
     reruns it.
 
-    Every rule gets the whole config as JSON, but Snakemake does not see what the JSON holds; this
-    parameter is what its `params` rerun trigger compares.
+    A job reads its whole run config from a file (its path is Untracked), so Snakemake does not see what the config
+    holds; this parameter is what its `params` rerun trigger compares.
     """
     return _settings_hash(asdict(SPADE), keys)
 
@@ -279,11 +334,6 @@ def run_config_hash(*keys):
         return _settings_hash(asdict(RUNS[wildcards.run]), keys)
 
     return hash_of
-
-
-def run_json_params():
-    """The parameter carrying a job's run config (multi-run configs only; see CONFIG_ARG)."""
-    return {"config_json": lambda wildcards: RUN_JSON[wildcards.run]} if PER_RUN_JSON else {}
 
 
 def _openrlhf(name, settings):
@@ -327,7 +377,7 @@ BENCHMARKS = sorted(registry())  # every registered benchmark name (the `benchma
 
 
 def _sources(label, keys, pick, remedy):
-    """{value: (config, config JSON)} for a workflow-wide output that runs share (a model folder, a corpus): the runs
+    """{value: (config, job config file)} for a workflow-wide output that runs share (a model folder, a corpus): the runs
     that use it must agree on the config sections it is built from (`keys`); `remedy` says how to separate them."""
     found = {}
     for name, settings in RUNS.items():
@@ -337,7 +387,7 @@ def _sources(label, keys, pick, remedy):
         if value in found and _settings_hash(asdict(found[value][0]), keys) != _settings_hash(asdict(settings), keys):
             raise WorkflowError(f"invalid configuration: runs {found[value][2]!r} and {name!r} share the {label} "
                                 f"{value!r} but differ in config keys {', '.join(keys)}; {remedy}")
-        found.setdefault(value, (settings, RUN_JSON[name], name))
+        found.setdefault(value, (settings, RUN_CONFIG[name], name))
     return {value: (settings, json_arg) for value, (settings, json_arg, _) in found.items()}
 
 
@@ -350,17 +400,17 @@ def _corpus_kind(settings):
 
 MODEL_CARDS = _sources("model folder", ["model"], lambda settings: settings.model.name,
                        "give one of them a model card of its own (configs/models/, another `name`)")
-MODEL_CARDS.setdefault(SPADE.model.name, (SPADE, ConfigText(CONFIG_JSON)))  # the workflow's own model (eval_throughput)
+MODEL_CARDS.setdefault(SPADE.model.name, (SPADE, WORKFLOW_CONFIG_FILE))  # the workflow's own model (eval_throughput)
 if MULTI_RUN:
     CORPUS_KINDS = _sources("corpus", ["corpus", "selfplay.flavour", "seed"], _corpus_kind,
                             "point one of them at a corpus of its own (corpus.path), e.g. one built with "
                             "`spade corpus build --config <its run file> --out <file>`")
 else:  # the corpus of the run's flavour can be built (`snakemake results/corpus/games.jsonl`) even if the run reads none;
     # an extra run of another flavour (the tool-use toy) builds its own from its config
-    CORPUS_KINDS = {"tool_use" if SPADE.selfplay.flavour == "tool_use" else "games": (SPADE, ConfigText(CONFIG_JSON))}
+    CORPUS_KINDS = {"tool_use" if SPADE.selfplay.flavour == "tool_use" else "games": (SPADE, WORKFLOW_CONFIG_FILE)}
     for _name in TOY_TOOL_USE + TOY_ABLATIONS:
         if (_kind := _corpus_kind(RUNS[_name])) is not None and _kind not in CORPUS_KINDS:
-            CORPUS_KINDS[_kind] = (RUNS[_name], RUN_JSON[_name])
+            CORPUS_KINDS[_kind] = (RUNS[_name], RUN_CONFIG[_name])
 
 
 def library_outputs():
@@ -425,7 +475,7 @@ def suite_files(wildcards=None):
     return [path for run in MAIN_RUNS for path in run_suite_files(run)]
 
 
-RUN_DIRS = " ".join(OUT.run_dir(run) for run in MAIN_RUNS)  # the --runs argument of the tables over the main runs
+RUN_DIRS = [OUT.run_dir(run) for run in MAIN_RUNS]  # the param `runs` (--runs) of the tables over the main runs
 
 
 def heldout_measure(wildcards):
@@ -446,3 +496,58 @@ def paper_run_outputs():
     """Multi-run configs: every run's suite (base and final checkpoint on every benchmark, the curves) and its
     selected checkpoint, and the pending runs' failing targets (the paper target itself is added in the Snakefile)."""
     return suite_files() + [OUT.selected_checkpoint(run) for run in MAIN_RUNS] + pending_outputs()
+
+
+def train_backend(wildcards):
+    """`spade train --backend`: OpenRLHF for a GPU run, the local trainer otherwise (the CLI's own default)."""
+    return "openrlhf" if is_gpu_run(wildcards.run) else "local"
+
+
+# Under --software-deployment-method apptainer a GPU run's Ray processes and driver enter the image (the local
+# trainer ignores the flags). Untracked: switching the deployment method does not retrain anything.
+TRAIN_IMAGE = Untracked(
+    f"--image {shlex.quote(repo_path(GPU_IMAGE))} --apptainer-args={shlex.quote(APPTAINER_ARGS)} " if IN_APPTAINER else ""
+)
+
+
+def card_config_hash(wildcards):
+    """The `config` param of prepare_model: the model section of the run its folder is built from."""
+    return _settings_hash(asdict(MODEL_CARDS[wildcards.card][0]), ["model"])
+
+
+def card_config_file(wildcards):
+    """The param `config_file` of prepare_model: the job config file of the run its folder is built from."""
+    return job_config_param(MODEL_CARDS[wildcards.card][1])
+
+
+def corpus_config_hash(wildcards):
+    """The `config` param of build_corpus: the sections of the run its corpus is built from."""
+    return _settings_hash(asdict(CORPUS_KINDS[wildcards.kind][0]), ["corpus", "selfplay.flavour", "seed"])
+
+
+def corpus_config_file(wildcards):
+    """The param `config_file` of build_corpus: the job config file of the run its corpus is built from."""
+    return job_config_param(CORPUS_KINDS[wildcards.kind][1])
+
+
+def pending_message(wildcards):
+    """The param `message` of pending_run: why the run cannot be trained yet (shell-quoted)."""
+    return shlex.quote(
+        f"run {wildcards.run} cannot be trained yet: {PENDING[wildcards.run]} (config key "
+        f"pending.{wildcards.run}; until then its paper rows, curves and numbers read \"not run\")"
+    )
+
+
+BENCHMARK_PATTERN = "|".join(BENCHMARKS)  # the `benchmark` wildcard's constraint
+
+
+def fidelity_outputs():
+    """Designer fidelity of every main run (not the learning checks): its base model and its last checkpoint."""
+    return [OUT.fidelity_file(run, step) for run in MAIN_RUNS if run not in LEARNING_CHECKS
+            for step in (0, RUNS[run].selfplay.checkpoint_steps()[-1])]
+
+# the folder of the rules' `benchmark:` files, which the run table reads (the param `benchmarks_dir` of run_table)
+BENCHMARKS_DIR = os.path.dirname(OUT.benchmark("rule"))
+
+# the venv's interpreter under its former name, for rules not yet moved to the param `python`
+PYTHON = VENV_PYTHON

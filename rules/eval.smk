@@ -6,7 +6,7 @@
 
 wildcard_constraints:
     step=r"\d{6}",
-    benchmark="|".join(BENCHMARKS),
+    benchmark=BENCHMARK_PATTERN,
 
 
 rule evaluate:
@@ -15,7 +15,8 @@ rule evaluate:
     params:
         model=checkpoint_folder,
         config=eval_config_hash,
-        **run_json_params(),
+        config_file=run_config_file,
+        python=GPU_PYTHON,
     output:
         OUT.eval_file("{run}", "{step}", "{benchmark}"),
     log:
@@ -30,8 +31,8 @@ rule evaluate:
     container:
         GPU_CONTAINER
     shell:
-        "{GPU_PYTHON} -m spade.cli eval run --config-json " + CONFIG_ARG + " --model {params.model} --step {wildcards.step} "
-        "--benchmark {wildcards.benchmark} --out {output} > {log} 2>&1"
+        "{params.python} -m spade.cli eval run --config {params.config_file} --model {params.model} "
+        "--step {wildcards.step} --benchmark {wildcards.benchmark} --out {output} > {log} 2>&1"
 
 
 rule designer_fidelity:
@@ -42,7 +43,8 @@ rule designer_fidelity:
     params:
         model=checkpoint_folder,
         config=run_config_hash("seed", "model", "designer", "validation", "sandbox", "inference"),
-        **run_json_params(),
+        config_file=run_config_file,
+        python=GPU_PYTHON,
     output:
         OUT.fidelity_file("{run}", "{step}"),
     log:
@@ -57,15 +59,14 @@ rule designer_fidelity:
     container:
         GPU_CONTAINER
     shell:
-        "{GPU_PYTHON} -m spade.cli fidelity --config-json " + CONFIG_ARG + " --model {params.model} --out {output} "
+        "{params.python} -m spade.cli fidelity --config {params.config_file} --model {params.model} --out {output} "
         "> {log} 2>&1"
 
 
 rule fidelity:
     """Designer fidelity of every main run's base model and last checkpoint."""
     input:
-        [OUT.fidelity_file(run, step) for run in MAIN_RUNS if run not in LEARNING_CHECKS
-         for step in (0, RUNS[run].selfplay.checkpoint_steps()[-1])],
+        fidelity_outputs(),
 
 
 rule select_checkpoint:
@@ -73,15 +74,19 @@ rule select_checkpoint:
         selection_files,
     params:
         config=run_config_hash("eval.select_by"),
-        **run_json_params(),
+        config_file=run_config_file,
+        python=CPU_PYTHON,
     output:
         OUT.selected_checkpoint("{run}"),
     log:
         OUT.log("select_checkpoint_{run}"),
     wildcard_constraints:
         run=RUN_PATTERN,
+    conda:
+        CPU_ENV
     shell:
-        "{PYTHON} -m spade.cli eval select --config-json " + CONFIG_ARG + " --results {input} --out {output} > {log} 2>&1"
+        "{params.python} -m spade.cli eval select --config {params.config_file} --results {input} --out {output} "
+        "> {log} 2>&1"
 
 
 rule eval_throughput:
@@ -89,6 +94,8 @@ rule eval_throughput:
         OUT.model_dir(SPADE.model.name),
     params:
         config=config_hash(*EVAL_SHARED, "eval.throughput", f"eval.{SPADE.eval.throughput.benchmark}"),
+        config_file=workflow_config_file,
+        python=CPU_PYTHON,
     output:
         OUT.eval_throughput_json,
     log:
@@ -96,8 +103,11 @@ rule eval_throughput:
     benchmark:
         OUT.benchmark("eval_throughput")
     threads: workflow.cores
+    conda:
+        CPU_ENV
     shell:
-        "{PYTHON} -m spade.cli eval throughput --config-json {CONFIG_JSON} --model {input} --out {output} > {log} 2>&1"
+        "{params.python} -m spade.cli eval throughput --config {params.config_file} --model {input} --out {output} "
+        "> {log} 2>&1"
 
 
 rule suite_table:
@@ -105,13 +115,17 @@ rule suite_table:
         script=script("results_table.py"),
         evals=suite_files,
         summary=[OUT.run_summary(run) for run in MAIN_RUNS],
+    params:
+        runs=RUN_DIRS,
+        python=CPU_PYTHON,
     output:
         OUT.suite_table,
     log:
         OUT.log("suite_table"),
+    conda:
+        CPU_ENV
     shell:
-        "{PYTHON} {input.script} --runs " + RUN_DIRS + " --evals {input.evals} --out {output} "
-        "> {log} 2>&1"
+        "{params.python} {input.script} --runs {params.runs} --evals {input.evals} --out {output} > {log} 2>&1"
 
 
 rule eval_toy:

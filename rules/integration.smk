@@ -1,7 +1,9 @@
 # `snakemake integration_openrlhf`: OpenRLHF 0.11.2's own train_ppo_ray loop on this CPU, through the launcher a
 # cluster job uses (spade.rlhf.cpu, docs/OPENRLHF.md "The CPU integration run"). Never part of `all`: it checks the
 # GPU path, it produces no number of the paper. Its config is fixed (configs/integration/openrlhf_cpu.yaml over
-# configs/default.yaml), so the output depends only on those files and the code.
+# configs/default.yaml), so the output depends only on those files and the code. It runs in the project venv
+# whatever the deployment method: the CPU builds of DeepSpeed and OpenRLHF that setup.sh installs are in no
+# environment file (docs/WORKFLOW.md, lint exceptions).
 
 
 rule integration_openrlhf:
@@ -10,6 +12,9 @@ rule integration_openrlhf:
     input:
         "configs/default.yaml",
         "configs/integration/openrlhf_cpu.yaml",
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.report),
+        python=Untracked(VENV_PYTHON),
     output:
         report=f"{OUT.integration_openrlhf_dir}/report.json",
     log:
@@ -17,4 +22,4 @@ rule integration_openrlhf:
     benchmark:
         OUT.benchmark("integration_openrlhf")
     shell:
-        "{PYTHON} -m spade.rlhf.cpu.run --out {OUT.integration_openrlhf_dir} > {log} 2>&1"
+        "{params.python} -m spade.rlhf.cpu.run --out {params.out_dir} > {log} 2>&1"

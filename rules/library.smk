@@ -5,6 +5,8 @@
 rule library_check:
     params:
         config=config_hash("sandbox", "validation", "library_check"),
+        config_file=workflow_config_file,
+        python=CPU_PYTHON,
     output:
         json=OUT.library_check_json,
         markdown=OUT.library_report_md,
@@ -12,17 +14,23 @@ rule library_check:
         OUT.log("library_check"),
     benchmark:
         OUT.benchmark("library_check")
+    conda:
+        CPU_ENV
     shell:
-        "{PYTHON} -m spade.cli env check-library --config-json {CONFIG_JSON} "
+        "{params.python} -m spade.cli env check-library --config {params.config_file} "
         "--out {output.json} --markdown {output.markdown} > {log} 2>&1"
 
 
 rule sandbox_bench:
     params:
         config=config_hash("sandbox"),
+        config_file=workflow_config_file,
+        python=CPU_PYTHON,
     output:
         OUT.sandbox_bench_json,
     log:
         OUT.log("sandbox_bench"),
+    conda:
+        CPU_ENV
     shell:
-        "{PYTHON} -m spade.cli env bench --config-json {CONFIG_JSON} --json --out {output} > {log} 2>&1"
+        "{params.python} -m spade.cli env bench --config {params.config_file} --json --out {output} > {log} 2>&1"

@@ -8,22 +8,6 @@
 # `snakemake paper` builds every artifact; it asks for the PDF only when the engine is found when the workflow is
 # parsed, and otherwise prints one line saying the PDF is skipped.
 
-import shutil as _shutil
-
-PAPER_DIR = f"{OUT.root}/paper"
-PAPER_MAIN_TEX = str(Path(workflow.basedir) / "paper" / "main.tex")
-PAPER_PDF = f"{PAPER_DIR}/main.pdf"
-PAPER_LATEX_ENGINE = SPADE.paper.latex_engine
-PAPER_ENGINE_FOUND = _shutil.which(PAPER_LATEX_ENGINE) is not None
-
-
-def paper_pdf_inputs():
-    """Every generated file paper/main.tex inputs: the tables' .tex, the figures' .pdf, the numbers' .tex."""
-    tables = [paper_table_files(table)["tex"] for table in PAPER_TABLE_STEMS]
-    figures = [f"{PAPER_FIGURES_DIR}/{stem}.pdf" for stem in PAPER_FIGURES_PRESENT.values()]
-    numbers = [paper_number_files(group)["tex"] for group in PAPER_NUMBER_GROUPS]
-    return tables + figures + numbers
-
 
 rule paper_pdf:
     """paper/main.tex with every generated table, figure and number, compiled by paper.latex_engine."""
@@ -34,15 +18,18 @@ rule paper_pdf:
     params:
         engine=PAPER_LATEX_ENGINE,
         build_dir=f"{PAPER_DIR}/build",
-        paper_dir=PAPER_DIR,
+        paper_dir=lambda wildcards, output: os.path.dirname(output.pdf),
+        python=CPU_PYTHON,
     output:
         pdf=PAPER_PDF,
     log:
         OUT.log("paper_pdf"),
     benchmark:
         OUT.benchmark("paper_pdf")
+    conda:
+        CPU_ENV
     shell:
-        "{PYTHON} {input.script} --engine {params.engine} --tex {input.tex} --paper-dir {params.paper_dir}"
+        "{params.python} {input.script} --engine {params.engine} --tex {input.tex} --paper-dir {params.paper_dir}"
         " --build-dir {params.build_dir} --out {output.pdf} --inputs {input.generated} > {log} 2>&1"
 
 

@@ -7,15 +7,19 @@ rule results_table:
         script=script("results_table.py"),
         evals=eval_files,
         summary=[OUT.run_summary(run) for run in MAIN_RUNS],
+    params:
+        runs=RUN_DIRS,
+        python=CPU_PYTHON,
     output:
         OUT.results_table,
     log:
         OUT.log("results_table"),
     benchmark:
         OUT.benchmark("results_table")
+    conda:
+        CPU_ENV
     shell:
-        "{PYTHON} {input.script} --runs " + RUN_DIRS + " --evals {input.evals} --out {output} "
-        "> {log} 2>&1"
+        "{params.python} {input.script} --runs {params.runs} --evals {input.evals} --out {output} > {log} 2>&1"
 
 
 rule run_table:
@@ -25,16 +29,20 @@ rule run_table:
         summary=OUT.run_summary("{run}"),
     params:
         heldout=heldout_measure,
+        metrics=OUT.run_metrics("{run}"),  # written beside summary.json by `train`, not one of its declared outputs
+        benchmarks_dir=BENCHMARKS_DIR,
+        python=CPU_PYTHON,
     output:
         OUT.run_table("{run}"),
     log:
         OUT.log("run_table_{run}"),
     wildcard_constraints:
         run=RUN_PATTERN,
+    conda:
+        CPU_ENV
     shell:
-        "{PYTHON} {input.script} --results {input.results} --metrics "
-        + OUT.run_metrics("{wildcards.run}")
-        + " --benchmarks " + OUT.root + "/benchmarks --run {wildcards.run} --heldout {params.heldout} --out {output} "
+        "{params.python} {input.script} --results {input.results} --metrics {params.metrics} "
+        "--benchmarks {params.benchmarks_dir} --run {wildcards.run} --heldout {params.heldout} --out {output} "
         "> {log} 2>&1"
 
 
@@ -45,12 +53,16 @@ rule training_figure:
         summary=OUT.run_summary("{run}"),
     params:
         heldout=heldout_measure,
+        metrics=OUT.run_metrics("{run}"),
+        python=CPU_PYTHON,
     output:
         OUT.training_figure("{run}"),
     log:
         OUT.log("training_figure_{run}"),
     wildcard_constraints:
         run=RUN_PATTERN,
+    conda:
+        CPU_ENV
     shell:
-        "{PYTHON} {input.script} --metrics " + OUT.run_metrics("{wildcards.run}")
-        + " --results {input.results} --run {wildcards.run} --heldout {params.heldout} --out {output} > {log} 2>&1"
+        "{params.python} {input.script} --metrics {params.metrics} --results {input.results} --run {wildcards.run} "
+        "--heldout {params.heldout} --out {output} > {log} 2>&1"

@@ -7,27 +7,6 @@
 # (profiles/slurm/config.yaml, rule `train`).
 
 
-def train_backend(wildcards):
-    return "openrlhf" if is_gpu_run(wildcards.run) else "local"
-
-
-# Under --software-deployment-method apptainer a GPU run's Ray processes and driver enter the image (the local
-# trainer ignores the flag). A global, not a param: switching the deployment method does not retrain anything.
-TRAIN_IMAGE = (f"--image {shlex.quote(repo_path(GPU_IMAGE))} --apptainer-args={shlex.quote(APPTAINER_ARGS)} "
-               if IN_APPTAINER else "")
-
-
-# The command: a config with one run keeps the exact text it always had (plus `--backend openrlhf` for a GPU run);
-# with several runs (multi-run, toy ablations) each job names its backend.
-if PER_RUN_JSON:
-    TRAIN_COMMAND = "{TRAIN_PYTHON} -m spade.cli train --backend {params.backend} {TRAIN_IMAGE}--config-json " + CONFIG_ARG
-    TRAIN_PARAMS = {"backend": train_backend, **run_json_params()}
-else:
-    TRAIN_COMMAND = "{TRAIN_PYTHON} -m spade.cli train " + ("--backend openrlhf " if is_gpu_run(SPADE.run_name) else "")
-    TRAIN_COMMAND += "{TRAIN_IMAGE}--config-json " + CONFIG_ARG
-    TRAIN_PARAMS = {}
-
-
 rule train:
     input:
         model=model_input,
@@ -36,7 +15,11 @@ rule train:
         config=run_config_hash("run_name", "seed", "model", "selfplay", "designer", "agent", "reward", "train",
                                "corpus", "memory", "sandbox", "validation", "eval.heldout_library.environments",
                                "baseline", "designer_feedback", "inference", "openrlhf"),
-        **TRAIN_PARAMS,
+        config_file=run_config_file,
+        python=TRAIN_PYTHON,
+        backend=train_backend,
+        image=TRAIN_IMAGE,
+        run_dir=lambda wildcards, output: os.path.dirname(output[0]),
     output:
         OUT.run_summary("{run}"),
     log:
@@ -51,8 +34,8 @@ rule train:
     conda:
         GPU_ENV
     shell:
-        TRAIN_COMMAND + " --model {input.model} "
-        "--corpus '{input.corpus}' --run-dir " + OUT.run_dir("{wildcards.run}") + " > {log} 2>&1"
+        "{params.python} -m spade.cli train --backend {params.backend} {params.image}--config {params.config_file} "
+        "--model {input.model} --corpus '{input.corpus}' --run-dir {params.run_dir} > {log} 2>&1"
 
 
 if PENDING:  # runs our code cannot train yet (config key `pending`): in the DAG, failing at once with the reason
@@ -62,12 +45,12 @@ if PENDING:  # runs our code cannot train yet (config key `pending`): in the DAG
 
     rule pending_run:
         params:
-            message=lambda wildcards: shlex.quote(
-                f"run {wildcards.run} cannot be trained yet: {PENDING[wildcards.run]} (config key "
-                f"pending.{wildcards.run}; until then its paper rows, curves and numbers read \"not run\")"),
+            message=pending_message,
         output:
             OUT.run_summary("{run}"),
+        log:
+            OUT.log("pending_run_{run}"),
         wildcard_constraints:
             run=_regex(PENDING),
         shell:
-            "echo {params.message} >&2; exit 1"
+            "echo {params.message} | tee {log} >&2; exit 1"

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--cores", "2",
@@ -70,6 +71,10 @@ def test_toy_pipeline_end_to_end_on_the_tiny_model(tmp_path):
         assert (results / name).is_file(), name
     lines = (results / "runs/tiny/metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [0, 1, 2, 3]
+    # the jobs read the run's config from one file, written when the job was planned (the commands stay short)
+    (config_file,) = (results / "configs").glob("tiny-*.yaml")
+    assert yaml.safe_load(config_file.read_text())["run_name"] == "tiny"
+    assert f"train --backend local --config results/configs/{config_file.name} " in run.stdout + run.stderr
 
     # the evaluation suite of the final checkpoint, the checkpoint selection and the throughput report
     run = subprocess.run(command + ["eval_toy"], capture_output=True, text=True, timeout=900)
@@ -97,6 +102,8 @@ def test_toy_pipeline_end_to_end_on_the_tiny_model(tmp_path):
     stats = plan.stdout.split("Job stats:")[1].split("total")[0].splitlines()[3:]
     jobs = {line.split()[0] for line in stats if line.strip()}
     assert "evaluate" in jobs and not jobs & {"train", "prepare_model", "build_corpus", "library_check"}, jobs
+    # the changed config is a file of its own; the one the finished jobs read is unchanged
+    assert len(list((results / "configs").glob("tiny-*.yaml"))) == 2 and config_file.is_file()
 
 
 def test_bad_config_fails_before_any_job(tmp_path):

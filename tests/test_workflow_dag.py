@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -39,6 +40,19 @@ def jobs(output: str) -> list[dict]:
     return found
 
 
+def job_config(job: dict, directory: Path) -> dict:
+    """The config a planned job reads: the YAML file its command names (`--config <file>`), which the dry run wrote
+    under <directory>/results/configs/, named after the run and the hash of its content."""
+    match = re.search(r" --config (results/configs/[\w.-]+-[0-9a-f]{12}\.yaml) ", job["shell"])
+    assert match, job["shell"]
+    return yaml.safe_load((directory / match.group(1)).read_text(encoding="utf-8"))
+
+
+def config_text(job: dict, directory: Path) -> str:
+    """The job's config as one line of JSON (sorted keys), for substring checks."""
+    return json.dumps(job_config(job, directory), sort_keys=True)
+
+
 def job_stats(output: str) -> dict:
     table = output.split("Job stats:")[1].split("Reasons:")[0]
     return {name: int(count) for name, count in re.findall(r"^(\w+)\s+(\d+)$", table, re.M) if name != "total"}
@@ -59,11 +73,16 @@ def test_default_plan_is_the_toy_pipeline(tmp_path):
     planned = jobs(run.stdout)
     trains = {job["wildcards"]: job for job in planned if job["rule"] == "train"}
     train, check = trains["run=toy"], trains["run=toy_learning_check"]
-    assert "train --backend local --config-json" in train["shell"]
+    # each job reads its run's config from a file: the command stays one short readable line
+    assert "train --backend local --config results/configs/toy-" in train["shell"]
+    assert "--config results/configs/toy_learning_check-" in check["shell"]
+    for job in planned:
+        assert "{" not in job["shell"] and len(job["shell"]) < 1000, job["shell"]
     for key in ("toy_ablations", "learning_check"):  # workflow keys: a run's own config never carries them
-        assert key not in train["shell"] and f'"{key}":' not in check["shell"]
-    assert '"run_name": "toy"' in train["shell"] and "--run-dir results/runs/toy " in train["shell"]
-    assert '"model_card": "tiny-random"' in check["shell"] and '"pool_source": "checks"' in check["shell"]
+        assert key not in job_config(train, tmp_path) and key not in job_config(check, tmp_path)
+    assert job_config(train, tmp_path)["run_name"] == "toy" and "--run-dir results/runs/toy " in train["shell"]
+    assert job_config(check, tmp_path)["model_card"] == "tiny-random"
+    assert job_config(check, tmp_path)["baseline"]["pool_source"] == "checks"
     assert "gres" not in resources(train) and "gpu" not in resources(train)
     steps = sorted(job["wildcards"] for job in planned if job["rule"] == "evaluate")
     assert steps == [f"run=toy, benchmark=heldout_library, step={step}" for step in ("000000", "000002", "000004")] + [
@@ -71,7 +90,7 @@ def test_default_plan_is_the_toy_pipeline(tmp_path):
     models = {job["wildcards"]: job for job in planned if job["rule"] == "prepare_model"}
     assert sorted(models) == ["card=smollm2-135m", "card=tiny-random"]
     for card, job in models.items():  # each folder is built from the config of a run of its own card
-        assert f'"model_card": "{card.removeprefix("card=")}"' in job["shell"], card
+        assert job_config(job, tmp_path)["model_card"] == card.removeprefix("card="), card
     assert "pending_run" not in run.stdout
 
 
@@ -79,7 +98,8 @@ def test_deployed_environments_are_used_only_by_the_rules_that_declare_one(tmp_p
     """Under --software-deployment-method apptainer (an `apptainer` stand-in on PATH: Snakemake asks for its version
     when it builds the DAG) evaluate runs the image's python; train stays on the host in the venv (its launch script
     calls srun, and passes --image so that every Ray process enters the image); every CPU rule keeps the venv
-    snakemake runs in (they declare no container, so a bare `python` would be whatever the node has)."""
+    snakemake runs in (they declare a conda environment but no container, so a bare `python` would be whatever the
+    node has)."""
     fake = tmp_path / "bin" / "apptainer"
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho 'apptainer version 1.3.4'\n")
@@ -103,13 +123,14 @@ def test_apptainer_without_apptainer_plans_but_does_not_run(tmp_path):
     without their container; a real run stops before any job, naming the flag and what to do."""
     env = {**os.environ, "PATH": os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
                                                  if not (Path(p) / "apptainer").exists())}
-    args = ["--sdm", "apptainer", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)]
-    plan = subprocess.run(SNAKEMAKE + ["-n", *args], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    args = ["--sdm", "apptainer", "--configfile", str(ROOT / "configs/default.yaml"), "--directory"]
+    plan = subprocess.run(SNAKEMAKE + ["-n", *args, str(tmp_path / "plan")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env=env)
     assert plan.returncode == 0 and "apptainer is not installed here" in plan.stderr, plan.stderr[-3000:]
-    real = subprocess.run(SNAKEMAKE + ["--cores", "1", *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env=env)
+    real = subprocess.run(SNAKEMAKE + ["--cores", "1", *args, str(tmp_path / "real")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env=env)
     assert real.returncode != 0 and "needs the apptainer command on PATH" in real.stdout + real.stderr
-    assert not (tmp_path / "results").exists()
+    assert not (tmp_path / "real" / "results").exists()  # not even a job config file
 
 
 def test_toy_ablations_plan_every_mode_and_the_ablation_artifacts(tmp_path):
@@ -127,8 +148,9 @@ def test_toy_ablations_plan_every_mode_and_the_ablation_artifacts(tmp_path):
     planned = jobs(run.stdout)
     trains = {job["wildcards"].removeprefix("run="): job for job in planned if job["rule"] == "train"}
     assert sorted(trains) == sorted(["toy", "toy_learning_check", *ablations])
-    assert '"memory": {"enabled": false, "n_positive": 1}' in trains["toy_no_memory"]["shell"]
-    assert '"reward": "ema_lp"' in trains["toy_ema_lp"]["shell"] and '"ema_lp"' not in trains["toy"]["shell"]
+    assert '"memory": {"enabled": false, "n_positive": 1}' in config_text(trains["toy_no_memory"], tmp_path)
+    assert '"reward": "ema_lp"' in config_text(trains["toy_ema_lp"], tmp_path)
+    assert '"ema_lp"' not in config_text(trains["toy"], tmp_path)
     evals = {job["wildcards"] for job in planned if job["rule"] == "evaluate"}
     assert "run=toy_no_memory, benchmark=reasoning_gym_hard, step=000004" in evals
     assert "run=toy_no_memory, benchmark=reasoning_gym_hard, step=000000" not in evals
@@ -168,11 +190,12 @@ def test_toy_tool_use_plans_the_tool_use_run_and_table_2(tmp_path):
     planned = jobs(run.stdout)
     (train,) = [job for job in planned if job["rule"] == "train"]
     assert train["wildcards"] == "run=toy_tool_use" and "--run-dir results/runs/toy_tool_use " in train["shell"]
-    assert '"recipe": "tool_use"' in train["shell"] and '"total_steps": 2' in train["shell"]
-    assert '"model_card": "smollm2-135m"' in train["shell"] and '"toy_tool_use":' not in train["shell"]
+    settings = config_text(train, tmp_path)
+    assert '"recipe": "tool_use"' in settings and '"total_steps": 2' in settings
+    assert '"model_card": "smollm2-135m"' in settings and '"toy_tool_use":' not in settings
     assert "--corpus 'results/corpus/tool_use.jsonl'" in train["shell"]
     (corpus,) = [job for job in planned if job["rule"] == "build_corpus"]
-    assert corpus["wildcards"] == "kind=tool_use" and '"recipe": "tool_use"' in corpus["shell"]
+    assert corpus["wildcards"] == "kind=tool_use" and '"recipe": "tool_use"' in config_text(corpus, tmp_path)
     evals = sorted(job["wildcards"] for job in planned if job["rule"] == "evaluate")
     assert evals == [f"run=toy_tool_use, benchmark=bfcl_multi_turn, step={step:06d}" for step in (0, 1, 2)]
     (table2,) = [job for job in planned if job["rule"] == "paper_table2"]
@@ -248,9 +271,9 @@ def test_slurm_profile_plans_every_paper_run_on_gpus(slurm_plan):
     image = shlex.quote(str(ROOT / "containers" / "spade-gpu.sif"))
     for run, job in trains.items():
         # the profile deploys the GPU stack with apptainer: Ray and the driver enter the image (docs/CONTAINERS.md)
-        assert f"-m spade.cli train --backend openrlhf --image {image} --apptainer-args=--nv --config-json" in \
-            job["shell"], run
-        assert f'"run_name": "{run}"' in job["shell"] and f"--run-dir results/runs/{run} " in job["shell"]
+        assert f"-m spade.cli train --backend openrlhf --image {image} --apptainer-args=--nv " \
+            f"--config results/configs/{run}-" in job["shell"], run
+        assert job_config(job, ROOT)["run_name"] == run and f"--run-dir results/runs/{run} " in job["shell"]
         res = resources(job)
         # configs/openrlhf/<card>.yaml: one 8-GPU node for 4B and 8B, two for 30B-A3B
         assert (res["nodes"], res["gres"]) == (("2" if run.endswith("_30b") else "1"), "gpu:8"), run
@@ -276,7 +299,7 @@ def test_slurm_profile_plans_the_rlve_runs_which_stop_without_a_checkout(slurm_p
     """The Fixed-env RLVE runs are planned like every run; their training stops at once, naming the key, until the
     run file points at an RLVE checkout."""
     planned = {job["wildcards"]: job for job in jobs(slurm_plan) if job["rule"] == "train"}
-    assert '"mode": "rlve"' in planned["run=fixed_env_rlve_8b"]["shell"]
+    assert job_config(planned["run=fixed_env_rlve_8b"], ROOT)["baseline"]["mode"] == "rlve"
     assert "pending_run" not in slurm_plan
     done = subprocess.run([sys.executable, "-m", "spade.cli", "train", "--config", "configs/paper/fixed_env_rlve_4b.yaml",
                            "--model", str(tmp_path / "model"), "--run-dir", str(tmp_path / "run")], cwd=ROOT,
@@ -348,8 +371,9 @@ def test_multi_run_config_gives_each_job_its_own_run_config(tmp_path):
     trains = {job["wildcards"]: job for job in planned if job["rule"] == "train"}
     assert sorted(trains) == ["run=alpha", "run=beta"]
     for name, lr in (("alpha", 0.001), ("beta", 0.002)):
-        shell = trains[f"run={name}"]["shell"]
-        assert f'"run_name": "{name}"' in shell and f'"learning_rate": {lr}' in shell and "train --backend local --config" in shell
+        shell, settings = trains[f"run={name}"]["shell"], job_config(trains[f"run={name}"], tmp_path)
+        assert settings["run_name"] == name and settings["train"] == {"learning_rate": lr}
+        assert f"train --backend local --config results/configs/{name}-" in shell
         assert "--corpus 'results/corpus/games.jsonl'" in shell  # both read the one games corpus
     # steps 0, 1, 2 of each run on the one benchmark; one shared model folder; no pending runs
     stats = job_stats(run.stdout)

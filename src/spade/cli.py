@@ -452,7 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--config", action="append", metavar="FILE|KEY=VALUE",
                         help="YAML config file (repeatable; merged in order), or one config key's value, e.g. "
                              "train.learning_rate=1.0e-5 (value read as YAML; repeatable; laid over the files)")
-    common.add_argument("--config-json", help="a whole config as JSON, merged after --config files (used by Snakemake)")
+    common.add_argument("--config-json", help="a whole config as JSON, merged after --config files (the workflow "
+                                              "passes a config file with --config instead)")
     common.add_argument("--isolation", choices=("auto", "rlimits", "unshare", "bwrap"), help="override sandbox.isolation")
     common.add_argument("-v", "--verbose", action="store_true", help="log sandbox decisions")
 
