@@ -27,9 +27,7 @@ ENV_CARDS_BUILT_RUNS = ([] if MULTI_RUN else MAIN_RUNS) + [
 ]
 # the runs of the target env_cards: the built runs, and every other configured run that has a summary.json
 ENV_CARDS_RUNS = ENV_CARDS_BUILT_RUNS + [
-    run
-    for run in RUNS
-    if run not in ENV_CARDS_BUILT_RUNS and Path(OUT.run_summary(run)).is_file()
+    run for run in RUNS if run not in ENV_CARDS_BUILT_RUNS and Path(OUT.run_summary(run)).is_file()
 ]
 
 
@@ -38,11 +36,7 @@ rule env_cards_of_run:
     input:
         lib=ENV_CARDS_LIB,
         # a built run's summary.json (it is trained first); the others are read as they are
-        summary=lambda wildcards: (
-            [OUT.run_summary(wildcards.run)]
-            if wildcards.run in ENV_CARDS_BUILT_RUNS
-            else []
-        ),
+        summary=lambda wildcards: ([OUT.run_summary(wildcards.run)] if wildcards.run in ENV_CARDS_BUILT_RUNS else []),
     output:
         pdf=OUT.env_cards_figure("{run}"),
         png=_env_cards.output_files(OUT, "{run}")[1],
@@ -53,19 +47,20 @@ rule env_cards_of_run:
         OUT.log("env_cards_{run}"),
     wildcard_constraints:
         run=RUN_PATTERN,
+    conda:
+        CPU_ENV
     params:
         run_dir=lambda wildcards: OUT.run_dir(wildcards.run),
         max_turns=lambda wildcards: RUNS[wildcards.run].agent.max_turns,
+        python=PYTHON,
         # names, sizes and times of the archive files of a run read as it is ("" for a built run)
         archives=lambda wildcards: (
             ""
             if wildcards.run in ENV_CARDS_BUILT_RUNS
-            else _files_fingerprint(
-                [wildcards.run], _env_cards.archive_files(OUT.run_dir(wildcards.run))
-            )
+            else _files_fingerprint([wildcards.run], _env_cards.archive_files(OUT.run_dir(wildcards.run)))
         ),
     shell:
-        "{PYTHON} -m spade.env_cards --run-dir {params.run_dir} --figure {output.pdf} --cards-html {output.cards}"
+        "{params.python} -m spade.env_cards --run-dir {params.run_dir} --figure {output.pdf} --cards-html {output.cards}"
         " --browser-html {output.browser} --max-turns {params.max_turns} > {log} 2>&1"
 
 
