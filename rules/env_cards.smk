@@ -52,7 +52,7 @@ rule env_cards_of_run:
     params:
         run_dir=lambda wildcards: OUT.run_dir(wildcards.run),
         max_turns=lambda wildcards: RUNS[wildcards.run].agent.max_turns,
-        python=PYTHON,
+        python=CPU_PYTHON,
         # names, sizes and times of the archive files of a run read as it is ("" for a built run)
         archives=lambda wildcards: (
             ""
