@@ -304,3 +304,31 @@ def test_prefix_cache_holds_at_most_its_token_budget(tiny, prompts):
     assert backend.cache.held == sum(len(e.tokens) for e in backend.cache.entries.values())
     with pytest.raises(ValueError, match="prefix_cache_tokens"):
         HFBackend(model, tokenizer, prefix_cache_tokens=-1)
+
+
+@pytest.mark.parametrize("params", [GREEDY, SAMPLED], ids=["greedy", "T0.8-top_p0.95"])
+@pytest.mark.parametrize("cache_tokens", [0, 100_000], ids=["no-cache", "prefix-cache"])
+def test_row_prefill_pads_nothing_and_gives_the_samples_of_a_batched_prefill(tiny, params, cache_tokens):
+    """Rows of unequal length prefilled one by one: no padded prefill slot, and the samples and log-probs of the
+    batched prefill (over three turns, so later turns start from cached rows)."""
+    model, tokenizer = tiny
+    rows = HFBackend(model, tokenizer, batch_size=3, prefix_cache_tokens=cache_tokens, row_prefill=True)
+    batched = HFBackend(model, tokenizer, batch_size=3, prefix_cache_tokens=cache_tokens)
+    with_rows = multi_turn_prompts(tokenizer, rows, params, seed=7)
+    without = multi_turn_prompts(tokenizer, batched, params, seed=7)
+    for (prompts, a), (_, b) in zip(with_rows, without):
+        assert [g.completion_ids for g in a] == [g.completion_ids for g in b]
+        for prompt, g in zip(prompts, a):
+            expected = forward_logprobs(model, prompt, g.completion_ids, params.temperature)
+            assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-4)
+    assert rows.totals["prefill_tokens"] == batched.totals["prefill_tokens"]
+    assert batched.totals["padded_tokens"] > batched.totals["prefill_tokens"]  # the batched prefill did pad
+    assert rows.totals["padded_tokens"] == rows.totals["prefill_tokens"], rows.totals  # row prefill did not
+
+
+def test_row_prefill_follows_the_inference_config(tiny):
+    from spade.generation_vllm import InferenceConfig, build_backend
+
+    model, tokenizer = tiny
+    assert build_backend(InferenceConfig(), "unused", model=model, tokenizer=tokenizer).row_prefill  # auto: CPU
+    assert not build_backend(InferenceConfig(row_prefill="never"), "unused", model=model, tokenizer=tokenizer).row_prefill

@@ -33,6 +33,11 @@ every row attends to exactly its own tokens at their own positions: the same num
 rounding (``tests/test_generation_hf.py``). The kept entries belong to the weights that computed them: any change
 to a parameter (an optimizer step) empties the cache before the next call.
 
+Row prefill (``row_prefill``). A batch whose rows have prompts (beyond their cached parts) of unequal length would
+pad the shorter ones to the longest in the batched prefill; with ``row_prefill`` each row is prefilled alone instead
+(batch size 1, no padding) and the batch's forward pass takes only each row's last token, as if the rows had come
+from the prefix cache: the same numbers up to float rounding. It pays where prefill is compute-bound (a CPU).
+
 Decode kernels (``decode_kernels``, on by default). Grouped-query attention without copying keys and values, and a
 cache preallocated for prompt + ``max_new_tokens`` (``spade.hf_decode``): the same numbers up to float rounding;
 ``decode_kernels=False`` keeps ``transformers``' stock path (``spade bench step`` times both in one run).
@@ -211,7 +216,7 @@ class HFBackend:
 
     def __init__(self, model, tokenizer, device: str | torch.device = "cpu", batch_size: int = 16,
                  eos_token_id: int | Sequence[int] | None = None, max_batch_tokens: int = 0,
-                 prefix_cache_tokens: int = 0, decode_kernels: bool = True):
+                 prefix_cache_tokens: int = 0, decode_kernels: bool = True, row_prefill: bool = False):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if max_batch_tokens < 0:
@@ -221,6 +226,7 @@ class HFBackend:
         self.plain_kv = _plain_kv_layers(model)  # full-attention layers only: preallocated cache, prefix reuse
         self.decode_kernels = decode_kernels  # spade.hf_decode's attention and cache (False: stock, for benchmarks)
         self.cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens and self.plain_kv else None
+        self.row_prefill = row_prefill and self.plain_kv  # prefill rows of unequal length one by one (no padding)
         # running totals over the backend's life (spade.phases reads differences): prompts, prompt tokens, prompt
         # tokens actually prefilled (the rest came from the prefix cache), the prefill's padded batch slots, sampled
         # tokens, decode slots (rows x steps of every batch: a row that stopped early still takes its slot until
@@ -321,6 +327,8 @@ class HFBackend:
         Returns (input_ids [B, W], attention_mask [B, W], cache or None); the cache is preallocated for
         W + ``max_new_tokens`` positions when the model's layers are plain full attention (``spade.hf_decode``)."""
         hits = [self.cache.lookup(p) if self.cache is not None else (None, 0) for p in batch]
+        if self.row_prefill and len({len(p) - min(length, len(p) - 1) for p, (_, length) in zip(batch, hits)}) > 1:
+            hits = self._prefill_rows(batch, hits)
         cached = [min(length, len(p) - 1) for p, (_, length) in zip(batch, hits)]
         lc = max(cached)
         width = lc + max(len(p) - c for p, c in zip(batch, cached))
@@ -351,6 +359,36 @@ class HFBackend:
 
             return input_ids, attention_mask, DynamicCache(ddp_cache_data=layers, config=self.model.config)
         return input_ids, attention_mask, preallocated_cache(self.model, width + max_new_tokens, layers)
+
+    def _prefill_rows(self, batch: list[list[int]], hits: list) -> list:
+        """Prefill each row's prompt but its last token alone, at batch size 1 and from its cached part, so that no
+        prefill compute goes to padding; the batch's forward pass then only takes each row's last token. Returns
+        the rows' (entry, cached length) as ``PrefixCache.lookup`` would, and keeps the entries in the prefix cache
+        when there is one (the next turn of an episode starts from them)."""
+        from transformers import DynamicCache
+
+        started = time.perf_counter()
+        rows = []
+        for prompt, (entry, length) in zip(batch, hits):
+            target = len(prompt) - 1
+            if length >= target:
+                rows.append((entry, length))
+                continue
+            past = None
+            if length:
+                past = DynamicCache(ddp_cache_data=[(k[None, :, :length], v[None, :, :length]) for k, v in entry.layers],
+                                    config=self.model.config)
+            ids = torch.tensor([prompt[length:target]], dtype=torch.long, device=self.device)
+            out = self.model(input_ids=ids, past_key_values=past, use_cache=True)
+            layers = [(keys[0].clone(), values[0].clone()) for keys, values, *_ in out.past_key_values]
+            self._call["prefill_tokens"] += target - length
+            self._call["padded_tokens"] += target - length
+            row = CachedSequence(tuple(prompt[:target]), layers)
+            if self.cache is not None:
+                self.cache.add(row.tokens, layers)
+            rows.append((row, target))
+        self._call["prefill_seconds"] += time.perf_counter() - started
+        return rows
 
     def _keep(self, batch, input_ids, attention_mask, past, new_ids, lengths) -> None:
         """Put each row's processed sequence (prompt and the sampled tokens fed back) into the prefix cache."""

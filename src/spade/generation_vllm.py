@@ -58,6 +58,7 @@ from spade.generation import Generation, SamplingParams, generation_stats
 log = logging.getLogger(__name__)
 
 BACKENDS = ("hf", "vllm")
+ROW_PREFILL_CHOICES = ("auto", "always", "never")
 REQUIRED_LOGPROBS_MODE = "processed_logprobs"
 SEED_MASK = 0x7FFF_FFFF_FFFF_FFFF  # seeds are kept non-negative and within int64
 
@@ -91,6 +92,11 @@ class InferenceConfig:
                                   "the same either way up to float rounding; it only saves prefill time. Per token "
                                   "it takes layers x 2 x KV heads x head size x bytes: 46 KB for SmolLM2-135M in "
                                   "fp32, so 2048 MB hold about 45k tokens. vLLM: see enable_prefix_caching.", min=0)
+    row_prefill: str = option("auto", "hf: prefill each prompt of a batch alone (no padding) and batch only the decode; "
+                              "'auto' = on a CPU, where prefill is compute-bound and padding costs its full price "
+                              "(about 9% less time for 16 prompts of 50-700 tokens here), off on a GPU, where padded "
+                              "batches cost little. Results are the same up to float rounding.",
+                              choices=ROW_PREFILL_CHOICES)
 
 
 def _field(obj, name):
@@ -298,8 +304,10 @@ def build_backend(config: InferenceConfig, model_dir: str | Path, *, model=None,
             raise ValueError("the 'hf' backend needs the loaded model and tokenizer")
         from spade.generation_hf import HFBackend
 
+        on_cpu = next(model.parameters()).device.type == "cpu"
+        row_prefill = config.row_prefill == "always" or (config.row_prefill == "auto" and on_cpu)
         return HFBackend(model, tokenizer, device=device, batch_size=batch_size, max_batch_tokens=max_batch_tokens,
-                         prefix_cache_tokens=prefix_cache_tokens(model, config.prefix_cache_mb))
+                         prefix_cache_tokens=prefix_cache_tokens(model, config.prefix_cache_mb), row_prefill=row_prefill)
     if config.backend == "vllm":
         return VLLMBackend.from_model_dir(model_dir, config)
     raise ConfigError(f"config key 'inference.backend' is {config.backend!r}; allowed: {', '.join(BACKENDS)}")
