@@ -35,12 +35,12 @@ rule all:
     """The configured runs (the toy run by default) and the library check; for a multi-run config (configs/paper.yaml)
     also every run's suite and selected checkpoint, the pending runs (which fail, saying what they need) and the paper
     target."""
+    default_target: True
     input:
         library_outputs(),
         run_outputs(),
         paper_run_outputs() if MULTI_RUN else [],
         rules.paper.input if MULTI_RUN else [],
-    default_target: True
 
 
 onsuccess:

@@ -51,6 +51,7 @@ try:  # recipe < model card < run file and --config overrides; fail before any j
 except ConfigError as exc:
     raise WorkflowError(f"invalid configuration: {exc}")
 
+
 class Untracked:
     """A `params` value that Snakemake's params trigger does not record: it compares only the values it can represent
     (strings, numbers, containers), and this is none of them. For what a job's command needs but its results do not
@@ -85,6 +86,8 @@ GPU_IMAGE = os.environ.get("SPADE_GPU_IMAGE", "containers/spade-gpu.sif")  # con
 # itself (spade train --image, docs/CONTAINERS.md "Training, across nodes")
 TRAIN_PYTHON = Untracked("python" if IN_CONDA else VENV_PYTHON)
 APPTAINER_ARGS = workflow.deployment_settings.apptainer_args or "--nv"
+
+
 # The cluster profile turns apptainer on; Snakemake refuses even to plan without the apptainer binary. A dry run
 # here (a laptop, a CI machine) plans the GPU jobs without their container and says so; a real run stops.
 def _dry_run():
@@ -98,11 +101,16 @@ def _dry_run():
 GPU_CONTAINER = GPU_IMAGE
 if IN_APPTAINER and not (shutil.which("apptainer") or shutil.which("singularity")):
     if not _dry_run():
-        raise WorkflowError("--software-deployment-method apptainer (profiles/slurm/config.yaml) needs the apptainer "
-                            "command on PATH (e.g. `module load apptainer`); without a container use "
-                            "--software-deployment-method conda, or none for the CPU venv (docs/CONTAINERS.md)")
-    print("note: apptainer is not installed here: this dry run plans the GPU jobs without their container "
-          f"({GPU_IMAGE}); a real run needs it", file=sys.stderr)
+        raise WorkflowError(
+            "--software-deployment-method apptainer (profiles/slurm/config.yaml) needs the apptainer "
+            "command on PATH (e.g. `module load apptainer`); without a container use "
+            "--software-deployment-method conda, or none for the CPU venv (docs/CONTAINERS.md)"
+        )
+    print(
+        "note: apptainer is not installed here: this dry run plans the GPU jobs without their container "
+        f"({GPU_IMAGE}); a real run needs it",
+        file=sys.stderr,
+    )
     GPU_CONTAINER = None
 CPU_ENV = "../envs/spade-cpu.yaml"  # relative to rules/
 GPU_ENV = "../envs/spade-gpu.yaml"
@@ -122,8 +130,10 @@ def repo_path(path):
 def _load_runs(entries, results_dir):
     """The run files a multi-run config lists -> ({name: SpadeConfig}, {name: the run's settings as a plain dict})."""
     if not isinstance(entries, list) or not entries or not all(isinstance(e, str) and e for e in entries):
-        raise WorkflowError(f"invalid configuration: config key 'runs' must be a non-empty list of run files "
-                            f"(paths from the repository root, e.g. configs/paper/spade_games_4b.yaml), got {entries!r}")
+        raise WorkflowError(
+            f"invalid configuration: config key 'runs' must be a non-empty list of run files "
+            f"(paths from the repository root, e.g. configs/paper/spade_games_4b.yaml), got {entries!r}"
+        )
     typed, raw, files = {}, {}, {}
     for entry in entries:
         try:
@@ -132,8 +142,10 @@ def _load_runs(entries, results_dir):
         except ConfigError as exc:
             raise WorkflowError(f"invalid configuration: run file {entry!r} (config key 'runs'): {exc}")
         if run.run_name in typed:
-            raise WorkflowError(f"invalid configuration: config key 'runs' lists two files with run_name "
-                                f"{run.run_name!r}: {files[run.run_name]!r} and {entry!r}; run names must be unique")
+            raise WorkflowError(
+                f"invalid configuration: config key 'runs' lists two files with run_name "
+                f"{run.run_name!r}: {files[run.run_name]!r} and {entry!r}; run names must be unique"
+            )
         typed[run.run_name], raw[run.run_name], files[run.run_name] = run, data, entry
     return typed, raw
 
@@ -143,18 +155,26 @@ def _load_pending(pending, runs):
     if pending is None:
         return {}
     if not isinstance(pending, dict):
-        raise WorkflowError(f"invalid configuration: config key 'pending' must map run names to the reason each "
-                            f"cannot run yet, got {pending!r}")
+        raise WorkflowError(
+            f"invalid configuration: config key 'pending' must map run names to the reason each "
+            f"cannot run yet, got {pending!r}"
+        )
     for name, reason in pending.items():
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-            raise WorkflowError(f"invalid configuration: config key 'pending' has run name {name!r}; allowed: "
-                                "letters, digits, '_', '.', '-'")
+            raise WorkflowError(
+                f"invalid configuration: config key 'pending' has run name {name!r}; allowed: "
+                "letters, digits, '_', '.', '-'"
+            )
         if not isinstance(reason, str) or not reason.strip():
-            raise WorkflowError(f"invalid configuration: config key 'pending.{name}' must say what is missing "
-                                f"(a non-empty text), got {reason!r}")
+            raise WorkflowError(
+                f"invalid configuration: config key 'pending.{name}' must say what is missing "
+                f"(a non-empty text), got {reason!r}"
+            )
         if name in runs:
-            raise WorkflowError(f"invalid configuration: run {name!r} is both configured (config key 'runs') and "
-                                "pending (config key 'pending'); remove it from one of them")
+            raise WorkflowError(
+                f"invalid configuration: run {name!r} is both configured (config key 'runs') and "
+                "pending (config key 'pending'); remove it from one of them"
+            )
     return {name: " ".join(reason.split()) for name, reason in pending.items()}
 
 
@@ -163,8 +183,10 @@ if MULTI_RUN:
     PENDING = _load_pending(config.get("pending"), RUNS)
 else:
     if "pending" in config:
-        raise WorkflowError("invalid configuration: config key 'pending' needs a multi-run config (one with the "
-                            "key 'runs', e.g. configs/paper.yaml)")
+        raise WorkflowError(
+            "invalid configuration: config key 'pending' needs a multi-run config (one with the "
+            "key 'runs', e.g. configs/paper.yaml)"
+        )
     RUNS, _RUN_DATA = {SPADE.run_name: SPADE}, {SPADE.run_name: WORKFLOW_CONFIG}
     PENDING = {}
 
@@ -184,19 +206,25 @@ def _load_overlay_runs(key, entries, base):
     {name: settings}); each entry's settings (a mapping, or a YAML file holding one) are laid over `base` (the single
     run's own settings) with `run_name` set to the entry's name."""
     if not isinstance(entries, dict) or not entries:
-        raise WorkflowError(f"invalid configuration: config key '{key}' must map run names to the settings "
-                            f"each changes (e.g. toy_no_memory: {{memory: {{enabled: false}}}}), got {entries!r:.200}")
+        raise WorkflowError(
+            f"invalid configuration: config key '{key}' must map run names to the settings "
+            f"each changes (e.g. toy_no_memory: {{memory: {{enabled: false}}}}), got {entries!r:.200}"
+        )
     typed, raw = {}, {}
     for name, overlay in entries.items():
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in RUNS:
-            raise WorkflowError(f"invalid configuration: config key '{key}' has run name {name!r}; allowed: "
-                                f"letters, digits, '_', '.', '-', and not the main run's name {SPADE.run_name!r}")
+            raise WorkflowError(
+                f"invalid configuration: config key '{key}' has run name {name!r}; allowed: "
+                f"letters, digits, '_', '.', '-', and not the main run's name {SPADE.run_name!r}"
+            )
         overlay = _overlay_settings(key, name, overlay)
         if not isinstance(overlay, dict) or "run_name" in overlay or "results_dir" in overlay:
-            raise WorkflowError(f"invalid configuration: config key '{key}.{name}' must be a mapping of the "
-                                "settings the run changes, or the path of a YAML file holding one (without run_name, "
-                                "which is the entry's name, and results_dir, which all runs share), got "
-                                f"{overlay!r:.200}")
+            raise WorkflowError(
+                f"invalid configuration: config key '{key}.{name}' must be a mapping of the "
+                "settings the run changes, or the path of a YAML file holding one (without run_name, "
+                "which is the entry's name, and results_dir, which all runs share), got "
+                f"{overlay!r:.200}"
+            )
         data = deep_merge(deep_merge(base, overlay), {"run_name": name})
         try:
             typed[name] = from_dict(SpadeConfig, resolve_layers(data))
@@ -208,8 +236,10 @@ def _load_overlay_runs(key, entries, base):
 
 def _single_run_key(key):
     if MULTI_RUN:
-        raise WorkflowError(f"invalid configuration: config key '{key}' needs a single-run config (the toy, "
-                            "configs/default.yaml); a multi-run config lists every run under 'runs'")
+        raise WorkflowError(
+            f"invalid configuration: config key '{key}' needs a single-run config (the toy, "
+            "configs/default.yaml); a multi-run config lists every run under 'runs'"
+        )
 
 
 def _extra_runs(key):
@@ -262,9 +292,11 @@ def _job_config(label, data):
     if json.dumps(yaml.safe_load(body), sort_keys=True) != json.dumps(plain, sort_keys=True):
         raise WorkflowError(f"the config of {label!r} does not survive a YAML round trip; please report this")
     path = f"{JOB_CONFIG_DIR}/{label}-{hashlib.sha256(body.encode()).hexdigest()[:12]}.yaml"
-    header = (f"# The config of {label!r} as the workflow merged it (config files, --config overrides), read by its "
-              "jobs:\n# `spade <command> --config <this file>`. Written by the workflow (rules/common.smk); the name "
-              "holds a hash of the content.\n")
+    header = (
+        f"# The config of {label!r} as the workflow merged it (config files, --config overrides), read by its "
+        "jobs:\n# `spade <command> --config <this file>`. Written by the workflow (rules/common.smk); the name "
+        "holds a hash of the content.\n"
+    )
     _JOB_CONFIG_TEXT[path] = header + body
     return path
 
@@ -365,8 +397,17 @@ def train_resources():
     }
 
 
-EVAL_SHARED = ["eval.seed", "eval.temperature", "eval.top_p", "eval.max_new_tokens", "eval.max_context_tokens",
-               "eval.max_items", "model", "sandbox", "inference"]  # what every evaluation's results depend on
+EVAL_SHARED = [
+    "eval.seed",
+    "eval.temperature",
+    "eval.top_p",
+    "eval.max_new_tokens",
+    "eval.max_context_tokens",
+    "eval.max_items",
+    "model",
+    "sandbox",
+    "inference",
+]  # what every evaluation's results depend on
 
 
 def eval_config_hash(wildcards):
@@ -385,8 +426,10 @@ def _sources(label, keys, pick, remedy):
         if value is None:
             continue
         if value in found and _settings_hash(asdict(found[value][0]), keys) != _settings_hash(asdict(settings), keys):
-            raise WorkflowError(f"invalid configuration: runs {found[value][2]!r} and {name!r} share the {label} "
-                                f"{value!r} but differ in config keys {', '.join(keys)}; {remedy}")
+            raise WorkflowError(
+                f"invalid configuration: runs {found[value][2]!r} and {name!r} share the {label} "
+                f"{value!r} but differ in config keys {', '.join(keys)}; {remedy}"
+            )
         found.setdefault(value, (settings, RUN_CONFIG[name], name))
     return {value: (settings, json_arg) for value, (settings, json_arg, _) in found.items()}
 
@@ -398,13 +441,21 @@ def _corpus_kind(settings):
     return "tool_use" if settings.selfplay.flavour == "tool_use" else "games"
 
 
-MODEL_CARDS = _sources("model folder", ["model"], lambda settings: settings.model.name,
-                       "give one of them a model card of its own (configs/models/, another `name`)")
+MODEL_CARDS = _sources(
+    "model folder",
+    ["model"],
+    lambda settings: settings.model.name,
+    "give one of them a model card of its own (configs/models/, another `name`)",
+)
 MODEL_CARDS.setdefault(SPADE.model.name, (SPADE, WORKFLOW_CONFIG_FILE))  # the workflow's own model (eval_throughput)
 if MULTI_RUN:
-    CORPUS_KINDS = _sources("corpus", ["corpus", "selfplay.flavour", "seed"], _corpus_kind,
-                            "point one of them at a corpus of its own (corpus.path), e.g. one built with "
-                            "`spade corpus build --config <its run file> --out <file>`")
+    CORPUS_KINDS = _sources(
+        "corpus",
+        ["corpus", "selfplay.flavour", "seed"],
+        _corpus_kind,
+        "point one of them at a corpus of its own (corpus.path), e.g. one built with "
+        "`spade corpus build --config <its run file> --out <file>`",
+    )
 else:  # the corpus of the run's flavour can be built (`snakemake results/corpus/games.jsonl`) even if the run reads none;
     # an extra run of another flavour (the tool-use toy) builds its own from its config
     CORPUS_KINDS = {"tool_use" if SPADE.selfplay.flavour == "tool_use" else "games": (SPADE, WORKFLOW_CONFIG_FILE)}
@@ -506,7 +557,9 @@ def train_backend(wildcards):
 # Under --software-deployment-method apptainer a GPU run's Ray processes and driver enter the image (the local
 # trainer ignores the flags). Untracked: switching the deployment method does not retrain anything.
 TRAIN_IMAGE = Untracked(
-    f"--image {shlex.quote(repo_path(GPU_IMAGE))} --apptainer-args={shlex.quote(APPTAINER_ARGS)} " if IN_APPTAINER else ""
+    f"--image {shlex.quote(repo_path(GPU_IMAGE))} --apptainer-args={shlex.quote(APPTAINER_ARGS)} "
+    if IN_APPTAINER
+    else ""
 )
 
 
@@ -534,7 +587,7 @@ def pending_message(wildcards):
     """The param `message` of pending_run: why the run cannot be trained yet (shell-quoted)."""
     return shlex.quote(
         f"run {wildcards.run} cannot be trained yet: {PENDING[wildcards.run]} (config key "
-        f"pending.{wildcards.run}; until then its paper rows, curves and numbers read \"not run\")"
+        f'pending.{wildcards.run}; until then its paper rows, curves and numbers read "not run")'
     )
 
 
@@ -543,8 +596,13 @@ BENCHMARK_PATTERN = "|".join(BENCHMARKS)  # the `benchmark` wildcard's constrain
 
 def fidelity_outputs():
     """Designer fidelity of every main run (not the learning checks): its base model and its last checkpoint."""
-    return [OUT.fidelity_file(run, step) for run in MAIN_RUNS if run not in LEARNING_CHECKS
-            for step in (0, RUNS[run].selfplay.checkpoint_steps()[-1])]
+    return [
+        OUT.fidelity_file(run, step)
+        for run in MAIN_RUNS
+        if run not in LEARNING_CHECKS
+        for step in (0, RUNS[run].selfplay.checkpoint_steps()[-1])
+    ]
+
 
 # the folder of the rules' `benchmark:` files, which the run table reads (the param `benchmarks_dir` of run_table)
 BENCHMARKS_DIR = os.path.dirname(OUT.benchmark("rule"))

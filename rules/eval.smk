@@ -12,11 +12,6 @@ wildcard_constraints:
 rule evaluate:
     input:
         checkpoint_input,
-    params:
-        model=checkpoint_folder,
-        config=eval_config_hash,
-        config_file=run_config_file,
-        python=GPU_PYTHON,
     output:
         OUT.eval_file("{run}", "{step}", "{benchmark}"),
     log:
@@ -25,11 +20,16 @@ rule evaluate:
         OUT.benchmark("evaluate_{run}_{benchmark}_{step}")
     wildcard_constraints:
         run=RUN_PATTERN,
-    threads: workflow.cores
     conda:
         GPU_ENV
     container:
         GPU_CONTAINER
+    threads: workflow.cores
+    params:
+        model=checkpoint_folder,
+        config=eval_config_hash,
+        config_file=run_config_file,
+        python=GPU_PYTHON,
     shell:
         "{params.python} -m spade.cli eval run --config {params.config_file} --model {params.model} "
         "--step {wildcards.step} --benchmark {wildcards.benchmark} --out {output} > {log} 2>&1"
@@ -40,11 +40,6 @@ rule designer_fidelity:
     replayed against the reference solution (spade fidelity, src/spade/designer/fidelity.py; ours, after VHD-Play)."""
     input:
         checkpoint_input,
-    params:
-        model=checkpoint_folder,
-        config=run_config_hash("seed", "model", "designer", "validation", "sandbox", "inference"),
-        config_file=run_config_file,
-        python=GPU_PYTHON,
     output:
         OUT.fidelity_file("{run}", "{step}"),
     log:
@@ -53,11 +48,16 @@ rule designer_fidelity:
         OUT.benchmark("designer_fidelity_{run}_{step}")
     wildcard_constraints:
         run=RUN_PATTERN,
-    threads: workflow.cores
     conda:
         GPU_ENV
     container:
         GPU_CONTAINER
+    threads: workflow.cores
+    params:
+        model=checkpoint_folder,
+        config=run_config_hash("seed", "model", "designer", "validation", "sandbox", "inference"),
+        config_file=run_config_file,
+        python=GPU_PYTHON,
     shell:
         "{params.python} -m spade.cli fidelity --config {params.config_file} --model {params.model} --out {output} "
         "> {log} 2>&1"
@@ -72,10 +72,6 @@ rule fidelity:
 rule select_checkpoint:
     input:
         selection_files,
-    params:
-        config=run_config_hash("eval.select_by"),
-        config_file=run_config_file,
-        python=CPU_PYTHON,
     output:
         OUT.selected_checkpoint("{run}"),
     log:
@@ -84,6 +80,10 @@ rule select_checkpoint:
         run=RUN_PATTERN,
     conda:
         CPU_ENV
+    params:
+        config=run_config_hash("eval.select_by"),
+        config_file=run_config_file,
+        python=CPU_PYTHON,
     shell:
         "{params.python} -m spade.cli eval select --config {params.config_file} --results {input} --out {output} "
         "> {log} 2>&1"
@@ -92,19 +92,19 @@ rule select_checkpoint:
 rule eval_throughput:
     input:
         OUT.model_dir(SPADE.model.name),
-    params:
-        config=config_hash(*EVAL_SHARED, "eval.throughput", f"eval.{SPADE.eval.throughput.benchmark}"),
-        config_file=workflow_config_file,
-        python=CPU_PYTHON,
     output:
         OUT.eval_throughput_json,
     log:
         OUT.log("eval_throughput"),
     benchmark:
         OUT.benchmark("eval_throughput")
-    threads: workflow.cores
     conda:
         CPU_ENV
+    threads: workflow.cores
+    params:
+        config=config_hash(*EVAL_SHARED, "eval.throughput", f"eval.{SPADE.eval.throughput.benchmark}"),
+        config_file=workflow_config_file,
+        python=CPU_PYTHON,
     shell:
         "{params.python} -m spade.cli eval throughput --config {params.config_file} --model {input} --out {output} "
         "> {log} 2>&1"
@@ -115,15 +115,15 @@ rule suite_table:
         script=script("results_table.py"),
         evals=suite_files,
         summary=[OUT.run_summary(run) for run in MAIN_RUNS],
-    params:
-        runs=RUN_DIRS,
-        python=CPU_PYTHON,
     output:
         OUT.suite_table,
     log:
         OUT.log("suite_table"),
     conda:
         CPU_ENV
+    params:
+        runs=RUN_DIRS,
+        python=CPU_PYTHON,
     shell:
         "{params.python} {input.script} --runs {params.runs} --evals {input.evals} --out {output} > {log} 2>&1"
 

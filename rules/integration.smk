@@ -8,18 +8,19 @@
 
 rule integration_openrlhf:
     """A full 4-step run, and the same run killed after step 2's generation and resumed; report.json holds the checks
-    (checkpoints, rewards sent = rewards OpenRLHF logged, designer replay k steps later, resumed metrics = full ones)."""
+    (checkpoints, rewards sent = rewards OpenRLHF logged, designer replay k steps later, resumed metrics = full ones).
+    """
     input:
         "configs/default.yaml",
         "configs/integration/openrlhf_cpu.yaml",
-    params:
-        out_dir=lambda wildcards, output: os.path.dirname(output.report),
-        python=Untracked(VENV_PYTHON),
     output:
         report=f"{OUT.integration_openrlhf_dir}/report.json",
     log:
         OUT.log("integration_openrlhf"),
     benchmark:
         OUT.benchmark("integration_openrlhf")
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.report),
+        python=Untracked(VENV_PYTHON),
     shell:
         "{params.python} -m spade.rlhf.cpu.run --out {params.out_dir} > {log} 2>&1"

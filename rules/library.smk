@@ -3,10 +3,6 @@
 
 
 rule library_check:
-    params:
-        config=config_hash("sandbox", "validation", "library_check"),
-        config_file=workflow_config_file,
-        python=CPU_PYTHON,
     output:
         json=OUT.library_check_json,
         markdown=OUT.library_report_md,
@@ -16,21 +12,25 @@ rule library_check:
         OUT.benchmark("library_check")
     conda:
         CPU_ENV
+    params:
+        config=config_hash("sandbox", "validation", "library_check"),
+        config_file=workflow_config_file,
+        python=CPU_PYTHON,
     shell:
         "{params.python} -m spade.cli env check-library --config {params.config_file} "
         "--out {output.json} --markdown {output.markdown} > {log} 2>&1"
 
 
 rule sandbox_bench:
-    params:
-        config=config_hash("sandbox"),
-        config_file=workflow_config_file,
-        python=CPU_PYTHON,
     output:
         OUT.sandbox_bench_json,
     log:
         OUT.log("sandbox_bench"),
     conda:
         CPU_ENV
+    params:
+        config=config_hash("sandbox"),
+        config_file=workflow_config_file,
+        python=CPU_PYTHON,
     shell:
         "{params.python} -m spade.cli env bench --config {params.config_file} --json --out {output} > {log} 2>&1"

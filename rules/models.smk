@@ -5,10 +5,6 @@
 
 
 rule prepare_model:
-    params:
-        config=card_config_hash,
-        config_file=card_config_file,
-        python=CPU_PYTHON,
     output:
         directory(OUT.model_dir("{card}")),
     log:
@@ -19,15 +15,15 @@ rule prepare_model:
         card=_regex(MODEL_CARDS),
     conda:
         CPU_ENV
+    params:
+        config=card_config_hash,
+        config_file=card_config_file,
+        python=CPU_PYTHON,
     shell:
         "{params.python} -m spade.cli model prepare --config {params.config_file} --out {output} > {log} 2>&1"
 
 
 rule build_corpus:
-    params:
-        config=corpus_config_hash,
-        config_file=corpus_config_file,
-        python=CPU_PYTHON,
     output:
         OUT.corpus("{kind}"),
     log:
@@ -38,5 +34,9 @@ rule build_corpus:
         kind=_regex(CORPUS_KINDS),
     conda:
         CPU_ENV
+    params:
+        config=corpus_config_hash,
+        config_file=corpus_config_file,
+        python=CPU_PYTHON,
     shell:
         "{params.python} -m spade.cli corpus build --config {params.config_file} --out {output} > {log} 2>&1"

@@ -108,8 +108,11 @@ PAPER_FIGURE_REPORTED = {"fig18": REPORTED_DIR / "quoted_numbers.csv"}
 
 def paper_figure_files(stem):
     """The three outputs of a figure: PDF, PNG and the provenance sidecar of the PDF."""
-    return {"pdf": f"{PAPER_FIGURES_DIR}/{stem}.pdf", "png": f"{PAPER_FIGURES_DIR}/{stem}.png",
-            "provenance": f"{PAPER_FIGURES_DIR}/{stem}.pdf.provenance.json"}
+    return {
+        "pdf": f"{PAPER_FIGURES_DIR}/{stem}.pdf",
+        "png": f"{PAPER_FIGURES_DIR}/{stem}.png",
+        "provenance": f"{PAPER_FIGURES_DIR}/{stem}.pdf.provenance.json",
+    }
 
 
 def paper_figure_reported(figure):
@@ -120,8 +123,12 @@ def paper_figure_configured_run(figure):
     def inputs(wildcards):
         mapped = _paper_figures.figure_runs(_paper_figures.load_figure_runs(FIGURE_RUNS), figure)
         evals = any(k in ("eval", "selected") for k in _paper_figures._kinds(figure))
-        return [path for run in PAPER_BUILT_RUNS if run in mapped
-                for path in (run_suite_files(run) if evals else [OUT.run_summary(run)])]
+        return [
+            path
+            for run in PAPER_BUILT_RUNS
+            if run in mapped
+            for path in (run_suite_files(run) if evals else [OUT.run_summary(run)])
+        ]
 
     return inputs
 
@@ -235,7 +242,9 @@ def toy_ablation_outputs():
     """The runs' suites (curves, eval.final at the last checkpoint), the two tables, the figures and the comparison."""
     files = [path for run in RUNS if run not in TOY_TOOL_USE for path in run_suite_files(run)]
     files += [path for table in TOY_ABLATION_TABLES for path in paper_table_files(table).values()]
-    files += [path for figure in TOY_ABLATION_FIGURES for path in paper_figure_files(PAPER_FIGURE_STEMS[figure]).values()]
+    files += [
+        path for figure in TOY_ABLATION_FIGURES for path in paper_figure_files(PAPER_FIGURE_STEMS[figure]).values()
+    ]
     return files + rules.paper_comparison.input
 
 
@@ -243,15 +252,20 @@ def toy_tool_use_outputs():
     """The run's suite (curves, eval.final at the base model and the last checkpoint) and the artifacts reading it."""
     files = [path for run in TOY_TOOL_USE for path in run_suite_files(run)]
     files += [path for table in TOY_TOOL_USE_TABLES for path in paper_table_files(table).values()]
-    files += [path for figure in TOY_TOOL_USE_FIGURES for path in paper_figure_files(PAPER_FIGURE_STEMS[figure]).values()]
+    files += [
+        path for figure in TOY_TOOL_USE_FIGURES for path in paper_figure_files(PAPER_FIGURE_STEMS[figure]).values()
+    ]
     return files + [path for group in TOY_TOOL_USE_NUMBERS for path in paper_number_files(group).values()]
 
 
 def _evaluates_like_the_main_run(run):
     """Whether a toy ablation agrees with the main run on every config key an evaluation reads (eval_config_hash, for
     every benchmark): then its step 0, the shared base model, gives the main run's item records exactly."""
-    return all(_settings_hash(asdict(RUNS[run]), [*EVAL_SHARED, f"eval.{name}"])
-               == _settings_hash(asdict(SPADE), [*EVAL_SHARED, f"eval.{name}"]) for name in BENCHMARKS)
+    return all(
+        _settings_hash(asdict(RUNS[run]), [*EVAL_SHARED, f"eval.{name}"])
+        == _settings_hash(asdict(SPADE), [*EVAL_SHARED, f"eval.{name}"])
+        for name in BENCHMARKS
+    )
 
 
 BASE_SHARING = [run for run in TOY_ABLATIONS if _evaluates_like_the_main_run(run)]

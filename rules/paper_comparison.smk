@@ -17,10 +17,6 @@ rule paper_env_sources_table:
         script=script("table_env_sources.py"),
         mapping=COMPARISON_RUNS,
         configured_run=comparison_configured_inputs,
-    params:
-        runs=comparison_fingerprint,
-        runs_root=RUNS_ROOT,
-        python=CPU_PYTHON,
     output:
         md=f"{COMPARISON_TABLE_STEM}.md",
         tex=f"{COMPARISON_TABLE_STEM}.tex",
@@ -29,6 +25,10 @@ rule paper_env_sources_table:
         OUT.log("paper_env_sources_table"),
     conda:
         CPU_ENV
+    params:
+        runs=comparison_fingerprint,
+        runs_root=RUNS_ROOT,
+        python=CPU_PYTHON,
     shell:
         "{params.python} {input.script} --mapping {input.mapping} --runs-root {params.runs_root} --out {output.md} "
         "> {log} 2>&1"
@@ -39,8 +39,6 @@ rule paper_env_sources_figure:
         lib=PAPER_COMPARISON_LIB,
         script=script("fig_env_sources.py"),
         table=f"{COMPARISON_TABLE_STEM}.md.provenance.json",
-    params:
-        python=CPU_PYTHON,
     output:
         pdf=f"{COMPARISON_FIGURE_STEM}.pdf",
         png=f"{COMPARISON_FIGURE_STEM}.png",
@@ -49,6 +47,8 @@ rule paper_env_sources_figure:
         OUT.log("paper_env_sources_figure"),
     conda:
         CPU_ENV
+    params:
+        python=CPU_PYTHON,
     shell:
         "{params.python} {input.script} --table {input.table} --out {output.pdf} > {log} 2>&1"
 

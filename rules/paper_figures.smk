@@ -18,16 +18,16 @@ for _figure, _stem in PAPER_FIGURES_PRESENT.items():
             mapping=FIGURE_RUNS,
             configured_run=paper_figure_configured_run(_figure),
             reported=paper_figure_reported(_figure),
-        params:
-            runs=paper_figure_fingerprint(_figure),
-            runs_root=RUNS_ROOT,
-            python=CPU_PYTHON,
         output:
             **paper_figure_files(_stem),
         log:
             OUT.log(f"paper_{_figure}"),
         conda:
             CPU_ENV
+        params:
+            runs=paper_figure_fingerprint(_figure),
+            runs_root=RUNS_ROOT,
+            python=CPU_PYTHON,
         shell:
             "{params.python} {input.script} --mapping {input.mapping} --runs-root {params.runs_root} "
             "--out {output.pdf} > {log} 2>&1"

@@ -19,17 +19,17 @@ for _group in PAPER_NUMBER_GROUPS:
             mapping=NUMBER_RUNS,
             reported=paper_number_reported(_group),
             configured_run=paper_number_configured_run(_group),
-        params:
-            runs=paper_number_fingerprint(_group),
-            runs_root=RUNS_ROOT,
-            reported_dir=lambda wildcards, input: os.path.dirname(input.reported),
-            python=CPU_PYTHON,
         output:
             **paper_number_files(_group),
         log:
             OUT.log(f"paper_number_{_group}"),
         conda:
             CPU_ENV
+        params:
+            runs=paper_number_fingerprint(_group),
+            runs_root=RUNS_ROOT,
+            reported_dir=lambda wildcards, input: os.path.dirname(input.reported),
+            python=CPU_PYTHON,
         shell:
             "{params.python} {input.script} --mapping {input.mapping} --runs-root {params.runs_root} "
             "--reported-dir {params.reported_dir} --out {output.tex} > {log} 2>&1"

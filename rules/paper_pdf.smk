@@ -15,11 +15,6 @@ rule paper_pdf:
         script=script("build_pdf.py"),
         tex=PAPER_MAIN_TEX,
         generated=paper_pdf_inputs(),
-    params:
-        engine=PAPER_LATEX_ENGINE,
-        build_dir=f"{PAPER_DIR}/build",
-        paper_dir=lambda wildcards, output: os.path.dirname(output.pdf),
-        python=CPU_PYTHON,
     output:
         pdf=PAPER_PDF,
     log:
@@ -28,15 +23,23 @@ rule paper_pdf:
         OUT.benchmark("paper_pdf")
     conda:
         CPU_ENV
+    params:
+        engine=PAPER_LATEX_ENGINE,
+        build_dir=f"{PAPER_DIR}/build",
+        paper_dir=lambda wildcards, output: os.path.dirname(output.pdf),
+        python=CPU_PYTHON,
     shell:
         "{params.python} {input.script} --engine {params.engine} --tex {input.tex} --paper-dir {params.paper_dir}"
         " --build-dir {params.build_dir} --out {output.pdf} --inputs {input.generated} > {log} 2>&1"
 
 
 if not PAPER_ENGINE_FOUND:
-    print(f"paper: the PDF ({PAPER_PDF}) is skipped: LaTeX engine '{PAPER_LATEX_ENGINE}' (config key "
-          "paper.latex_engine) is not on PATH; install one (Debian: apt-get install latexmk "
-          "texlive-latex-recommended texlive-latex-extra; or tectonic) to get it.", file=sys.stderr)
+    print(
+        f"paper: the PDF ({PAPER_PDF}) is skipped: LaTeX engine '{PAPER_LATEX_ENGINE}' (config key "
+        "paper.latex_engine) is not on PATH; install one (Debian: apt-get install latexmk "
+        "texlive-latex-recommended texlive-latex-extra; or tectonic) to get it.",
+        file=sys.stderr,
+    )
 
 
 rule paper:

@@ -21,16 +21,16 @@ rule paper_table1:
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table1"),
         configured_run=configured_run_inputs("table1"),
-    params:
-        runs=mapped_runs_fingerprint("table1"),
-        runs_root=RUNS_ROOT,
-        python=CPU_PYTHON,
     output:
         **paper_table_files("table1"),
     log:
         OUT.log("paper_table1"),
     conda:
         CPU_ENV
+    params:
+        runs=mapped_runs_fingerprint("table1"),
+        runs_root=RUNS_ROOT,
+        python=CPU_PYTHON,
     shell:
         PAPER_TABLE_SHELL
 
@@ -42,16 +42,16 @@ rule paper_table2:
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table2"),
         configured_run=configured_run_inputs("table2"),
-    params:
-        runs=mapped_runs_fingerprint("table2"),
-        runs_root=RUNS_ROOT,
-        python=CPU_PYTHON,
     output:
         **paper_table_files("table2"),
     log:
         OUT.log("paper_table2"),
     conda:
         CPU_ENV
+    params:
+        runs=mapped_runs_fingerprint("table2"),
+        runs_root=RUNS_ROOT,
+        python=CPU_PYTHON,
     shell:
         PAPER_TABLE_SHELL
 
@@ -63,16 +63,16 @@ rule paper_table3:
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table3"),
         configured_run=configured_run_inputs("table3"),
-    params:
-        runs=mapped_runs_fingerprint("table3"),
-        runs_root=RUNS_ROOT,
-        python=CPU_PYTHON,
     output:
         **paper_table_files("table3"),
     log:
         OUT.log("paper_table3"),
     conda:
         CPU_ENV
+    params:
+        runs=mapped_runs_fingerprint("table3"),
+        runs_root=RUNS_ROOT,
+        python=CPU_PYTHON,
     shell:
         PAPER_TABLE_SHELL
 
@@ -84,14 +84,14 @@ rule paper_table5:
         games=str(RECIPE_DIR / "games.yaml"),
         tool_use=str(RECIPE_DIR / "tool_use.yaml"),
         reported=paper_table_reported("table5"),
-    params:
-        python=CPU_PYTHON,
     output:
         **paper_table_files("table5"),
     log:
         OUT.log("paper_table5"),
     conda:
         CPU_ENV
+    params:
+        python=CPU_PYTHON,
     shell:
         "{params.python} {input.script} --games {input.games} --tool-use {input.tool_use} --reported {input.reported} "
         "--out {output.md} > {log} 2>&1"
@@ -104,16 +104,16 @@ rule paper_table6:
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table6"),
         configured_run=configured_run_inputs("table6"),
-    params:
-        runs=mapped_runs_fingerprint("table6"),
-        runs_root=RUNS_ROOT,
-        python=CPU_PYTHON,
     output:
         **paper_table_files("table6"),
     log:
         OUT.log("paper_table6"),
     conda:
         CPU_ENV
+    params:
+        runs=mapped_runs_fingerprint("table6"),
+        runs_root=RUNS_ROOT,
+        python=CPU_PYTHON,
     shell:
         PAPER_TABLE_SHELL
 
@@ -125,16 +125,16 @@ rule paper_table7:
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table7"),
         configured_run=configured_run_inputs("table7"),
-    params:
-        runs=mapped_runs_fingerprint("table7"),
-        runs_root=RUNS_ROOT,
-        python=CPU_PYTHON,
     output:
         **paper_table_files("table7"),
     log:
         OUT.log("paper_table7"),
     conda:
         CPU_ENV
+    params:
+        runs=mapped_runs_fingerprint("table7"),
+        runs_root=RUNS_ROOT,
+        python=CPU_PYTHON,
     shell:
         PAPER_TABLE_SHELL
 
@@ -147,16 +147,16 @@ rule paper_table8:
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table8"),
         configured_run=configured_run_inputs("table8"),
-    params:
-        runs=mapped_runs_fingerprint("table8"),
-        runs_root=RUNS_ROOT,
-        python=CPU_PYTHON,
     output:
         **paper_table_files("table8"),
     log:
         OUT.log("paper_table8"),
     conda:
         CPU_ENV
+    params:
+        runs=mapped_runs_fingerprint("table8"),
+        runs_root=RUNS_ROOT,
+        python=CPU_PYTHON,
     shell:
         PAPER_TABLE_SHELL
 

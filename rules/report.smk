@@ -7,9 +7,6 @@ rule results_table:
         script=script("results_table.py"),
         evals=eval_files,
         summary=[OUT.run_summary(run) for run in MAIN_RUNS],
-    params:
-        runs=RUN_DIRS,
-        python=CPU_PYTHON,
     output:
         OUT.results_table,
     log:
@@ -18,6 +15,9 @@ rule results_table:
         OUT.benchmark("results_table")
     conda:
         CPU_ENV
+    params:
+        runs=RUN_DIRS,
+        python=CPU_PYTHON,
     shell:
         "{params.python} {input.script} --runs {params.runs} --evals {input.evals} --out {output} > {log} 2>&1"
 
@@ -27,11 +27,6 @@ rule run_table:
         script=script("table_toy_run.py"),
         results=OUT.results_table,
         summary=OUT.run_summary("{run}"),
-    params:
-        heldout=heldout_measure,
-        metrics=OUT.run_metrics("{run}"),  # written beside summary.json by `train`, not one of its declared outputs
-        benchmarks_dir=BENCHMARKS_DIR,
-        python=CPU_PYTHON,
     output:
         OUT.run_table("{run}"),
     log:
@@ -40,6 +35,11 @@ rule run_table:
         run=RUN_PATTERN,
     conda:
         CPU_ENV
+    params:
+        heldout=heldout_measure,
+        metrics=OUT.run_metrics("{run}"),  # written beside summary.json by `train`, not one of its declared outputs
+        benchmarks_dir=BENCHMARKS_DIR,
+        python=CPU_PYTHON,
     shell:
         "{params.python} {input.script} --results {input.results} --metrics {params.metrics} "
         "--benchmarks {params.benchmarks_dir} --run {wildcards.run} --heldout {params.heldout} --out {output} "
@@ -51,10 +51,6 @@ rule training_figure:
         script=script("fig_toy_training.py"),
         results=OUT.results_table,
         summary=OUT.run_summary("{run}"),
-    params:
-        heldout=heldout_measure,
-        metrics=OUT.run_metrics("{run}"),
-        python=CPU_PYTHON,
     output:
         OUT.training_figure("{run}"),
     log:
@@ -63,6 +59,10 @@ rule training_figure:
         run=RUN_PATTERN,
     conda:
         CPU_ENV
+    params:
+        heldout=heldout_measure,
+        metrics=OUT.run_metrics("{run}"),
+        python=CPU_PYTHON,
     shell:
         "{params.python} {input.script} --metrics {params.metrics} --results {input.results} --run {wildcards.run} "
         "--heldout {params.heldout} --out {output} > {log} 2>&1"

@@ -14,9 +14,6 @@ if BASE_SHARING:
         items, seeds and settings, so a second evaluation would repeat the same records."""
         input:
             OUT.eval_file(SPADE.run_name, 0, "{benchmark}"),
-        params:
-            config=eval_config_hash,
-            python=CPU_PYTHON,
         output:
             OUT.eval_file("{run}", 0, "{benchmark}"),
         log:
@@ -25,6 +22,9 @@ if BASE_SHARING:
             run=_regex(BASE_SHARING),
         conda:
             CPU_ENV
+        params:
+            config=eval_config_hash,
+            python=CPU_PYTHON,
         shell:
             "{params.python} -m spade.cli eval relabel --result {input} --run {wildcards.run} --out {output} "
             "> {log} 2>&1"
@@ -44,12 +44,12 @@ else:
 
     rule toy_ablations:
         """Fails at once: this config has no toy ablations."""
+        log:
+            OUT.log("toy_ablations"),
         params:
             message=shlex.quote(
                 "the target toy_ablations needs the config key toy_ablations (run name -> settings over the run, "
                 "as in configs/default.yaml); this config has none"
             ),
-        log:
-            OUT.log("toy_ablations"),
         shell:
             "echo {params.message} | tee {log} >&2; exit 1"

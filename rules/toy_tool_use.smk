@@ -18,12 +18,12 @@ else:
 
     rule toy_tool_use:
         """Fails at once: this config has no tool-use toy."""
+        log:
+            OUT.log("toy_tool_use"),
         params:
             message=shlex.quote(
                 "the target toy_tool_use needs the config key toy_tool_use (run name -> a settings file over the "
                 "run, as in configs/default.yaml); this config has none"
             ),
-        log:
-            OUT.log("toy_tool_use"),
         shell:
             "echo {params.message} | tee {log} >&2; exit 1"

@@ -11,15 +11,6 @@ rule train:
     input:
         model=model_input,
         corpus=corpus_input,
-    params:
-        config=run_config_hash("run_name", "seed", "model", "selfplay", "designer", "agent", "reward", "train",
-                               "corpus", "memory", "sandbox", "validation", "eval.heldout_library.environments",
-                               "baseline", "designer_feedback", "inference", "openrlhf"),
-        config_file=run_config_file,
-        python=TRAIN_PYTHON,
-        backend=train_backend,
-        image=TRAIN_IMAGE,
-        run_dir=lambda wildcards, output: os.path.dirname(output[0]),
     output:
         OUT.run_summary("{run}"),
     log:
@@ -28,11 +19,36 @@ rule train:
         OUT.benchmark("train_{run}")
     wildcard_constraints:
         run=RUN_PATTERN,
+    conda:
+        GPU_ENV
     threads: workflow.cores
     resources:
         **train_resources(),
-    conda:
-        GPU_ENV
+    params:
+        config=run_config_hash(
+            "run_name",
+            "seed",
+            "model",
+            "selfplay",
+            "designer",
+            "agent",
+            "reward",
+            "train",
+            "corpus",
+            "memory",
+            "sandbox",
+            "validation",
+            "eval.heldout_library.environments",
+            "baseline",
+            "designer_feedback",
+            "inference",
+            "openrlhf",
+        ),
+        config_file=run_config_file,
+        python=TRAIN_PYTHON,
+        backend=train_backend,
+        image=TRAIN_IMAGE,
+        run_dir=lambda wildcards, output: os.path.dirname(output[0]),
     shell:
         "{params.python} -m spade.cli train --backend {params.backend} {params.image}--config {params.config_file} "
         "--model {input.model} --corpus '{input.corpus}' --run-dir {params.run_dir} > {log} 2>&1"
@@ -44,13 +60,13 @@ if PENDING:  # runs our code cannot train yet (config key `pending`): in the DAG
         pending_run,
 
     rule pending_run:
-        params:
-            message=pending_message,
         output:
             OUT.run_summary("{run}"),
         log:
             OUT.log("pending_run_{run}"),
         wildcard_constraints:
             run=_regex(PENDING),
+        params:
+            message=pending_message,
         shell:
             "echo {params.message} | tee {log} >&2; exit 1"
