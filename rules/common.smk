@@ -606,6 +606,3 @@ def fidelity_outputs():
 
 # the folder of the rules' `benchmark:` files, which the run table reads (the param `benchmarks_dir` of run_table)
 BENCHMARKS_DIR = os.path.dirname(OUT.benchmark("rule"))
-
-# the venv's interpreter under its former name, for rules not yet moved to the param `python`
-PYTHON = VENV_PYTHON
