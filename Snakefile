@@ -8,6 +8,9 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
+report: "paper/captions/workflow.rst"  # the report's front page (`snakemake --report results/report.html`)
+
+
 if not workflow.overwrite_configfiles:  # `--configfile X` replaces the toy config instead of merging over it
 
     configfile: "configs/default.yaml"
@@ -15,6 +18,7 @@ if not workflow.overwrite_configfiles:  # `--configfile X` replaces the toy conf
 
 include: "rules/common.smk"
 include: "rules/paper_common.smk"  # settings and functions of the paper artifacts and the toy targets
+include: "rules/report_common.smk"  # what registers the tables and figures for `snakemake --report`
 include: "rules/library.smk"
 include: "rules/models.smk"
 include: "rules/train.smk"
@@ -41,6 +45,19 @@ rule all:
         run_outputs(),
         paper_run_outputs() if MULTI_RUN else [],
         rules.paper.input if MULTI_RUN else [],
+
+
+rule report_contents:
+    """Every registered table and figure that exists now (rules/report_common.smk): the default target of
+    `snakemake --report FILE` when it names no target, so that the report shows what the runs produced so far."""
+    default_target: REPORT_ALONE
+    input:
+        report_contents,
+
+
+if REPORT_ASKED:  # what the captions (paper/captions/*.rst) say about runs, config files and scale
+
+    config[REPORT_KEY] = report_facts()
 
 
 onsuccess:

@@ -38,11 +38,11 @@ rule env_cards_of_run:
         # a built run's summary.json (it is trained first); the others are read as they are
         summary=lambda wildcards: ([OUT.run_summary(wildcards.run)] if wildcards.run in ENV_CARDS_BUILT_RUNS else []),
     output:
-        pdf=OUT.env_cards_figure("{run}"),
-        png=_env_cards.output_files(OUT, "{run}")[1],
-        provenance=_env_cards.output_files(OUT, "{run}")[2],
-        cards=OUT.env_cards_page("{run}"),
-        browser=OUT.env_browser_page("{run}"),
+        pdf=reported(OUT.env_cards_figure("{run}"), "env_cards_figure", "Environment cards", "{run}"),
+        png=reported(_env_cards.output_files(OUT, "{run}")[1], "env_cards_figure", "Environment cards", "{run}"),
+        provenance=reported(_env_cards.output_files(OUT, "{run}")[2], "env_cards_figure", "Environment cards", "{run}"),
+        cards=reported(OUT.env_cards_page("{run}"), "env_cards_page", "Environment cards", "{run}"),
+        browser=reported(OUT.env_browser_page("{run}"), "env_browser_page", "Environment cards", "{run}"),
     log:
         OUT.log("env_cards_{run}"),
     wildcard_constraints:

@@ -73,7 +73,7 @@ rule select_checkpoint:
     input:
         selection_files,
     output:
-        OUT.selected_checkpoint("{run}"),
+        reported(OUT.selected_checkpoint("{run}"), "selected_checkpoint", "Evaluation", "{run}"),
     log:
         OUT.log("select_checkpoint_{run}"),
     wildcard_constraints:
@@ -93,7 +93,7 @@ rule eval_throughput:
     input:
         OUT.model_dir(SPADE.model.name),
     output:
-        OUT.eval_throughput_json,
+        reported(OUT.eval_throughput_json, "eval_throughput", "Evaluation", "throughput"),
     log:
         OUT.log("eval_throughput"),
     benchmark:
@@ -116,7 +116,7 @@ rule suite_table:
         evals=suite_files,
         summary=[OUT.run_summary(run) for run in MAIN_RUNS],
     output:
-        OUT.suite_table,
+        reported(OUT.suite_table, "suite_table", "Evaluation", "all runs"),
     log:
         OUT.log("suite_table"),
     conda:

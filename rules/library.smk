@@ -5,7 +5,7 @@
 rule library_check:
     output:
         json=OUT.library_check_json,
-        markdown=OUT.library_report_md,
+        markdown=reported(OUT.library_report_md, "library_report", "Run", "environment library"),
     log:
         OUT.log("library_check"),
     benchmark:

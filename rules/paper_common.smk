@@ -192,6 +192,24 @@ COMPARISON_TABLE_STEM = f"{PAPER_TABLES_DIR}/env_sources"
 COMPARISON_FIGURE_STEM = f"{PAPER_FIGURES_DIR}/env_sources"
 
 
+def comparison_table_files():
+    """The three outputs of the comparison table: Markdown, LaTeX and the provenance sidecar of the Markdown file."""
+    return {
+        "md": f"{COMPARISON_TABLE_STEM}.md",
+        "tex": f"{COMPARISON_TABLE_STEM}.tex",
+        "provenance": f"{COMPARISON_TABLE_STEM}.md.provenance.json",
+    }
+
+
+def comparison_figure_files():
+    """The three outputs of the comparison figure: PDF, PNG and the provenance sidecar of the PDF."""
+    return {
+        "pdf": f"{COMPARISON_FIGURE_STEM}.pdf",
+        "png": f"{COMPARISON_FIGURE_STEM}.png",
+        "provenance": f"{COMPARISON_FIGURE_STEM}.pdf.provenance.json",
+    }
+
+
 @functools.cache  # read once per workflow parse, shared by the input and params functions
 def _comparison_mapping():
     try:

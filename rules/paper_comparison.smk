@@ -18,9 +18,7 @@ rule paper_env_sources_table:
         mapping=COMPARISON_RUNS,
         configured_run=comparison_configured_inputs,
     output:
-        md=f"{COMPARISON_TABLE_STEM}.md",
-        tex=f"{COMPARISON_TABLE_STEM}.tex",
-        provenance=f"{COMPARISON_TABLE_STEM}.md.provenance.json",
+        **reported_files(comparison_table_files(), "env_sources_table", "Environment sources", "table"),
     log:
         OUT.log("paper_env_sources_table"),
     conda:
@@ -40,9 +38,7 @@ rule paper_env_sources_figure:
         script=script("fig_env_sources.py"),
         table=f"{COMPARISON_TABLE_STEM}.md.provenance.json",
     output:
-        pdf=f"{COMPARISON_FIGURE_STEM}.pdf",
-        png=f"{COMPARISON_FIGURE_STEM}.png",
-        provenance=f"{COMPARISON_FIGURE_STEM}.pdf.provenance.json",
+        **reported_files(comparison_figure_files(), "env_sources_figure", "Environment sources", "figure"),
     log:
         OUT.log("paper_env_sources_figure"),
     conda:
@@ -56,5 +52,6 @@ rule paper_env_sources_figure:
 rule paper_comparison:
     """The environment-source table and figure from whatever results exist; missing runs read "not run"."""
     input:
-        rules.paper_env_sources_table.output,
-        rules.paper_env_sources_figure.output,
+        # plain paths: the rules' outputs carry their report() flags, which belong to the rules that make them
+        list(comparison_table_files().values()),
+        list(comparison_figure_files().values()),

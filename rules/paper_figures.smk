@@ -19,7 +19,9 @@ for _figure, _stem in PAPER_FIGURES_PRESENT.items():
             configured_run=paper_figure_configured_run(_figure),
             reported=paper_figure_reported(_figure),
         output:
-            **paper_figure_files(_stem),
+            **reported_files(
+                paper_figure_files(_stem), "paper_figure", paper_figure_category(_figure), PAPER_FIGURE_TITLES[_figure]
+            ),
         log:
             OUT.log(f"paper_{_figure}"),
         conda:

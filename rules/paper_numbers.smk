@@ -20,7 +20,7 @@ for _group in PAPER_NUMBER_GROUPS:
             reported=paper_number_reported(_group),
             configured_run=paper_number_configured_run(_group),
         output:
-            **paper_number_files(_group),
+            **reported_files(paper_number_files(_group), "paper_number", "Paper text", f"quoted numbers: {_group}"),
         log:
             OUT.log(f"paper_number_{_group}"),
         conda:

@@ -16,7 +16,7 @@ rule paper_pdf:
         tex=PAPER_MAIN_TEX,
         generated=paper_pdf_inputs(),
     output:
-        pdf=PAPER_PDF,
+        pdf=reported(PAPER_PDF, "paper_pdf", "Paper text", "the paper (PDF)"),
     log:
         OUT.log("paper_pdf"),
     benchmark:

@@ -22,7 +22,9 @@ rule paper_table1:
         reported=paper_table_reported("table1"),
         configured_run=configured_run_inputs("table1"),
     output:
-        **paper_table_files("table1"),
+        **reported_files(
+            paper_table_files("table1"), "paper_table", paper_table_category("table1"), PAPER_TABLE_TITLES["table1"]
+        ),
     log:
         OUT.log("paper_table1"),
     conda:
@@ -43,7 +45,9 @@ rule paper_table2:
         reported=paper_table_reported("table2"),
         configured_run=configured_run_inputs("table2"),
     output:
-        **paper_table_files("table2"),
+        **reported_files(
+            paper_table_files("table2"), "paper_table", paper_table_category("table2"), PAPER_TABLE_TITLES["table2"]
+        ),
     log:
         OUT.log("paper_table2"),
     conda:
@@ -64,7 +68,9 @@ rule paper_table3:
         reported=paper_table_reported("table3"),
         configured_run=configured_run_inputs("table3"),
     output:
-        **paper_table_files("table3"),
+        **reported_files(
+            paper_table_files("table3"), "paper_table", paper_table_category("table3"), PAPER_TABLE_TITLES["table3"]
+        ),
     log:
         OUT.log("paper_table3"),
     conda:
@@ -85,7 +91,9 @@ rule paper_table5:
         tool_use=str(RECIPE_DIR / "tool_use.yaml"),
         reported=paper_table_reported("table5"),
     output:
-        **paper_table_files("table5"),
+        **reported_files(
+            paper_table_files("table5"), "paper_table", paper_table_category("table5"), PAPER_TABLE_TITLES["table5"]
+        ),
     log:
         OUT.log("paper_table5"),
     conda:
@@ -105,7 +113,9 @@ rule paper_table6:
         reported=paper_table_reported("table6"),
         configured_run=configured_run_inputs("table6"),
     output:
-        **paper_table_files("table6"),
+        **reported_files(
+            paper_table_files("table6"), "paper_table", paper_table_category("table6"), PAPER_TABLE_TITLES["table6"]
+        ),
     log:
         OUT.log("paper_table6"),
     conda:
@@ -126,7 +136,9 @@ rule paper_table7:
         reported=paper_table_reported("table7"),
         configured_run=configured_run_inputs("table7"),
     output:
-        **paper_table_files("table7"),
+        **reported_files(
+            paper_table_files("table7"), "paper_table", paper_table_category("table7"), PAPER_TABLE_TITLES["table7"]
+        ),
     log:
         OUT.log("paper_table7"),
     conda:
@@ -148,7 +160,9 @@ rule paper_table8:
         reported=paper_table_reported("table8"),
         configured_run=configured_run_inputs("table8"),
     output:
-        **paper_table_files("table8"),
+        **reported_files(
+            paper_table_files("table8"), "paper_table", paper_table_category("table8"), PAPER_TABLE_TITLES["table8"]
+        ),
     log:
         OUT.log("paper_table8"),
     conda:

@@ -8,7 +8,7 @@ rule results_table:
         evals=eval_files,
         summary=[OUT.run_summary(run) for run in MAIN_RUNS],
     output:
-        OUT.results_table,
+        reported(OUT.results_table, "results_table", "Run", "all runs"),
     log:
         OUT.log("results_table"),
     benchmark:
@@ -28,7 +28,7 @@ rule run_table:
         results=OUT.results_table,
         summary=OUT.run_summary("{run}"),
     output:
-        OUT.run_table("{run}"),
+        reported(OUT.run_table("{run}"), "run_table", "Run", "{run}"),
     log:
         OUT.log("run_table_{run}"),
     wildcard_constraints:
@@ -52,7 +52,7 @@ rule training_figure:
         results=OUT.results_table,
         summary=OUT.run_summary("{run}"),
     output:
-        OUT.training_figure("{run}"),
+        reported(OUT.training_figure("{run}"), "training_figure", "Run", "{run}"),
     log:
         OUT.log("training_figure_{run}"),
     wildcard_constraints:

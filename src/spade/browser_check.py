@@ -19,6 +19,13 @@ profile and a DevTools port of its own choosing; the check speaks the Chrome Dev
 A PNG screenshot of each page is saved (``<folder>_<page>.png``), and for the browser page one more with its first
 code block opened (``..._code.png``), whose highlighted lines must have a height on the page. Exit status: 0 all pages pass, 1 a page fails (each problem is printed),
 2 Chromium or a page is missing.
+
+A page that is Snakemake's report (``snakemake --report results/report.html``, or the ``report.html`` of the unpacked
+``--report results/report.zip``) is checked as one: the report is a script-built application, so the check drives it
+as a reader would. It fails on any console error, on a report without results or without its workflow description,
+and, opening each category's subcategories and each result in turn, on a result the listing does not show or whose
+caption does not render. Screenshots: the front page (``<folder>_<page>.png``), the first subcategory's listing
+(``..._listing.png``) and the first result with its caption (``..._caption.png``).
 """
 
 from __future__ import annotations
@@ -76,6 +83,53 @@ _OPEN_FIRST_CODE = """(() => {
   article.scrollIntoView();
   const pre = article.querySelector('.highlight pre');
   return pre ? pre.getBoundingClientRect().height : 0;
+})()"""
+
+
+# whether the loaded page is Snakemake's report (its application object and data)
+_IS_SNAKEMAKE_REPORT = """(() => document.title === 'Snakemake Report' && typeof results === 'object'
+    && typeof categories === 'object' && typeof app === 'object' && app !== null)()"""
+
+# walks the report as a reader does: the front page, each category's subcategories, each result's description;
+# returns what the DOM showed at each stop. Waits for React's render after each change of view.
+_REPORT_WALK = """(async () => {
+  const settle = async (ready) => {
+    for (let i = 0; i < 100; i++) {
+      await new Promise(r => setTimeout(r, 20));
+      if (ready()) { return true; }
+    }
+    return false;
+  };
+  const text = html => { const div = document.createElement('div'); div.innerHTML = html || '';
+                         return div.textContent.replace(/\\s+/g, ' ').trim(); };
+  const nav = () => document.querySelector('nav');
+  const out = {page: 'snakemake-report', results: Object.keys(results), categories: categories,
+               description: text(workflow_desc), listed: {}, captions: {}, menu: ''};
+  await settle(() => nav() && nav().innerText.trim().length > 0);
+  out.description_shown = out.description.length > 0
+      && document.body.innerText.replace(/\\s+/g, ' ').includes(out.description.slice(0, 60));
+  app.setView({navbarMode: 'menu'});
+  await settle(() => Object.keys(categories).every(c => nav().innerText.includes(c)));
+  out.menu = nav().innerText;
+  for (const category of Object.keys(categories)) {
+    for (const subcategory of Object.keys(categories[category])) {
+      const expected = categories[category][subcategory];
+      const rows = () => [...nav().querySelectorAll('table tbody tr')].map(tr => tr.innerText.trim());
+      // through the menu, as a reader goes: a listing keeps the rows it was first drawn with
+      app.setView({navbarMode: 'menu'});
+      await settle(() => rows().length === 0);
+      app.setView({navbarMode: 'subcategory', category: category, subcategory: subcategory});
+      await settle(() => expected.every(path => rows().some(row => row.includes(path))));
+      out.listed[category + ' / ' + subcategory] = {expected: expected, rows: rows()};
+    }
+  }
+  for (const path of Object.keys(results)) {
+    app.showResultInfo(path);
+    const shown = () => { const el = nav().querySelector('.prose'); return el ? el.innerText.replace(/\\s+/g, ' ').trim() : ''; };
+    await settle(() => !results[path].caption || shown().length > 0);
+    out.captions[path] = {expected: text(results[path].caption), shown: shown()};
+  }
+  return out;
 })()"""
 
 
@@ -286,6 +340,38 @@ def dom_problems(dom: dict) -> list:
     return problems
 
 
+def report_problems(dom: dict) -> list:
+    """What a Snakemake report's walk (:data:`_REPORT_WALK`) found missing: results, the workflow description, a
+    result that its subcategory does not list, a caption that is empty or not shown."""
+    problems = []
+    paths = dom.get("results") or []
+    if not paths:
+        problems.append("the report holds no result")
+    if not dom.get("description"):
+        problems.append("the report has no workflow description")
+    elif not dom.get("description_shown"):
+        problems.append("the workflow description is not shown on the front page")
+    in_categories = set()
+    for category, subcategories in (dom.get("categories") or {}).items():
+        if category not in (dom.get("menu") or ""):
+            problems.append(f"the menu does not show category {category!r}")
+        for subcategory, expected in subcategories.items():
+            in_categories.update(expected)
+            rows = (dom.get("listed") or {}).get(f"{category} / {subcategory}", {}).get("rows", [])
+            for path in expected:
+                if not any(path in row for row in rows):
+                    problems.append(f"{category} / {subcategory} does not list {path}")
+    for path in paths:
+        if path not in in_categories:
+            problems.append(f"{path} is in no category")
+        caption = (dom.get("captions") or {}).get(path, {})
+        if not caption.get("expected"):
+            problems.append(f"{path} has no caption")
+        elif caption.get("expected")[:60] not in caption.get("shown", ""):
+            problems.append(f"the caption of {path} is not shown with it")
+    return problems
+
+
 def _screenshot(tools: DevTools, path: Path) -> None:
     shot = tools.call("Page.captureScreenshot", {"format": "png"})
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -308,6 +394,10 @@ def check_page(browser: Chromium, page: Path, screenshot: Path | None) -> PageCh
         if not tools.wait_for("Page.loadEventFired", LOAD_TIMEOUT_S):
             result.problems.append(f"no load event within {LOAD_TIMEOUT_S:.0f} s")
         tools.drain(SETTLE_S)
+        answer = tools.call("Runtime.evaluate", {"expression": _IS_SNAKEMAKE_REPORT, "returnByValue": True})
+        if answer.get("result", {}).get("value") is True:
+            _check_report(tools, result, screenshot)
+            return result
         answer = tools.call("Runtime.evaluate", {"expression": _DOM_PROBE, "returnByValue": True})
         if "exceptionDetails" in answer:
             result.problems.append(f"the DOM probe failed: {answer['exceptionDetails'].get('text')}")
@@ -334,6 +424,33 @@ def check_page(browser: Chromium, page: Path, screenshot: Path | None) -> PageCh
     return result
 
 
+def _check_report(tools: DevTools, result: PageCheck, screenshot: Path | None) -> None:
+    """The checks of a Snakemake report (module docstring), into ``result``; leaves the tab on about:blank."""
+    if screenshot is not None:
+        _screenshot(tools, screenshot)
+        result.screenshot = screenshot
+    answer = tools.call("Runtime.evaluate", {"expression": _REPORT_WALK, "returnByValue": True, "awaitPromise": True},
+                        timeout=LOAD_TIMEOUT_S)
+    if "exceptionDetails" in answer:
+        details = answer["exceptionDetails"]
+        result.problems.append(f"walking the report failed: {details.get('exception', {}).get('description') or details.get('text')}")
+    else:
+        result.dom = answer.get("result", {}).get("value") or {}
+        result.problems += report_problems(result.dom)
+    if screenshot is not None and result.dom.get("categories"):
+        category, subcategories = next(iter(result.dom["categories"].items()))
+        subcategory, paths = next(iter(subcategories.items()))
+        for view, name in (({"navbarMode": "subcategory", "category": category, "subcategory": subcategory},
+                            "listing"), ({"navbarMode": "resultinfo", "resultPath": paths[0]}, "caption")):
+            tools.call("Runtime.evaluate", {"expression": f"app.setView({json.dumps(view)})"})
+            tools.drain(0.3)
+            _screenshot(tools, screenshot.with_name(f"{screenshot.stem}_{name}.png"))
+    tools.drain(0.1)
+    result.console, errors = _console_entries(tools.events)
+    result.problems += [f"console: {entry}" for entry in errors]
+    tools.call("Page.navigate", {"url": "about:blank"})
+
+
 def check_pages(pages: list, screenshot_dir: Path | None = None, binary: str | None = None) -> list:
     """Check every page in one browser; returns [PageCheck]. BrowserMissing / FileNotFoundError on bad input."""
     pages = [Path(p) for p in pages]
@@ -347,7 +464,8 @@ def check_pages(pages: list, screenshot_dir: Path | None = None, binary: str | N
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spade.browser_check", description=__doc__.splitlines()[0])
-    parser.add_argument("pages", nargs="+", type=Path, help="HTML pages written by spade.env_cards")
+    parser.add_argument("pages", nargs="+", type=Path,
+                        help="HTML pages written by spade.env_cards, or Snakemake's report (snakemake --report)")
     parser.add_argument("--screenshot-dir", type=Path, default=None,
                         help="save <page stem>.png here (default: beside the first page, in screenshots/)")
     parser.add_argument("--json", type=Path, default=None, help="also write the verdicts as JSON here")
