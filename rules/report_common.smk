@@ -135,6 +135,7 @@ def report_facts():
             sidecars,
             workflow.configfiles,
             WORKFLOW_CONFIG_FILE,
+            workflow.basedir,
         )
     except ReportInputError as exc:
         raise WorkflowError(f"report: {exc}")

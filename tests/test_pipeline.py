@@ -1,14 +1,18 @@
-"""The default Snakemake pipeline end to end, in a scratch working directory."""
+"""The default Snakemake pipeline end to end, in a scratch working directory, and Snakemake's report of what it made."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
+
+from spade import browser_check
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--cores", "2",
@@ -52,14 +56,25 @@ eval:
 """
 
 
-@pytest.mark.slow
-def test_toy_pipeline_end_to_end_on_the_tiny_model(tmp_path):
-    """The whole DAG (model, corpus, training, evaluation, table, figure) with the tiny model."""
-    tiny = tmp_path / "tiny.yaml"
+@pytest.fixture(scope="module")
+def tiny_pipeline(tmp_path_factory):
+    """The default target, then `eval_toy`, of the tiny config in a scratch folder, run once for the tests of this
+    module: (folder, the snakemake command of the config, the two finished processes)."""
+    base = tmp_path_factory.mktemp("pipeline")
+    tiny = base / "tiny.yaml"
     tiny.write_text(TINY)
-    command = SNAKEMAKE + [str(tiny), "--directory", str(tmp_path)]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    command = SNAKEMAKE + [str(tiny), "--directory", str(base)]
+    default = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert default.returncode == 0, (default.stdout + default.stderr)[-4000:]
+    suite = subprocess.run(command + ["eval_toy"], capture_output=True, text=True, timeout=900)
+    assert suite.returncode == 0, (suite.stdout + suite.stderr)[-4000:]
+    return base, command, default, suite
+
+
+@pytest.mark.slow
+def test_toy_pipeline_end_to_end_on_the_tiny_model(tiny_pipeline):
+    """The whole DAG (model, corpus, training, evaluation, table, figure) with the tiny model."""
+    tmp_path, command, run, _ = tiny_pipeline
     results = tmp_path / "results"
     assert "results/tables/results.csv" in run.stdout + run.stderr  # the closing message names the outputs
     table = (results / "tables/results.csv").read_text()
@@ -76,9 +91,7 @@ def test_toy_pipeline_end_to_end_on_the_tiny_model(tmp_path):
     assert yaml.safe_load(config_file.read_text())["run_name"] == "tiny"
     assert f"train --backend local --config results/configs/{config_file.name} " in run.stdout + run.stderr
 
-    # the evaluation suite of the final checkpoint, the checkpoint selection and the throughput report
-    run = subprocess.run(command + ["eval_toy"], capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    # the evaluation suite of the final checkpoint, the checkpoint selection and the throughput report (eval_toy)
     suite = (results / "tables/suite.csv").read_text()
     assert "eval_seed" in suite.splitlines()[0]
     for benchmark, metric in (("heldout_library", "win_rate"), ("reasoning_gym_hard", "overall"),
@@ -104,6 +117,107 @@ def test_toy_pipeline_end_to_end_on_the_tiny_model(tmp_path):
     assert "evaluate" in jobs and not jobs & {"train", "prepare_model", "build_corpus", "library_check"}, jobs
     # the changed config is a file of its own; the one the finished jobs read is unchanged
     assert len(list((results / "configs").glob("tiny-*.yaml"))) == 2 and config_file.is_file()
+
+
+# The report of the tiny pipeline: what the module's pipeline made, plus one artifact of each other category. Every
+# registered output that exists, with its category; nothing else may be in the report.
+REPORT_TARGETS = ["env_cards", "results/paper/tables/table5_hyperparameters.md",
+                  "results/paper/tables/table3_ablations.md", "results/paper/figures/fig1_middle_games_transfer.pdf",
+                  "results/paper/numbers/games_gain.tex", "paper_comparison"]
+REPORTED = {
+    **dict.fromkeys(["results/tables/results.csv", "results/library/report.md"]
+                    + [f"results/tables/{run}_run.md" for run in ("tiny", "toy_learning_check")]
+                    + [f"results/figures/{run}_training.pdf" for run in ("tiny", "toy_learning_check")], "Run"),
+    **dict.fromkeys(["results/tables/suite.csv", "results/bench/eval_throughput.json"]
+                    + [f"results/runs/{run}/selected_checkpoint.json" for run in ("tiny", "toy_learning_check")],
+                    "Evaluation"),
+    **dict.fromkeys([path for run in ("tiny", "toy_learning_check")
+                     for path in (f"results/figures/{run}_env_cards.pdf", f"results/figures/{run}_env_cards.png",
+                                  f"results/figures/{run}_env_cards.pdf.provenance.json",
+                                  f"results/env_cards/{run}/cards.html", f"results/env_cards/{run}/environments.html")],
+                    "Environment cards"),
+    **dict.fromkeys([f"results/paper/tables/table5_hyperparameters.{ext}" for ext in ("md", "tex", "md.provenance.json")],
+                    "Paper tables"),
+    **dict.fromkeys([f"results/paper/tables/table3_ablations.{ext}" for ext in ("md", "tex", "md.provenance.json")],
+                    "Ablations"),
+    **dict.fromkeys([f"results/paper/figures/fig1_middle_games_transfer.{ext}"
+                     for ext in ("pdf", "png", "pdf.provenance.json")], "Paper figures"),
+    **dict.fromkeys(["results/paper/numbers/games_gain.tex", "results/paper/numbers/games_gain.tex.provenance.json"],
+                    "Paper text"),
+    **dict.fromkeys([f"results/paper/{kind}/env_sources.{ext}" for kind, exts in
+                     (("tables", ("md", "tex", "md.provenance.json")), ("figures", ("pdf", "png", "pdf.provenance.json")))
+                     for ext in exts], "Environment sources"),
+}
+
+
+def report_variable(html: str, name: str):
+    """The JSON of a script variable of Snakemake's report (results, categories, workflow_desc)."""
+    match = re.search(rf'<script id="[^"]+">\s*var {name} = (.*?);\s*</script>', html, re.S)
+    assert match, name
+    return json.loads(match.group(1))
+
+
+def text_of(html: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+@pytest.fixture(scope="module")
+def tiny_report(tiny_pipeline):
+    """The tiny pipeline's folder after one artifact of each other category was made and `snakemake --report` wrote
+    results/report.html and results/report.zip (unpacked into unpacked/)."""
+    base, command, _, _ = tiny_pipeline
+    run = subprocess.run(command + REPORT_TARGETS, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    for name in ("report.html", "report.zip"):
+        run = subprocess.run(command + ["--report", f"results/{name}"], capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+        assert "Report created." in run.stdout + run.stderr
+    with zipfile.ZipFile(base / "results/report.zip") as archive:
+        archive.extractall(base / "unpacked")
+    return base
+
+
+@pytest.mark.slow
+def test_report_holds_every_table_and_figure_with_its_caption(tiny_report):
+    html = (tiny_report / "results/report.html").read_text()
+    results, categories = report_variable(html, "results"), report_variable(html, "categories")
+    assert set(results) == set(REPORTED)
+    for path, category in REPORTED.items():
+        assert any(path in paths for paths in categories[category].values()), (path, category)
+        assert len(text_of(results[path]["caption"])) > 150, path
+        # each file is shown with the job that made it, not with a target that asks for it
+        assert not results[path]["job_properties"]["rule"].endswith(("all", "report_contents", "env_cards", "paper",
+                                                                      "paper_comparison", "eval_toy")), path
+    # the run-level captions name the run's job config file and the config hash its results record, and say toy scale
+    caption = text_of(results["results/tables/tiny_run.md"]["caption"])
+    (config_file,) = re.findall(r"results/configs/tiny-[0-9a-f]{12}\.yaml", caption)
+    assert yaml.safe_load((tiny_report / config_file).read_text())["run_name"] == "tiny"
+    recorded = json.loads((tiny_report / "results/runs/tiny/summary.json").read_text())["provenance"]["config_hash"]
+    assert f"config hash {recorded}" in caption and "Toy scale (tiny-random, 4 steps;" in caption
+    # a paper artifact that found no run of ours says so; the environment cards name their run
+    assert "No run of ours was found" in text_of(results["results/paper/tables/table3_ablations.md"]["caption"])
+    assert "run toy_learning_check" in text_of(results["results/env_cards/toy_learning_check/cards.html"]["caption"])
+    description = text_of(report_variable(html, "workflow_desc"))
+    assert "Toy scale." in description and "tiny, toy_learning_check" in description
+    # the zip form: the page, and each registered file beside it
+    unpacked = tiny_report / "unpacked/report"
+    assert set(report_variable((unpacked / "report.html").read_text(), "results")) == set(REPORTED)
+    assert len(list((unpacked / "data/raw").glob("*/*"))) == len(REPORTED)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(browser_check.find_chromium() is None,
+                    reason="Chromium is not installed: `apt-get install chromium` as root (or SPADE_BROWSER=1 "
+                           "./setup.sh), or point SPADE_CHROMIUM at a Chromium binary")
+def test_report_opens_in_headless_chromium(tiny_report):
+    pages = [tiny_report / "results/report.html", tiny_report / "unpacked/report/report.html"]
+    for check in browser_check.check_pages(pages, tiny_report / "shots"):
+        assert check.ok, (check.page, check.problems, check.console)
+        assert set(check.dom["results"]) == set(REPORTED)
+        assert all(caption["shown"] for caption in check.dom["captions"].values())
+        assert set(check.dom["categories"]) == set(REPORTED.values())
+        # every picture, page and PDF opened in the report's viewer (in the zip form, from the unpacked files)
+        assert len(check.dom["viewed"]) == sum(path.endswith((".png", ".pdf", ".html")) for path in REPORTED)
 
 
 def test_bad_config_fails_before_any_job(tmp_path):

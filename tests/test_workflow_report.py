@@ -195,9 +195,12 @@ def test_report_facts_say_the_scale_of_the_results(tmp_path, trained, scale):
     for run, steps in trained.items():
         write_json(tmp_path / "runs" / run / "summary.json", summary(cards[run], steps, f"{run}-hash"))
     configured = {run: (f"results/configs/{run}-1.yaml", cards[run], 4 if run == "toy" else 400) for run in cards}
-    facts = workflow_report.report_facts(str(tmp_path), configured, ["toy", "big"], [], ["configs/x.yaml"],
-                                         "results/configs/toy-1.yaml")
+    facts = workflow_report.report_facts(str(tmp_path), configured, ["toy", "big"], [],
+                                         [tmp_path / "configs/x.yaml", "/elsewhere/y.yaml"],
+                                         "results/configs/toy-1.yaml", repo=str(tmp_path))
     assert facts["scale"] == scale
+    # paths in the repository are shown relative to it (the captions strip facts["repo"])
+    assert facts["config_files"] == ["configs/x.yaml", "/elsewhere/y.yaml"] and facts["repo"] == f"{tmp_path}/"
     assert facts["toy_runs"] == (["toy"] if "toy" in trained else [])
     assert "400 steps" in facts["paper_setting"] and "Qwen3-8B" in facts["paper_setting"]
 
@@ -347,6 +350,11 @@ def without_caption(results: dict) -> dict:
     return {**results, first: {**results[first], "caption": ""}}
 
 
+def with_broken_picture(results: dict) -> dict:
+    return {path: {**entry, "data_uri": "data:image/svg+xml;base64,bm90IGFuIGltYWdl"} if path.endswith(".svg")
+            else entry for path, entry in results.items()}
+
+
 def without_listing(categories: dict) -> dict:
     return {name: subcategories for name, subcategories in categories.items() if name != "Figures"}
 
@@ -363,21 +371,27 @@ def test_a_snakemake_report_passes_and_broken_ones_fail(small_report, tmp_path):
         "unlisted": edit_report(small_report, tmp_path / "unlisted" / "report.html", "categories", without_listing),
         "no_description": edit_report(small_report, tmp_path / "no_description" / "report.html", "workflow_desc",
                                       lambda _: ""),
+        "bad_picture": edit_report(small_report, tmp_path / "bad_picture" / "report.html", "results",
+                                   with_broken_picture),
     }
     throwing = tmp_path / "throwing" / "report.html"
     throwing.parent.mkdir()
     throwing.write_text(small_report.read_text().replace("</body>", "<script>console.error('broken report');</script>"
                                                                     "</body>"))
     pages = [small_report, *broken.values(), throwing]
-    good, no_caption, unlisted, no_description, error = browser_check.check_pages(pages, tmp_path / "shots")
+    good, no_caption, unlisted, no_description, bad_picture, error = browser_check.check_pages(pages,
+                                                                                              tmp_path / "shots")
     assert good.ok, (good.problems, good.console)
     assert good.dom["page"] == "snakemake-report" and len(good.dom["results"]) == 2
     assert set(good.dom["categories"]) == {"Tables", "Figures"}
     assert "Three numbers written by rule numbers." in good.dom["captions"]["out/numbers.txt"]["shown"]
+    assert good.dom["viewed"] == {"out/picture.svg": {"kind": "img", "shown": True, "width": 40}}
     for name in ("report.png", "report_listing.png", "report_caption.png"):
         assert (tmp_path / "shots" / f"{small_report.parent.name}_{name}").read_bytes()[:4] == b"\x89PNG"
     assert any("out/numbers.txt has no caption" in p for p in no_caption.problems), no_caption.problems
     assert any("out/picture.svg is in no category" in p for p in unlisted.problems), unlisted.problems
     assert "the report has no workflow description" in no_description.problems
+    assert any("out/picture.svg opens in the viewer but does not display" in p for p in bad_picture.problems), \
+        bad_picture.problems
     assert any("console: console.error: broken report" in p for p in error.problems), error.problems
     assert shutil.which(browser_check.find_chromium())

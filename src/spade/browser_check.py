@@ -24,7 +24,8 @@ A page that is Snakemake's report (``snakemake --report results/report.html``, o
 ``--report results/report.zip``) is checked as one: the report is a script-built application, so the check drives it
 as a reader would. It fails on any console error, on a report without results or without its workflow description,
 and, opening each category's subcategories and each result in turn, on a result the listing does not show or whose
-caption does not render. Screenshots: the front page (``<folder>_<page>.png``), the first subcategory's listing
+caption does not render; each picture, page and PDF is then opened in the report's viewer, where a picture must
+decode. Screenshots: the front page (``<folder>_<page>.png``), the first subcategory's listing
 (``..._listing.png``) and the first result with its caption (``..._caption.png``).
 """
 
@@ -128,6 +129,19 @@ _REPORT_WALK = """(async () => {
     const shown = () => { const el = nav().querySelector('.prose'); return el ? el.innerText.replace(/\\s+/g, ' ').trim() : ''; };
     await settle(() => !results[path].caption || shown().length > 0);
     out.captions[path] = {expected: text(results[path].caption), shown: shown()};
+  }
+  // each picture, page and PDF opened in the viewer, as its eye button does; a picture must decode
+  out.viewed = {};
+  for (const [path, entry] of Object.entries(results)) {
+    const mime = entry.mime_type || '';
+    const kind = mime.startsWith('image/') ? 'img' : mime === 'text/html' ? 'html' : mime === 'application/pdf' ? 'pdf' : null;
+    if (!kind) { continue; }
+    app.setView({content: kind, contentPath: entry.data_uri, resultPath: path});
+    const image = () => [...document.querySelectorAll('img')].find(img => img.getAttribute('src') === entry.data_uri);
+    const frame = () => [...document.querySelectorAll('iframe')].find(f => f.getAttribute('src') === entry.data_uri);
+    await settle(() => kind === 'img' ? (image() && image().complete) : Boolean(frame()));
+    out.viewed[path] = {kind: kind, shown: Boolean(kind === 'img' ? image() : frame()),
+                        width: kind === 'img' && image() ? image().naturalWidth : null};
   }
   return out;
 })()"""
@@ -369,6 +383,11 @@ def report_problems(dom: dict) -> list:
             problems.append(f"{path} has no caption")
         elif caption.get("expected")[:60] not in caption.get("shown", ""):
             problems.append(f"the caption of {path} is not shown with it")
+    for path, view in (dom.get("viewed") or {}).items():
+        if not view.get("shown"):
+            problems.append(f"{path} does not open in the report's viewer")
+        elif view.get("kind") == "img" and not view.get("width"):
+            problems.append(f"{path} opens in the viewer but does not display (the image does not decode)")
     return problems
 
 

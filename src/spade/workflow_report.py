@@ -116,14 +116,22 @@ def sidecar_facts(sidecar: str | Path, runs_root: str | Path) -> dict:
             "toy": any(run["toy"] for run in runs)}
 
 
+def _relative(path, repo: str) -> str:
+    """``path`` relative to ``repo`` when inside it, else as given."""
+    if repo and Path(path).is_absolute() and Path(path).is_relative_to(repo):
+        return Path(path).relative_to(repo).as_posix()
+    return str(path)
+
+
 def report_facts(results_dir: str, configured: dict, main_runs: list, sidecars: list, config_files: list,
-                 workflow_config_file: str) -> dict:
+                 workflow_config_file: str, repo: str = "") -> dict:
     """The value of the config key ``report``.
 
     ``configured``: run name -> (job config file, model card, total steps) of every configured run; ``main_runs``:
     the runs of the default target; ``sidecars``: the registered provenance sidecars (those that exist are read);
     ``config_files``: the workflow's config files; ``workflow_config_file``: the job config file of the
-    workflow-wide rules. ReportInputError on a malformed summary or sidecar."""
+    workflow-wide rules; ``repo``: the repository's folder, which the captions strip from the paths of its files.
+    ReportInputError on a malformed summary or sidecar."""
     runs_root = Path(results_dir) / "runs"
     runs = {name: run_facts(runs_root, name, *settings) for name, settings in configured.items()}
     artifacts = {}
@@ -136,8 +144,9 @@ def report_facts(results_dir: str, configured: dict, main_runs: list, sidecars: 
     present = [run for run in runs.values() if run["trained"]]
     toy = [run["name"] for run in present if run["toy"]]
     return {
+        "repo": f"{Path(repo).as_posix()}/" if repo else "",
         "results_dir": results_dir,
-        "config_files": [str(path) for path in config_files],
+        "config_files": [_relative(path, repo) for path in config_files],
         "workflow_config_file": workflow_config_file,
         "main_runs": list(main_runs),
         "runs": runs,
