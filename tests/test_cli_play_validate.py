@@ -64,7 +64,8 @@ def test_ctrl_c_while_play_waits_for_input_exits_130_without_a_traceback(tmp_pat
         sandbox = _children(process.pid)
         assert sandbox, "the sandbox of the environment should be running while the game waits"
         os.killpg(process.pid, signal.SIGINT)
-        out, err = process.communicate(timeout=60)
+        process.wait(timeout=60)  # stdin stays open: communicate() would close it, and an EOF could win the race
+        out, err = process.stdout.read(), process.stderr.read()
     finally:
         if process.poll() is None:
             process.kill()

@@ -332,3 +332,7 @@ def test_row_prefill_follows_the_inference_config(tiny):
     model, tokenizer = tiny
     assert build_backend(InferenceConfig(), "unused", model=model, tokenizer=tokenizer).row_prefill  # auto: CPU
     assert not build_backend(InferenceConfig(row_prefill="never"), "unused", model=model, tokenizer=tokenizer).row_prefill
+    assert not build_backend(InferenceConfig(), "unused", model=model, tokenizer=tokenizer,
+                             device="cuda").row_prefill  # auto on a GPU: the batched prefill
+    assert build_backend(InferenceConfig(row_prefill="always"), "unused", model=model, tokenizer=tokenizer,
+                         device="cuda").row_prefill

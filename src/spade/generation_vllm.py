@@ -304,7 +304,7 @@ def build_backend(config: InferenceConfig, model_dir: str | Path, *, model=None,
             raise ValueError("the 'hf' backend needs the loaded model and tokenizer")
         from spade.generation_hf import HFBackend
 
-        on_cpu = next(model.parameters()).device.type == "cpu"
+        on_cpu = str(device).split(":")[0] == "cpu"  # the model is on ``device`` (HFBackend's contract)
         row_prefill = config.row_prefill == "always" or (config.row_prefill == "auto" and on_cpu)
         return HFBackend(model, tokenizer, device=device, batch_size=batch_size, max_batch_tokens=max_batch_tokens,
                          prefix_cache_tokens=prefix_cache_tokens(model, config.prefix_cache_mb), row_prefill=row_prefill)
