@@ -253,6 +253,16 @@ def multi_turn_prompts(tokenizer, backend, params, seed):
     return turns
 
 
+def assert_same_samples_and_forward_logprobs(model, turns, reference, temperature):
+    """``turns`` sampled the tokens of ``reference`` (both from ``multi_turn_prompts``), with the log-probs of one plain
+    forward pass over each prompt and its completion."""
+    for (prompts, a), (_, b) in zip(turns, reference):
+        assert [g.completion_ids for g in a] == [g.completion_ids for g in b]
+        for prompt, g in zip(prompts, a):
+            expected = forward_logprobs(model, prompt, g.completion_ids, temperature)
+            assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-4)
+
+
 @pytest.mark.parametrize("params", [GREEDY, SAMPLED], ids=["greedy", "T0.8-top_p0.95"])
 def test_prefix_cache_gives_the_samples_and_logprobs_of_a_full_prefill(tiny, params):
     """With the prefix cache, later turns prefill only their new tokens and the shared system prompt is prefilled
@@ -262,11 +272,7 @@ def test_prefix_cache_gives_the_samples_and_logprobs_of_a_full_prefill(tiny, par
     plain = HFBackend(model, tokenizer, batch_size=2)
     with_cache = multi_turn_prompts(tokenizer, cached, params, seed=5)
     without = multi_turn_prompts(tokenizer, plain, params, seed=5)
-    for (prompts, a), (_, b) in zip(with_cache, without):
-        assert [g.completion_ids for g in a] == [g.completion_ids for g in b]
-        for prompt, g in zip(prompts, a):
-            expected = forward_logprobs(model, prompt, g.completion_ids, params.temperature)
-            assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-4)
+    assert_same_samples_and_forward_logprobs(model, with_cache, without, params.temperature)
     assert cached.totals["prompt_tokens"] == plain.totals["prompt_tokens"]
     assert plain.totals["prefill_tokens"] == plain.totals["prompt_tokens"]
     # turns 2 and 3 prefill the reply tokens not yet cached and the new message only
@@ -316,11 +322,7 @@ def test_row_prefill_pads_nothing_and_gives_the_samples_of_a_batched_prefill(tin
     batched = HFBackend(model, tokenizer, batch_size=3, prefix_cache_tokens=cache_tokens)
     with_rows = multi_turn_prompts(tokenizer, rows, params, seed=7)
     without = multi_turn_prompts(tokenizer, batched, params, seed=7)
-    for (prompts, a), (_, b) in zip(with_rows, without):
-        assert [g.completion_ids for g in a] == [g.completion_ids for g in b]
-        for prompt, g in zip(prompts, a):
-            expected = forward_logprobs(model, prompt, g.completion_ids, params.temperature)
-            assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-4)
+    assert_same_samples_and_forward_logprobs(model, with_rows, without, params.temperature)
     assert rows.totals["prefill_tokens"] == batched.totals["prefill_tokens"]
     assert batched.totals["padded_tokens"] > batched.totals["prefill_tokens"]  # the batched prefill did pad
     assert rows.totals["padded_tokens"] == rows.totals["prefill_tokens"], rows.totals  # row prefill did not
