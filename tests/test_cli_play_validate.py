@@ -56,9 +56,11 @@ def test_ctrl_c_while_play_waits_for_input_exits_130_without_a_traceback(tmp_pat
     waits for the user's answer: a short message, exit code 130, and the sandbox's processes gone."""
     game = tmp_path / "game.py"
     game.write_text(FIXED)
+    # SIGINT as a terminal leaves it: a test run started in the background (`cmd &` in a script) inherits it ignored,
+    # and Python then never raises KeyboardInterrupt
     process = subprocess.Popen([sys.executable, "-m", "spade.cli", "env", "play", str(game)], cwd=ROOT,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         seen = _read_until(process, b"\n> ")
         sandbox = _children(process.pid)
