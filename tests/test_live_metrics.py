@@ -28,18 +28,11 @@ from spade.config import CONFIG_DIR, load_config  # noqa: E402
 from spade.configtools import ConfigError  # noqa: E402
 from spade.live_metrics import LiveMetrics, scalars, tensorboard_dir  # noqa: E402
 from spade.trainer import train_run  # noqa: E402
+from test_training import TINY_RUN  # noqa: E402
 
-TINY = {
-    "model_card": "tiny-random",
-    "run_name": "tiny_live",
-    "selfplay": {"active_skills": 1, "envs_per_skill": 2, "group_size": 2, "regen_interval": 2, "total_steps": 2,
-                 "checkpoint_every": 1, "design_attempts": 1, "backfill": True},
-    "designer": {"max_new_tokens": 8, "hint_max_new_tokens": 4},
-    "agent": {"max_new_tokens": 6, "max_turns": 2, "max_context_tokens": 8192},
-    "corpus": {"enabled": False},
-    "memory": {"enabled": False},
-    "train": {"learning_rate": 1e-3, "global_batch": 8, "micro_batch": 4},
-}
+# the training tests' tiny run (without its held-out evaluation), two steps with a checkpoint after each
+TINY = {**{key: value for key, value in TINY_RUN.items() if key != "eval"}, "run_name": "tiny_live",
+        "selfplay": {**TINY_RUN["selfplay"], "total_steps": 2, "checkpoint_every": 1}}
 # the tags the issue lists -> the metrics.jsonl key each one plots (designer/reward: see the test below)
 LISTED = {"agent/return": "agent_mean_return", "agent/win_rate": "agent_win_rate", "designer/regret": "mean_regret",
           "designer/valid_env_rate": "valid_env_rate", "train/loss": "train_loss", "train/kl": "train_kl_mean",
