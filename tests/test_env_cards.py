@@ -285,17 +285,23 @@ def test_bad_inputs_name_the_file(tmp_path, pool):
                                        str(tmp_path / "e.html"), "--no-replay"]) == 2
 
 
+def _plan_env_cards(tmp_path, config: str, finished_run: str, steps: int) -> tuple[str, list]:
+    """`snakemake -n env_cards` with ``config`` in ``tmp_path``, where ``finished_run`` has a summary already;
+    returns the plan's text and its (rule, job text) pairs."""
+    finished = tmp_path / "results" / "runs" / finished_run
+    (finished / "envs").mkdir(parents=True)
+    (finished / "summary.json").write_text(json.dumps({"run": finished_run, "steps": steps}))
+    run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "env_cards", "--configfile",
+                          str(ROOT / config), "--directory", str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout, re.findall(r"rule (\w+):\n(.*?)(?=\n\n|\Z)", run.stdout, re.S)
+
+
 def test_snakemake_env_cards_plans_the_main_runs_and_reads_finished_extra_runs(tmp_path):
     """`snakemake env_cards -n`: the toy and its learning check (trained first), each with its own agent.max_turns; the
     finished tool-use toy is rendered from what is on disk, never trained by this target."""
-    finished = tmp_path / "results" / "runs" / "toy_tool_use"
-    (finished / "envs").mkdir(parents=True)
-    (finished / "summary.json").write_text(json.dumps({"run": "toy_tool_use", "steps": 2}))
-    run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "env_cards", "--configfile",
-                          str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    jobs = re.findall(r"rule (\w+):\n(.*?)(?=\n\n|\Z)", run.stdout, re.S)
+    plan, jobs = _plan_env_cards(tmp_path, "configs/default.yaml", "toy_tool_use", 2)
     cards = {re.search(r"wildcards: run=(\w+)", body).group(1): body for rule, body in jobs
              if rule == "env_cards_of_run"}
     assert sorted(cards) == ["toy", "toy_learning_check", "toy_tool_use"]
@@ -304,19 +310,12 @@ def test_snakemake_env_cards_plans_the_main_runs_and_reads_finished_extra_runs(t
     assert "results/runs/toy/summary.json" in cards["toy"] and "summary.json" not in cards["toy_tool_use"]
     assert "results/figures/toy_env_cards.pdf" in cards["toy"]
     assert "results/env_cards/toy/environments.html" in cards["toy"]
-    assert "--max-turns 2 " in run.stdout and "--max-turns 8 " in run.stdout  # the toy's and the tool-use toy's
+    assert "--max-turns 2 " in plan and "--max-turns 8 " in plan  # the toy's and the tool-use toy's
 
 
 def test_snakemake_env_cards_on_the_paper_config_trains_nothing(tmp_path):
     """With the multi-run paper config, `snakemake env_cards -n` draws only the runs whose results exist, read as they
     are (the paper's max_turns, 25), and plans no training."""
-    finished = tmp_path / "results" / "runs" / "spade_games_30b"
-    (finished / "envs").mkdir(parents=True)
-    (finished / "summary.json").write_text(json.dumps({"run": "spade_games_30b", "steps": 400}))
-    run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "env_cards", "--configfile",
-                          str(ROOT / "configs/paper.yaml"), "--directory", str(tmp_path)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    jobs = re.findall(r"rule (\w+):\n(.*?)(?=\n\n|\Z)", run.stdout, re.S)
+    plan, jobs = _plan_env_cards(tmp_path, "configs/paper.yaml", "spade_games_30b", 400)
     assert sorted(rule for rule, _ in jobs if rule != "env_cards") == ["env_cards_of_run"]
-    assert "wildcards: run=spade_games_30b" in run.stdout and "--max-turns 25 " in run.stdout
+    assert "wildcards: run=spade_games_30b" in plan and "--max-turns 25 " in plan
