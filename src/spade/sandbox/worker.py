@@ -303,11 +303,15 @@ class WarmUp:
 """
 
 
-def _warm_up(cap: int) -> None:
+def warm_up_payload() -> bytes:
+    """The warm-up's load request as the host would send it (built once, in the zygote)."""
     code = marshal.dumps(compile(_WARM_UP_SOURCE, f"<{MODULE_NAME}>", "exec"))
-    payload = protocol.encode({"code": _WARM_UP_SOURCE, "class_name": "WarmUp", "seed": 0, "kwargs": {"max_turns": 2},
-                               "compiled": base64.b64encode(code).decode("ascii")}, cap)
-    request = protocol.decode(payload[protocol.HEADER.size:])
+    return json.dumps({"code": _WARM_UP_SOURCE, "class_name": "WarmUp", "seed": 0, "kwargs": {"max_turns": 2},
+                       "compiled": base64.b64encode(code).decode("ascii")}).encode("utf-8")
+
+
+def _warm_up(payload: bytes, cap: int) -> None:
+    request = protocol.decode(payload)
     module = types.ModuleType(MODULE_NAME)
     exec(_module_code(request), module.__dict__)
     env = module.__dict__["WarmUp"](**request["kwargs"])
@@ -315,8 +319,9 @@ def _warm_up(cap: int) -> None:
     protocol.encode({"kind": "ok", "value": replies}, cap)
 
 
-def episode_main(sock: socket.socket, config: dict, worker_pid: int) -> None:
-    """Body of a forked episode process; never returns. Confines itself, then waits for its load request."""
+def episode_main(sock: socket.socket, config: dict, worker_pid: int, warm_up: bytes | None = None) -> None:
+    """Body of a forked episode process; never returns. Confines itself, runs the ``warm_up`` load request (a
+    spare), then waits for its own load request."""
     cap = config["max_response_bytes"]
     os.setpgid(0, 0)
     _die_with_worker(worker_pid)
@@ -332,8 +337,8 @@ def episode_main(sock: socket.socket, config: dict, worker_pid: int) -> None:
             seccomp.install(os.getpid())
     except (OSError, ValueError) as exc:
         failure = f"could not confine the episode process: {exc}"
-    if not failure and config.get("spare_episode", True):
-        _warm_up(config["max_request_bytes"])
+    if not failure and warm_up is not None:
+        _warm_up(warm_up, cap)
     requests = protocol.Connection(sock.fileno(), blocking=True)  # the host is the only writer
     try:
         request = requests.receive(config["max_request_bytes"])  # the load request (trusted: from the host)
@@ -390,6 +395,7 @@ class Zygote:
         self.episodes: dict = {}  # id -> pid
         self.spare: tuple | None = None  # (pid, socket) of a confined episode process awaiting its code
         self.released: list = []  # pids killed by "release", not reaped yet
+        self.warm_up = warm_up_payload() if config.get("spare_episode", True) else None
 
     def kill(self, episode_id: str) -> str:
         pid = self.episodes.pop(episode_id)
@@ -431,7 +437,7 @@ class Zygote:
                     os.close(fd)
                 os.closerange(3, keep)
                 os.closerange(keep + 1, 1 << 16)
-                episode_main(child_sock, self.config, worker_pid)
+                episode_main(child_sock, self.config, worker_pid, self.warm_up)
             finally:
                 os._exit(70)
         gc.unfreeze()  # the zygote's own objects stay collectable
