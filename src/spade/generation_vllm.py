@@ -93,9 +93,8 @@ class InferenceConfig:
                                   "it takes layers x 2 x KV heads x head size x bytes: 46 KB for SmolLM2-135M in "
                                   "fp32, so 2048 MB hold about 45k tokens. vLLM: see enable_prefix_caching.", min=0)
     row_prefill: str = option("auto", "hf: prefill each prompt of a batch alone (no padding) and batch only the decode; "
-                              "'auto' = on a CPU, where prefill is compute-bound and padding costs its full price "
-                              "(about 9% less time for 16 prompts of 50-700 tokens here), off on a GPU, where padded "
-                              "batches cost little. Results are the same up to float rounding.",
+                              "'auto' = on a CPU, where prefill is compute-bound and padding costs its full price, "
+                              "off on a GPU, where padded batches cost little. Results are the same up to float rounding.",
                               choices=ROW_PREFILL_CHOICES)
 
 
