@@ -1,5 +1,5 @@
 # Environment cards across training (the paper's Figure 2) and the browser of every environment a run designed or
-# rejected, drawn by spade.env_cards from the run's own archives (envs/set_*.json, rejected/, metrics.jsonl,
+# rejected, drawn by spade.paper.env_cards from the run's own archives (envs/set_*.json, rejected/, metrics.jsonl,
 # summary.json). Per run: <results_dir>/figures/<run>_env_cards.{pdf,png,pdf.provenance.json} and
 # <results_dir>/env_cards/<run>/{cards.html,environments.html}. The first observations are replayed in the sandbox
 # with the run's agent.max_turns.
@@ -12,10 +12,10 @@
 # trains it first. Check the pages in headless Chromium with
 # `python -m spade.browser_check <pages>` (README, "Looking at a run").
 
-from spade import env_cards as _env_cards
-from spade.report import files_fingerprint as _files_fingerprint
+from spade.paper import env_cards as _env_cards
+from spade.paper.report import files_fingerprint as _files_fingerprint
 
-ENV_CARDS_LIB = str(Path(workflow.basedir) / "src" / "spade" / "env_cards.py")
+ENV_CARDS_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper" / "env_cards.py")
 # the runs whose cards wait for their training: the main runs of a single-run config (the toy and its learning check;
 # a multi-run config's runs are GPU trainings, drawn only once they exist) and the extra runs whose target is on the
 # command line
@@ -60,7 +60,7 @@ rule env_cards_of_run:
             else _files_fingerprint([wildcards.run], _env_cards.archive_files(OUT.run_dir(wildcards.run)))
         ),
     shell:
-        "{params.python} -m spade.env_cards --run-dir {params.run_dir} --figure {output.pdf} --cards-html {output.cards}"
+        "{params.python} -m spade.paper.env_cards --run-dir {params.run_dir} --figure {output.pdf} --cards-html {output.cards}"
         " --browser-html {output.browser} --max-turns {params.max_turns} > {log} 2>&1"
 
 

@@ -6,7 +6,7 @@
 # as inputs, on purpose: those files are outputs of the train/evaluate/select_checkpoint rules, so declaring them
 # would put the jobs that made them into this DAG with the *current* config's parameters, and Snakemake would
 # redo (retrain, re-evaluate) a paper run whenever the current config is another one (the toy one, say).
-# Instead a fingerprint of those files (names, sizes, modification times; spade.paper_tables.run_fingerprint)
+# Instead a fingerprint of those files (names, sizes, modification times; spade.paper.tables.run_fingerprint)
 # is a parameter, so an artifact reruns when a result it reads changes. The one exception is the configured runs
 # (PAPER_BUILT_RUNS in rules/common.smk): those the mapping names have their outputs declared as inputs, so they are
 # built first.
@@ -14,11 +14,11 @@
 import functools
 import shutil as _shutil
 
-from spade import paper_comparison as _paper_comparison
-from spade import paper_figures as _paper_figures
-from spade import paper_numbers as _paper_numbers
-from spade import paper_tables as _paper_tables
-from spade.report import ReportInputError
+from spade.paper import comparison as _paper_comparison
+from spade.paper import figures as _paper_figures
+from spade.paper import numbers as _paper_numbers
+from spade.paper import tables as _paper_tables
+from spade.paper.report import ReportInputError
 
 RUNS_ROOT = os.path.dirname(OUT.run_dir("run"))  # <results_dir>/runs, the param `runs_root` (--runs-root)
 PAPER_DIR = f"{OUT.root}/paper"
@@ -27,7 +27,7 @@ REPORTED_DIR = Path(workflow.basedir) / "paper" / "reported"  # the paper's repo
 # ----- tables (rules/paper_tables.smk) ----------------------------------------------------------------------------
 TABLE_RUNS = repo_path(SPADE.paper.table_runs)  # which run stands for which paper row (config key paper.table_runs)
 RECIPE_DIR = Path(workflow.basedir) / "configs" / "recipes"
-PAPER_TABLES_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper_tables.py")  # the logic all scripts share
+PAPER_TABLES_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper" / "tables.py")  # the logic all scripts share
 PAPER_TABLES_DIR = f"{PAPER_DIR}/tables"
 PAPER_TABLE_STEMS = {
     "table1": "table1_games",
@@ -84,7 +84,7 @@ def mapped_runs_fingerprint(table):
 
 # ----- figures (rules/paper_figures.smk) --------------------------------------------------------------------------
 FIGURE_RUNS = repo_path(SPADE.paper.figure_runs)  # config key paper.figure_runs
-PAPER_FIGURES_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper_figures.py")
+PAPER_FIGURES_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper" / "figures.py")
 PAPER_FIGURES_DIR = f"{PAPER_DIR}/figures"
 PAPER_FIGURE_STEMS = {
     "fig1_middle": "fig1_middle_games_transfer",
@@ -143,7 +143,7 @@ def paper_figure_fingerprint(figure):
 
 # ----- quoted numbers (rules/paper_numbers.smk) -------------------------------------------------------------------
 NUMBER_RUNS = repo_path(SPADE.paper.number_runs)  # config key paper.number_runs
-PAPER_NUMBERS_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper_numbers.py")
+PAPER_NUMBERS_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper" / "numbers.py")
 PAPER_NUMBERS_DIR = f"{PAPER_DIR}/numbers"
 PAPER_NUMBER_GROUPS = _paper_numbers.GROUPS
 
@@ -187,7 +187,7 @@ def paper_number_fingerprint(group):
 
 # ----- the environment-source comparison (rules/paper_comparison.smk) ---------------------------------------------
 COMPARISON_RUNS = repo_path(SPADE.paper.comparison_runs)  # config key paper.comparison_runs
-PAPER_COMPARISON_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper_comparison.py")
+PAPER_COMPARISON_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper" / "comparison.py")
 COMPARISON_TABLE_STEM = f"{PAPER_TABLES_DIR}/env_sources"
 COMPARISON_FIGURE_STEM = f"{PAPER_FIGURES_DIR}/env_sources"
 

@@ -4,7 +4,7 @@
 #
 # As for the tables, the run folders a figure reads (paper/figure_runs.yaml) are NOT declared inputs, except the
 # configured runs' (rules/paper_common.smk, which also holds the paths and functions used here). Editing a script
-# reruns that figure only; editing the shared logic (src/spade/paper_figures.py) or the mapping reruns all figures.
+# reruns that figure only; editing the shared logic (src/spade/paper/figures.py) or the mapping reruns all figures.
 
 
 for _figure, _stem in PAPER_FIGURES_PRESENT.items():

@@ -2,7 +2,7 @@
 # `snakemake paper_numbers` writes <results_dir>/paper/numbers/<group>.tex (LaTeX macros: ours and the paper's
 # value, \Num<Name> and \Num<Name>Reported) and <group>.tex.provenance.json; paper/main.tex inputs every file.
 #
-# Declared inputs: the script, the shared logic (src/spade/paper_numbers.py), the run mapping (config key
+# Declared inputs: the script, the shared logic (src/spade/paper/numbers.py), the run mapping (config key
 # paper.number_runs) and the reported CSV the group reads. As for the tables, the run folders of other runs are NOT
 # declared inputs, except the configured runs' (rules/paper_common.smk, which also holds the paths and functions
 # used here).

@@ -2,7 +2,7 @@
 # `snakemake paper_tables` writes <results_dir>/paper/tables/<table>.md, <table>.tex and
 # <table>.md.provenance.json (inputs with SHA-256, and one record per cell of ours).
 #
-# Declared inputs: the script, the shared logic (src/spade/paper_tables.py), the run mapping
+# Declared inputs: the script, the shared logic (src/spade/paper/tables.py), the run mapping
 # (paper/table_runs.yaml), the reported CSV (paper/reported/) and, for Table 5, the two recipe files. Editing a
 # script or a reported CSV reruns that table only; editing the shared logic or the mapping reruns those using it.
 # The results of the runs a table maps are read, not declared, except those of the configured runs: see

@@ -3,7 +3,7 @@
 # what the captions read.
 #
 # Each registered output names a caption (paper/captions/<kind>.rst, one per kind of artifact) and a category of
-# spade.workflow_report.CATEGORIES. Snakemake renders a caption as a Jinja2 template with the job's input, output,
+# spade.paper.workflow_report.CATEGORIES. Snakemake renders a caption as a Jinja2 template with the job's input, output,
 # params, wildcards and rule and with the workflow config; what it must say beyond that (each run's job config file,
 # the config hash its results record, its scale; the runs behind a paper artifact, from its provenance sidecar) is put
 # under the config key `report` when the command line asks for a report (report_facts), never otherwise.
@@ -15,7 +15,7 @@
 from snakemake.io import apply_wildcards as _apply_wildcards
 from snakemake.io import is_flagged as _is_flagged
 
-from spade import workflow_report as _workflow_report
+from spade.paper import workflow_report as _workflow_report
 
 REPORT_ASKED, REPORT_ALONE = _workflow_report.report_mode(sys.argv[1:])
 REPORT_KEY = _workflow_report.REPORT_KEY  # the config key of the captions' facts (set in the Snakefile)
@@ -49,7 +49,7 @@ PAPER_FIGURE_TITLES = {
 
 def reported(path, caption, category, subcategory=None):
     """`path` registered for the report, with the caption paper/captions/<caption>.rst, in `category` (one of
-    spade.workflow_report.CATEGORIES) and `subcategory` (may hold the rule's wildcards, e.g. "{run}")."""
+    spade.paper.workflow_report.CATEGORIES) and `subcategory` (may hold the rule's wildcards, e.g. "{run}")."""
     if category not in _workflow_report.CATEGORIES:
         raise WorkflowError(
             f"report category {category!r} of {path} is not one of {', '.join(_workflow_report.CATEGORIES)}"
@@ -120,7 +120,7 @@ def report_contents(wildcards):
 
 
 def report_facts():
-    """The value of the config key `report` that the captions read (spade.workflow_report.report_facts)."""
+    """The value of the config key `report` that the captions read (spade.paper.workflow_report.report_facts)."""
     if REPORT_KEY in config:
         raise WorkflowError(f"config key {REPORT_KEY!r} is reserved for the report's captions; remove it")
     sidecars = [path for _, paths in _report_jobs() for path in paths if path.endswith(".provenance.json")]

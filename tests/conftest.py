@@ -58,13 +58,13 @@ GOOD_STEP = """        won = action.strip() == "\\\\boxed{" + str(self.target) +
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny random Llama with an offline tokenizer, prepared once per session."""
-    from spade.models import TINY_RANDOM, prepare_model
+    from spade.inference.models import TINY_RANDOM, prepare_model
 
     return prepare_model(TINY_RANDOM, tmp_path_factory.mktemp("models") / "tiny-random")
 
 
 @pytest.fixture(scope="session")
 def tiny_model(tiny_model_dir):
-    from spade.models import load_model
+    from spade.inference.models import load_model
 
     return load_model(tiny_model_dir)

@@ -7,7 +7,7 @@ plus eos, so token counts are real. It records every call for assertions.
 
 from __future__ import annotations
 
-from spade.generation import Generation
+from spade.inference.generation import Generation
 
 
 class ScriptedBackend:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spade.advantages import designer_advantages, designer_upweight, grpo_advantages
+from spade.core.advantages import designer_advantages, designer_upweight, grpo_advantages
 
 
 def test_grpo_one_group():

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from spade.agent import AgentConfig, ChatTokens, EpisodeJob, EpisodeRunner, extract_action, first_boxed
+from spade.core.agent import AgentConfig, ChatTokens, EpisodeJob, EpisodeRunner, extract_action, first_boxed
 from spade.envs.intake import intake
 from spade.envs.library import get_env
-from spade.generation import Generation
+from spade.inference.generation import Generation
 
 SYSTEM = {"game": "You play games.", "tool_use": "You use tools."}
 

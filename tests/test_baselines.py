@@ -1,4 +1,4 @@
-"""The environment-source switch of the self-play core (``baseline.mode``, spade.baselines).
+"""The environment-source switch of the self-play core (``baseline.mode``, spade.core.baselines).
 
 Every test drives ``SelfPlay`` with a scripted backend on the tiny model's tokenizer: design prompts
 get a fixed valid environment (the library's knapsack), hint prompts a fixed hint, agent prompts a fixed
@@ -16,14 +16,14 @@ import textwrap
 import pytest
 from scripted_backend import ScriptedBackend
 
-from spade.baselines import (LibrarySource, RLVESource, assign_entries, render_rlve, rlve_curriculum_step,
+from spade.core.baselines import (LibrarySource, RLVESource, assign_entries, render_rlve, rlve_curriculum_step,
                              rlve_problem_difficulty, rlve_window)
 from spade.config import SpadeConfig, resolve_layers
 from spade.configtools import ConfigError, from_dict
 from spade.designer.memory import EnvironmentMemory
 from spade.envs.library import get_env
 from spade.envs.validate import Validator
-from spade.selfplay import SelfPlay
+from spade.core.selfplay import SelfPlay
 
 DESIGN = "Here it is:\n```python\n" + get_env("knapsack_selection").source() + "```\n"
 
@@ -38,7 +38,7 @@ TINY = {
 }
 FIXED = {"selfplay": {"train_designer": False}}
 
-# Digest of the 'spade' trace below (steps 0-2) computed with src/spade/selfplay.py as it was before the
+# Digest of the 'spade' trace below (steps 0-2) computed with src/spade/core/selfplay.py as it was before the
 # baseline switch (git 5c99fb7): the default mode must reproduce it sample for sample, metric for metric.
 # Both digests were re-recorded when issue 16 added the easy level to knapsack_selection.py, whose source is the
 # scripted designer's reply (DESIGN): only the two designer samples of step 2 changed (their completion tokens).
@@ -141,7 +141,7 @@ def test_pool_draws_cover_the_pool_before_any_repeat():
     pass 2. Every entry is drawn once before any is drawn twice, and no draw holds an entry twice."""
     import random
 
-    from spade.baselines import pool_draws
+    from spade.core.baselines import pool_draws
     from spade.seeding import derive_seed
 
     orders = []
@@ -210,7 +210,7 @@ def test_fixed_env_grpo_pool_survives_a_resume_and_is_kept_in_the_run_folder(poo
     by one of another pool size."""
     from dataclasses import asdict
 
-    from spade.selfplay import POOL_FILE, SelfPlayState
+    from spade.core.selfplay import POOL_FILE, SelfPlayState
 
     _, tokenizer = tiny_model
     config = pool_config({"baseline": {"pool_size": 3}})
@@ -244,7 +244,7 @@ def test_fixed_env_grpo_pool_survives_a_resume_and_is_kept_in_the_run_folder(poo
 def test_fixed_env_grpo_window_redraw_keeps_a_set_for_k_steps(pool, tiny_model):
     """pool_redraw 'window' (k = 2): draws 0, 1, 2 of the pool open the windows at steps 0, 2 and 4 and close at
     steps 2 and 4, each archived with its 2 steps of plays; in between the set and its statistics carry on."""
-    from spade.baselines import pool_draws, pool_order_seed
+    from spade.core.baselines import pool_draws, pool_order_seed
 
     _, tokenizer = tiny_model
     config = pool_config({"baseline": {"pool_size": 4, "pool_redraw": "window"}})
@@ -286,7 +286,7 @@ def test_fixed_env_grpo_stops_when_no_design_is_valid(pool, tiny_model):
 
 def test_fixed_modes_refuse_designer_training_and_stray_hint_arm():
     with pytest.raises(ConfigError, match="selfplay.train_designer"):
-        from spade.baselines import check_config
+        from spade.core.baselines import check_config
 
         check_config(config_with({"baseline": {"mode": "fixed_env_grpo"}}))
     with pytest.raises(ConfigError, match="baseline.hint_arm"):
@@ -303,7 +303,7 @@ def test_fixed_modes_refuse_designer_training_and_stray_hint_arm():
         check_config(pool_config({"baseline": {"external_pool": "online"}}))
     with pytest.raises(ConfigError, match=r"baseline.pool_redraw.*allowed values: \['step', 'window'\]"):
         pool_config({"baseline": {"pool_redraw": "epoch"}})
-    from spade.baselines import pool_max_rounds, pool_size_of
+    from spade.core.baselines import pool_max_rounds, pool_size_of
 
     # pool_size 0 = a SPADE run's designs: ceil(400 total steps / k 2) x 2 slots
     assert pool_size_of(pool_config()) == 400 and pool_max_rounds(pool_config()) == 400

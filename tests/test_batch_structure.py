@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from scripted_backend import RoleBackend
-from spade.agent import EpisodeRecord
+from spade.core.agent import EpisodeRecord
 from spade.config import load_config
-from spade.selfplay import EnvSlot, Sample, SelfPlay
+from spade.core.selfplay import EnvSlot, Sample, SelfPlay
 
 
 def _core(pool, tokenizer, overrides: dict, backend=None) -> SelfPlay:
@@ -40,7 +40,7 @@ def test_paper_games_recipe_one_rollout_is_one_global_batch(pool, tiny_model):
     rollout is exactly 192 samples; at a step that trains designer samples they come first, weigh
     min(192 / 24 * 4, 50) = 32, and 24 agent samples (the last 3 environments x 8 plays) are cut; the set
     designed at step 4 is flushed at the final step 7, so its designer samples train there."""
-    from spade.trainer import LocalTrainer
+    from spade.train.trainer import LocalTrainer
 
     model, tokenizer = tiny_model
     core = _core(pool, tokenizer, {"selfplay": {"total_steps": 8}, "agent": {"max_turns": 1},
@@ -69,7 +69,7 @@ def test_paper_games_recipe_one_rollout_is_one_global_batch(pool, tiny_model):
 
 def test_one_rollout_trains_in_one_optimizer_step(tiny_model):
     """The local trainer takes one optimizer step for a rollout of global_batch samples ('global_batch')."""
-    from spade.trainer import LocalTrainer
+    from spade.train.trainer import LocalTrainer
 
     model, tokenizer = tiny_model
     config = load_config(overrides={"model_card": "tiny-random", "train": {"global_batch": 6, "micro_batch": 4}})

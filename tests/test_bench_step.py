@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from spade.bench_step import render, run_bench_step, token_flops
+from spade.train.bench_step import render, run_bench_step, token_flops
 from spade.cli import main
 from spade.config import load_config
-from spade.phases import PHASES
+from spade.core.phases import PHASES
 from test_training import TINY_RUN
 
 SMALL_KERNELS = {"prefill_tokens": 64, "decode_context": 32, "decode_tokens": 4, "decode_batch": 2, "train_tokens": 32,

@@ -1,4 +1,4 @@
-"""The GPU-hour estimator (spade.compute, `spade compute`) and the paper run configs (configs/paper/)."""
+"""The GPU-hour estimator (spade.train.compute, `spade compute`) and the paper run configs (configs/paper/)."""
 
 import json
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spade import compute
+from spade.train import compute
 from spade.cli import main
 from spade.config import ConfigError, load_config
 
@@ -184,7 +184,7 @@ def test_paper_configs_load_and_estimate():
 def mapped_run_names() -> set:
     """Every run name the paper-scale mapping files name (tables, figures, numbers, the comparison), read by the
     loaders the rules use."""
-    from spade import paper_figures, paper_tables
+    from spade.paper import figures as paper_figures, tables as paper_tables
 
     tables = paper_tables.load_table_runs(ROOT / "paper" / "table_runs.yaml")
     names = {r for t in ("table1", "table2", "table3", "table6", "table7", "table8")
@@ -193,11 +193,11 @@ def mapped_run_names() -> set:
     names |= {r for f in paper_figures.FIGURE_KINDS for r in paper_figures.figure_runs(figures, f)}
     numbers_file = ROOT / "paper" / "number_runs.yaml"
     if numbers_file.is_file():  # the quoted-number mapping (rules/paper_numbers.smk)
-        from spade import paper_numbers
+        from spade.paper import numbers as paper_numbers
 
         numbers = paper_numbers.load_number_runs(numbers_file)
         names |= {r for g in paper_numbers.GROUPS for r in paper_numbers.group_runs(numbers, g)}
-    from spade import paper_comparison  # the environment-source comparison (rules/paper_comparison.smk)
+    from spade.paper import comparison as paper_comparison  # the environment-source comparison (rules/paper_comparison.smk)
 
     names |= set(paper_comparison.comparison_runs(paper_comparison.load_comparison_runs(
         ROOT / "paper" / "comparison_runs.yaml")))

@@ -19,7 +19,7 @@ from spade.designer.fidelity import (
     run_fidelity,
 )
 from spade.envs.mechanisms import families, render, sample_instance
-from spade.models import build_tiny_tokenizer
+from spade.inference.models import build_tiny_tokenizer
 from spade.seeding import derive_seed
 
 THETA_RE = re.compile(r"^theta = (\{.*\})$", re.M)

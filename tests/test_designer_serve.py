@@ -16,14 +16,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from spade import baselines
+from spade.core import baselines
 from spade.config import load_config
 from spade.configtools import ConfigError
 from spade.designer.external import ExternalDesignerBackend, ExternalDesignerError
 from spade.designer.serve import DesignerServerError, DesignerService, build_http_server, local_designer, start_server
-from spade.generation import SamplingParams
-from spade.generation_hf import HFBackend
-from spade.models import chat_prompt_ids
+from spade.inference.generation import SamplingParams
+from spade.inference.generation_hf import HFBackend
+from spade.inference.models import chat_prompt_ids
 from spade.seeding import derive_seed
 
 CHAT = [{"role": "system", "content": "You are an environment designer."},
@@ -204,7 +204,7 @@ def test_the_child_server_reports_why_it_did_not_start(tmp_path):
 
 @pytest.mark.slow
 def test_a_fixed_external_designer_step_runs_against_the_served_base_model(tiny_model_dir, tmp_path, monkeypatch):
-    from spade.trainer import train_run
+    from spade.train.trainer import train_run
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # no key anywhere: the local server needs none
     config = load_config(overrides=SERVE_RUN)

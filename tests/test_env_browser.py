@@ -8,7 +8,9 @@ import shutil
 
 import pytest
 
-from spade import browser_check, env_cards
+from spade import browser_check
+
+from spade.paper import env_cards
 from test_env_cards import build_run, render
 
 pytestmark = pytest.mark.skipif(

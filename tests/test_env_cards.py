@@ -1,4 +1,4 @@
-"""Environment cards and the environment browser (spade.env_cards), rendered from a small run folder written by the
+"""Environment cards and the environment browser (spade.paper.env_cards), rendered from a small run folder written by the
 trainer's own writers (write_archives, store_rejection, the validator's reports), including a designer environment
 whose observation, code and hint carry HTML and script; the workflow's plan of `snakemake env_cards`."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from conftest import GOOD_STEP, env_source
-from spade import env_cards
+from spade.paper import env_cards
 from spade.io import atomic_write_json
-from spade.report import ReportInputError, run_script
+from spade.paper.report import ReportInputError, run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,7 +55,7 @@ TOTAL_STEPS = 12
 
 
 def _slot(env_id, skill, step, source, report=None, **fields):
-    from spade.selfplay import EnvSlot
+    from spade.core.selfplay import EnvSlot
 
     slot = EnvSlot(env_id, skill, step, source, **fields)
     if report is not None:
@@ -70,7 +70,7 @@ def build_run(pool, run_dir: Path, model_card: str = "tiny-random", steps: int =
     """A run folder as the trainer writes it: three environment sets (steps 0, 4, 8), one rejected candidate,
     metrics.jsonl and summary.json."""
     from spade.envs.validate import Validator, store_rejection
-    from spade.trainer import write_archives
+    from spade.train.trainer import write_archives
 
     validator = Validator(pool)
     hostile = validator.validate(HOSTILE_CODE)

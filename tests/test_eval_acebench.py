@@ -205,7 +205,7 @@ def test_heavy_modules_are_not_imported(tiny_model, tmp_path):
 
 
 def test_smoke_real_backend(tiny_model, tmp_path):
-    from spade.generation_hf import HFBackend
+    from spade.inference.generation_hf import HFBackend
 
     model, tokenizer = tiny_model
     ctx = EvalContext(HFBackend(model, tokenizer), seed=1, benchmark="acebench", max_new_tokens=4)

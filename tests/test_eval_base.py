@@ -143,7 +143,7 @@ def test_each_conversation_keeps_its_own_token_budget(tiny_model):
 
 
 def test_cut_to_limit_cuts_ids_logprobs_and_text(tiny_model):
-    from spade.generation import Generation, cut_to_limit
+    from spade.inference.generation import Generation, cut_to_limit
 
     tokenizer = tiny_model[1]
     ids = tokenizer("one two three four", add_special_tokens=False)["input_ids"]

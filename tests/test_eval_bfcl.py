@@ -211,7 +211,7 @@ def test_aggregate_is_unweighted_mean_of_categories():
 def test_hf_backend_smoke(tiny_model, tmp_path, monkeypatch):
     """The real HFBackend on the tiny model. BFCL's system prompt (10-23k tiny-tokenizer tokens) does not
     fit the tiny model's 4,096 positions, so the function docs are replaced by a short stand-in here."""
-    from spade.generation_hf import HFBackend
+    from spade.inference.generation_hf import HFBackend
 
     model, tokenizer = tiny_model
     monkeypatch.setattr(bfcl, "system_prompt", lambda functions: "Call functions as [f(a=1)]. Functions: ls, cd.")

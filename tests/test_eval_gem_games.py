@@ -198,7 +198,7 @@ def test_win_needs_the_games_own_success_state():
 
 
 def test_hf_backend_smoke(tiny_model, tmp_path):
-    from spade.generation_hf import HFBackend
+    from spade.inference.generation_hf import HFBackend
 
     model, tokenizer = tiny_model
     bench = GemGames(GemGamesConfig(games=[GUESS], episodes=1, max_turns=2, nltk_data_dir=str(tmp_path)))

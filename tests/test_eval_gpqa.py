@@ -90,7 +90,7 @@ def test_missing_data_message(tmp_path):
 
 
 def test_smoke_hf_backend(tiny_model, tmp_path):
-    from spade.generation_hf import HFBackend
+    from spade.inference.generation_hf import HFBackend
 
     model, tokenizer = tiny_model
     ctx = EvalContext(HFBackend(model, tokenizer), seed=1, benchmark="gpqa_diamond", max_new_tokens=4)

@@ -191,7 +191,7 @@ def test_answer_extraction():
 
 
 def test_smoke_hf_backend(tiny_model, tmp_path):
-    from spade.generation_hf import HFBackend
+    from spade.inference.generation_hf import HFBackend
 
     model, tokenizer = tiny_model
     ctx = EvalContext(HFBackend(model, tokenizer), seed=1, benchmark="reasoning_gym_hard", max_new_tokens=4)

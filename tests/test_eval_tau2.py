@@ -211,7 +211,7 @@ def test_config_from_dict_checks_types():
 
 
 def test_smoke_real_backend(tiny_model, tmp_path, user_server):
-    from spade.generation_hf import HFBackend
+    from spade.inference.generation_hf import HFBackend
 
     model, tokenizer = tiny_model
     ctx = EvalContext(HFBackend(model, tokenizer), seed=1, benchmark="tau2", max_new_tokens=4)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from spade.bench_step import token_flops
+from spade.train.bench_step import token_flops
 from spade.config import load_config
 from spade.evals.throughput import measure, padding_share, useful_flops
 
@@ -27,7 +27,7 @@ def test_useful_flops_by_hand():
 
 
 def test_measure_reports_padding_and_flops(tiny_model_dir):
-    from spade.evaluate import hf_context, make_benchmark
+    from spade.evals.evaluate import hf_context, make_benchmark
 
     config = load_config(overrides={"eval": {"max_new_tokens": 6, "heldout_library": {
         "environments": ["crt_residue_puzzle"], "episodes": 3, "max_turns": 2}}})

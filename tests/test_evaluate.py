@@ -8,7 +8,7 @@ import pytest
 
 from spade.config import load_config
 from spade.configtools import ConfigError
-from spade.evaluate import parse_selector, read_values, select_checkpoint
+from spade.evals.evaluate import parse_selector, read_values, select_checkpoint
 
 
 def test_select_checkpoint_by_hand():
@@ -37,7 +37,7 @@ def test_read_values(tmp_path):
 
 def test_every_registered_benchmark_has_its_config_section():
     from spade.evals import registry
-    from spade.evaluate import make_benchmark
+    from spade.evals.evaluate import make_benchmark
 
     config = load_config()
     for name, cls in registry().items():
@@ -92,7 +92,7 @@ def test_user_data_benchmark_fails_before_loading_a_model(benchmark, key, tmp_pa
 
 def test_relabel_copies_a_result_and_its_records_to_another_run(tmp_path):
     from spade.evals.base import items_path
-    from spade.evaluate import relabel_result
+    from spade.evals.evaluate import relabel_result
 
     source = tmp_path / "toy" / "step_000000.json"
     source.parent.mkdir()

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from spade import baselines
+from spade.core import baselines
 from spade.config import SpadeConfig, deep_merge, resolve_layers
 from spade.configtools import ConfigError, from_dict
 from spade.designer.corpus import CorpusSampler, Document
 from spade.designer.external import ExternalDesignerBackend, ExternalDesignerError
 from spade.designer.memory import EnvironmentMemory
 from spade.envs.validate import Validator
-from spade.generation import SamplingParams
-from spade.generation_hf import HFBackend
+from spade.inference.generation import SamplingParams
+from spade.inference.generation_hf import HFBackend
 from spade.seeding import derive_seed
-from spade.selfplay import SelfPlay
+from spade.core.selfplay import SelfPlay
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_FILE = ROOT / "src/spade/envs/library/games/job_order_game.py"
@@ -184,7 +184,7 @@ def test_offline_external_pool_is_designed_before_training_without_memory(pool, 
     grounding): pool_size 3 with 2 slots takes design rounds 0 and 1 (4 requests, skills optimization then
     logical_deduction), all sent before the agent's first play and none afterwards: no hints, no regeneration.
     The memory holds library seeds, yet no pool prompt carries one; the online switch's prompts do."""
-    from spade.selfplay import fresh_memory
+    from spade.core.selfplay import fresh_memory
 
     model, tokenizer = tiny_model
     monkeypatch.setenv(KEY_ENV, KEY)

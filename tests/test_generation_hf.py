@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spade.generation import Generation, SamplingParams
-from spade.generation_hf import HFBackend, batch_seed
-from spade.models import TINY_RANDOM, chat_prompt_ids, load_model, prepare_model
+from spade.inference.generation import Generation, SamplingParams
+from spade.inference.generation_hf import HFBackend, batch_seed
+from spade.inference.models import TINY_RANDOM, chat_prompt_ids, load_model, prepare_model
 
 QUESTIONS = [
     "What is 2+3?",
@@ -212,7 +212,7 @@ def test_per_prompt_seed_count_must_match(tiny, prompts):
 
 def test_row_seeded_gumbel_samples_the_tempered_softmax():
     import torch
-    from spade.generation_hf import RowSeededGumbel
+    from spade.inference.generation_hf import RowSeededGumbel
 
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
     counts = torch.zeros(4)
@@ -329,7 +329,7 @@ def test_row_prefill_pads_nothing_and_gives_the_samples_of_a_batched_prefill(tin
 
 
 def test_row_prefill_follows_the_inference_config(tiny):
-    from spade.generation_vllm import InferenceConfig, build_backend
+    from spade.inference.generation_vllm import InferenceConfig, build_backend
 
     model, tokenizer = tiny
     assert build_backend(InferenceConfig(), "unused", model=model, tokenizer=tokenizer).row_prefill  # auto: CPU

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from spade.configtools import ConfigError, from_dict
-from spade.generation import SamplingParams, cut_to_limit
-from spade.generation_vllm import InferenceConfig, VLLMBackend, build_backend, prompt_seed
+from spade.inference.generation import SamplingParams, cut_to_limit
+from spade.inference.generation_vllm import InferenceConfig, VLLMBackend, build_backend, prompt_seed
 
 EOS = 2
 VOCAB = 50
@@ -397,7 +397,7 @@ def test_inference_config_checks_values():
 
 
 def test_build_backend_switch(fake_vllm, tiny_model_dir):
-    from spade.generation_hf import HFBackend
+    from spade.inference.generation_hf import HFBackend
 
     hf = build_backend(InferenceConfig(prefix_cache_mb=0), tiny_model_dir, model=object(), tokenizer=FakeTokenizer(),
                        batch_size=3)  # a stand-in model: no prefix cache, whose size needs the model's config
@@ -434,8 +434,8 @@ def _head_dim_64_copy(tiny_model_dir, folder, seed, noise=0.0):
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed (GPU environment only)")
 def test_real_vllm_matches_hf_backend(tiny_model_dir, tmp_path, monkeypatch):
-    from spade.generation_hf import HFBackend
-    from spade.models import load_model
+    from spade.inference.generation_hf import HFBackend
+    from spade.inference.models import load_model
 
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache when running on the CPU build
     first = _head_dim_64_copy(tiny_model_dir, tmp_path / "a", seed=0)

@@ -1,4 +1,4 @@
-"""spade.hf_decode: grouped attention without key/value copies and the preallocated cache, against the stock paths."""
+"""spade.inference.hf_decode: grouped attention without key/value copies and the preallocated cache, against the stock paths."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from spade.generation import SamplingParams
-from spade.generation_hf import HFBackend
-from spade.hf_decode import ATTENTION_NAME, PreallocatedLayer, grouped_attention, grouped_sdpa, preallocated_cache
-from spade.models import TINY_RANDOM, chat_prompt_ids, load_model, prepare_model
+from spade.inference.generation import SamplingParams
+from spade.inference.generation_hf import HFBackend
+from spade.inference.hf_decode import ATTENTION_NAME, PreallocatedLayer, grouped_attention, grouped_sdpa, preallocated_cache
+from spade.inference.models import TINY_RANDOM, chat_prompt_ids, load_model, prepare_model
 
 
 class Module(torch.nn.Module):

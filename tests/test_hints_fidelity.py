@@ -13,7 +13,7 @@ def first_rollout(pool, tiny_model, designer: dict) -> RoleBackend:
     from spade.designer.memory import EnvironmentMemory
     from spade.envs.library import get_env
     from spade.envs.validate import Validator
-    from spade.selfplay import SelfPlay
+    from spade.core.selfplay import SelfPlay
 
     _, tokenizer = tiny_model
     design = "Here it is:\n```python\n" + get_env("knapsack_selection").source() + "```\n"

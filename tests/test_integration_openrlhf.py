@@ -70,7 +70,7 @@ def test_a_run_killed_after_generation_resumes_to_the_same_metrics(integration):
 
 
 def test_spade_metrics_reach_tensorboard_beside_openrlhfs_own(integration):
-    """The coordinator (a Ray actor) wrote our tags through spade.live_metrics, equal to metrics.jsonl at every step;
+    """The coordinator (a Ray actor) wrote our tags through spade.train.live_metrics, equal to metrics.jsonl at every step;
     the killed run's step 3 was replaced by the resumed one (run.check_live_metrics raises otherwise)."""
     for name in ("full", "resumed"):
         live = integration["report"]["live_metrics"][name]

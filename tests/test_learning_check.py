@@ -8,14 +8,14 @@ import random
 
 import pytest
 
-from spade.agent import AgentConfig, EpisodeJob, EpisodeRunner
+from spade.core.agent import AgentConfig, EpisodeJob, EpisodeRunner
 from spade.configtools import ConfigError
 from spade.designer.prompts import agent_prompt, agent_system_prompt
 from spade.envs.checks import CHECKS, check_source
 from spade.envs.drivers import play_oracle
 from spade.envs.intake import intake
 from spade.envs.library import get_env, level_kwargs, library
-from spade.generation import Generation
+from spade.inference.generation import Generation
 
 LEVELLED = [e for e in library() if "easy" in e.levels]
 
@@ -133,7 +133,7 @@ def test_checks_stay_out_of_the_library():
 
 
 def test_the_check_pool_and_benchmark(tiny_model, pool):
-    from spade import baselines
+    from spade.core import baselines
     from spade.config import load_config
     from spade.evals.base import registry
     from spade.evals.base import EvalContext
@@ -167,7 +167,7 @@ def test_bootstrap_mean_difference_by_hand():
 
 
 def test_learning_signal_compares_the_first_and_last_quarter():
-    from spade.report import learning_signal, learning_signal_row
+    from spade.paper.report import learning_signal, learning_signal_row
 
     records = [{"step": s, "agent_returns": [s / 10] * 4} for s in range(8)]  # quarters: steps 0-1 and 6-7
     diff, low, high, n_first, n_last = learning_signal(records)
@@ -184,7 +184,7 @@ def test_backfill_at_the_easy_level_plays_it_and_keeps_it(tiny_model, pool):
     slot carries the level to its episodes, into a designed pool's entries and across a fixed set's windows."""
     from spade.designer.memory import EnvironmentMemory
     from spade.envs.validate import Validator
-    from spade.selfplay import EnvSlot, SelfPlay, _reopened
+    from spade.core.selfplay import EnvSlot, SelfPlay, _reopened
     from tests.test_baselines import config_with, make_core
 
     config = config_with({"selfplay": {"backfill": True, "library_level": "easy",

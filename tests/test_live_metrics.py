@@ -1,4 +1,4 @@
-"""Live metrics (spade.live_metrics): the local trainer's TensorBoard events read back with TensorBoard's own
+"""Live metrics (spade.train.live_metrics): the local trainer's TensorBoard events read back with TensorBoard's own
 EventAccumulator and served by the `tensorboard` command; offline W&B read back from its run file; OpenRLHF's logger
 flags through its real parser and its real loggers; the switches and the error for a missing wandb package."""
 
@@ -26,8 +26,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from spade.config import CONFIG_DIR, load_config  # noqa: E402
 from spade.configtools import ConfigError  # noqa: E402
-from spade.live_metrics import LiveMetrics, scalars, tensorboard_dir  # noqa: E402
-from spade.trainer import train_run  # noqa: E402
+from spade.train.live_metrics import LiveMetrics, scalars, tensorboard_dir  # noqa: E402
+from spade.train.trainer import train_run  # noqa: E402
 from test_training import TINY_RUN  # noqa: E402
 
 # the training tests' tiny run (without its held-out evaluation), two steps with a checkpoint after each

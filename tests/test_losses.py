@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from spade.losses import grpo_loss, kl_k3, tis_weights, token_logprobs
+from spade.core.losses import grpo_loss, kl_k3, tis_weights, token_logprobs
 
 LN2 = math.log(2.0)
 
@@ -134,7 +134,7 @@ def test_grpo_loss_invalid_inputs():
 def test_chunked_token_logprobs_equal_the_plain_ones_with_their_gradients():
     """The head in chunks of 3 positions (under checkpointing) gives the log-probs and the gradients of the whole
     [B, T, V] logits at once."""
-    from spade.losses import chunked_token_logprobs
+    from spade.core.losses import chunked_token_logprobs
 
     torch.manual_seed(0)
     hidden = torch.randn(2, 7, 5, requires_grad=True)

@@ -9,7 +9,7 @@ import pytest
 from scripted_backend import ScriptedBackend
 
 import spade.envs.mechanisms as mechanisms
-from spade.baselines import (MECHANISM_PRESENTATIONS, MECHANISM_SKILLS, LibrarySource, MechanismSource,
+from spade.core.baselines import (MECHANISM_PRESENTATIONS, MECHANISM_SKILLS, LibrarySource, MechanismSource,
                              check_config, make_source)
 from spade.config import SpadeConfig, resolve_layers
 from spade.configtools import ConfigError, from_dict
@@ -20,7 +20,7 @@ from spade.envs.mechanisms import (PRESENTATIONS, admit_instance, drivers_for, f
 from spade.envs.sandboxed import SandboxedEnv
 from spade.envs.validate import Validator
 from spade.seeding import derive_seed
-from spade.selfplay import SelfPlay
+from spade.core.selfplay import SelfPlay
 
 TINY = {
     "model_card": "tiny-random",

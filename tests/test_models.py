@@ -12,7 +12,7 @@ import time
 import pytest
 
 from spade.configtools import ConfigError, from_dict
-from spade.models import (
+from spade.inference.models import (
     SMOLLM2_135M,
     TINY_RANDOM,
     ModelCard,
@@ -180,7 +180,7 @@ def test_hf_source_offline_error_is_clear(tmp_path):
     Runs in a child with HF_HUB_OFFLINE=1, so no request leaves the machine.
     """
     code = (
-        "from spade.models import ModelCard, prepare_model\n"
+        "from spade.inference.models import ModelCard, prepare_model\n"
         "try:\n"
         f"    prepare_model(ModelCard(name='x', source='hf', hf_id='no-such-org/no-such-model'), {str(tmp_path / 'x')!r})\n"
         "except Exception as exc:\n"

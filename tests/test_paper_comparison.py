@@ -1,4 +1,4 @@
-"""The environment-source comparison (spade.paper_comparison, paper/scripts/*env_sources.py): every cell from
+"""The environment-source comparison (spade.paper.comparison, paper/scripts/*env_sources.py): every cell from
 hand-made run folders with hand-computed values, the marks and their reasons, mapping errors, and the figure."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import yaml
 
-from spade import paper_comparison as pc
-from spade import paper_tables as pt
-from spade.report import NOT_RUN, ReportInputError, sidecar_path
+from spade.paper import comparison as pc
+from spade.paper import tables as pt
+from spade.paper.report import NOT_RUN, ReportInputError, sidecar_path
 
 ROOT = Path(__file__).resolve().parents[1]
 PROV = {"config_hash": "0123456789abcdef", "git_commit": "abc123", "seed": 0, "eval_seed": 5}
@@ -175,7 +175,7 @@ def test_shipped_mappings_load_and_name_configured_runs():
 
 
 def test_scripts_write_table_and_figure_with_the_same_numbers(tmp_path, runs_root):
-    from spade.paper_comparison import figure_main, table_main
+    from spade.paper.comparison import figure_main, table_main
 
     out = tmp_path / "out" / "env_sources.md"
     table_main("paper/scripts/table_env_sources.py", ["--mapping", str(mapping_file(tmp_path)), "--runs-root",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spade import paper_figures as pf
+from spade.paper import figures as pf
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "paper" / "scripts"
@@ -31,7 +31,7 @@ TOY_SCALE = ("smollm2-135m", 4)
 
 
 def write_summary(runs_root: Path, run: str, scale: tuple) -> None:
-    """The fields of summary.json that spade.scale reads; a run without them counts as toy scale."""
+    """The fields of summary.json that spade.paper.scale reads; a run without them counts as toy scale."""
     folder = runs_root / run
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "summary.json").write_text(json.dumps({"run": run, "model_card": scale[0], "steps": scale[1]}))

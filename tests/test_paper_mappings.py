@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from spade.config import ConfigError, load_config
-from spade.paper_figures import load_figure_runs, series_of
-from spade.paper_tables import load_table_runs
+from spade.paper.figures import load_figure_runs, series_of
+from spade.paper.tables import load_table_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Quoted numbers (spade.paper_numbers, paper/scripts/num_*.py) on hand-made run folders with known answers."""
+"""Quoted numbers (spade.paper.numbers, paper/scripts/num_*.py) on hand-made run folders with known answers."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import yaml
 
-from spade import paper_numbers as pn
-from spade.report import ReportInputError, sidecar_path
+from spade.paper import numbers as pn
+from spade.paper.report import ReportInputError, sidecar_path
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTED = ROOT / "paper" / "reported"
@@ -319,7 +319,7 @@ def test_shipped_mappings_load_and_name_the_same_runs_as_the_tables():
     paper = pn.load_number_runs(ROOT / "paper" / "number_runs.yaml")
     toy = pn.load_number_runs(ROOT / "paper" / "toy" / "number_runs.yaml")
     assert set(paper["numbers"]) == set(toy["numbers"]) == set(pn.GROUPS)
-    from spade import paper_tables as pt
+    from spade.paper import tables as pt
 
     tables = pt.load_table_runs(ROOT / "paper" / "table_runs.yaml")
     table_runs = {r for t in pt.BENCHMARK_TABLES + ("table7", "table8") for r in pt.mapped_runs(tables, t)}
@@ -333,7 +333,7 @@ def test_shipped_mappings_load_and_name_the_same_runs_as_the_tables():
 
 def test_main_tex_prints_every_groups_toy_banner():
     """paper/main.tex opens each paragraph of quoted numbers with its group's banner macro, and only with those."""
-    from spade.paper_numbers import GROUP_SPECS, scale_macro
+    from spade.paper.numbers import GROUP_SPECS, scale_macro
 
     used = set(re.findall(r"\\(Num[A-Za-z]+Scale)\b", (Path(__file__).resolve().parents[1] / "paper" / "main.tex").read_text()))
     assert used == {scale_macro(group) for group in GROUP_SPECS.values()}

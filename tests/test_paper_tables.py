@@ -1,4 +1,4 @@
-"""Paper tables 1, 2, 3, 5, 6, 7 and 8 (spade.paper_tables and paper/scripts/table*_*.py) on hand-made inputs."""
+"""Paper tables 1, 2, 3, 5, 6, 7 and 8 (spade.paper.tables and paper/scripts/table*_*.py) on hand-made inputs."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from spade import paper_tables as pt
-from spade.report import (
+from spade.paper import tables as pt
+from spade.paper.report import (
     NOT_RUN,
     TIDY_COLUMNS,
     ReportInputError,
@@ -52,7 +52,7 @@ def write_mapping(path: Path, tables: dict, **top) -> Path:
 
 
 def trained(runs_root: Path, run: str, card: str = "qwen3-30b-a3b-instruct-2507", steps: int = 400) -> None:
-    """The run's summary.json as a trainer writes it: its model card and step budget (spade.scale)."""
+    """The run's summary.json as a trainer writes it: its model card and step budget (spade.paper.scale)."""
     folder = runs_root / run
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "summary.json").write_text(json.dumps({"run": run, "model_card": card, "steps": steps, "provenance": PROV}))
@@ -641,7 +641,7 @@ def test_shipped_toy_mappings_never_show_toy_values_unmarked(tmp_path):
     """The toy run as the default pipeline leaves it (summary.json of the local trainer: smollm2-135m, 4 steps), rendered
     through the shipped toy mappings: Table 1 and the games numbers put it under the 30B backbone, and every value
     of ours there is marked toy, under the banner, with no difference to the paper."""
-    from spade import paper_numbers as pn
+    from spade.paper import numbers as pn
 
     runs_root = tmp_path / "runs"
     rows = [("toy", step, c, v) for step, values in ((0, BASE_30), (4, SPADE_30)) for c, v in zip(GAMES, values)]

@@ -1,11 +1,11 @@
-"""spade.phases: exclusive phase times that add up to the step, and token deltas from the backend's totals."""
+"""spade.core.phases: exclusive phase times that add up to the step, and token deltas from the backend's totals."""
 
 from __future__ import annotations
 
 import pytest
 
-from spade import phases
-from spade.phases import PhaseClock, timed
+from spade.core import phases
+from spade.core.phases import PhaseClock, timed
 
 
 class FakeClock:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from spade.report import TIDY_COLUMNS, ReportInputError, read_tidy, stage_times, tidy_results, write_csv_atomic
+from spade.paper.report import TIDY_COLUMNS, ReportInputError, read_tidy, stage_times, tidy_results, write_csv_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "paper" / "scripts"
@@ -228,7 +228,7 @@ def test_training_figure_shades_each_steps_interval():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from spade.report import step_interval
+    from spade.paper.report import step_interval
 
     spec = importlib.util.spec_from_file_location("fig_toy_training", SCRIPTS / "fig_toy_training.py")
     module = importlib.util.module_from_spec(spec)
@@ -249,7 +249,7 @@ def test_phase_rows_sum_each_phase_over_the_steps():
     """Two steps of 10 s and 30 s: design 4 + 6 = 10 s (25% of 40 s) with 300 of 1,000 prompt tokens prefilled and
     100 sampled (400 tokens / 10 s = 40 tokens/s); the optimizer's row adds its forward/backward tokens; phases no
     step logged and lines without step_seconds are left out."""
-    from spade.report import phase_rows
+    from spade.paper.report import phase_rows
 
     records = [
         {"step": 0, "step_seconds": 10.0, "phase_design_seconds": 4.0, "phase_design_prompt_tokens": 600,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from spade.rewards import (EMAState, calibration_band_reward, designer_reward, ema_update, episode_return,
+from spade.core.rewards import (EMAState, calibration_band_reward, designer_reward, ema_update, episode_return,
                            floored_regret, half_life, invalid_penalty, is_win, learnable, learning_potential,
                            plateau, regret)
 

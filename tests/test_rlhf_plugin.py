@@ -32,13 +32,13 @@ import torch
 agent_base = pytest.importorskip("openrlhf.utils.agent", reason="openrlhf is not installed (pip install --no-deps openrlhf==0.11.2)")
 
 from spade.config import load_config  # noqa: E402
-from spade.generation import SamplingParams  # noqa: E402
-from spade.generation_hf import HFBackend  # noqa: E402
+from spade.inference.generation import SamplingParams  # noqa: E402
+from spade.inference.generation_hf import HFBackend  # noqa: E402
 from spade.rlhf import AGENT_FUNC_PATH, prepare_run  # noqa: E402
 from spade.rlhf.coordinator import build_coordinator, state_folder  # noqa: E402
 from spade.rlhf.plan import LOG_KEYS, TicketPlan, action_ranges, pack_designer_samples, parse_ticket  # noqa: E402
 from spade.seeding import derive_seed  # noqa: E402
-from spade.selfplay import Sample  # noqa: E402
+from spade.core.selfplay import Sample  # noqa: E402
 
 SEEDED = '''
 class Seeded:
@@ -405,7 +405,7 @@ def test_pack_splits_a_group_larger_than_n_and_recentres_each_chunk():
 def test_pad_response_carries_one_sampled_token():
     """Ticket prompt ids [11, 12, 13] and the engine's token 42 (log-prob -1.5): tokens [11, 12, 13, 42], the action
     range [(3, 4)], log-probs [0, 0, 0, -1.5]; reward 0, or an episode's advantage under failed_plays 'zero'."""
-    from spade.agent import EpisodeRecord
+    from spade.core.agent import EpisodeRecord
     from spade.rlhf.plan import agent_response, pad_response
 
     pad = pad_response("p", "spade-ticket:5", 3, [11, 12, 13], 42, -1.5)
@@ -429,7 +429,7 @@ def test_executor_pads_sample_one_token_and_every_response_waits_for_the_step(ti
     token generated after the ticket prompt with seed derive_seed(seed, "pad", step, role, g); a play dropped for an
     environment failure -> pad with reward 0; a play without sampled tokens that has an advantage ('zero') -> pad
     with that reward; a played episode -> its own tokens. No response returns before wait_finished(step) does."""
-    from spade.agent import EpisodeRecord
+    from spade.core.agent import EpisodeRecord
     from spade.rlhf.coordinator import Assignment
     from spade.rlhf.plan import ticket_prompt
 

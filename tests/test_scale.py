@@ -1,10 +1,10 @@
-"""spade.scale: when a run's values may sit beside the paper's (same backbone, the recipe's 400 steps)."""
+"""spade.paper.scale: when a run's values may sit beside the paper's (same backbone, the recipe's 400 steps)."""
 
 from __future__ import annotations
 
 import json
 
-from spade.scale import RunScale, banner, comparable, off_scale, paper_steps, run_scale
+from spade.paper.scale import RunScale, banner, comparable, off_scale, paper_steps, run_scale
 
 
 def test_comparable_needs_the_backbone_and_the_paper_steps():

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from spade.agent import AgentConfig, EpisodeJob, EpisodeRunner
+from spade.core.agent import AgentConfig, EpisodeJob, EpisodeRunner
 from spade.config import load_config
-from spade.generation_hf import HFBackend
-from spade.models import load_model
-from spade.selfplay import Sample, derive_seed
-from spade.trainer import LocalTrainer, train_run
+from spade.inference.generation_hf import HFBackend
+from spade.inference.models import load_model
+from spade.core.selfplay import Sample, derive_seed
+from spade.train.trainer import LocalTrainer, train_run
 from scripted_backend import RoleBackend
 
 LETTERS = '''
@@ -71,7 +71,7 @@ TINY_RUN = {
 
 @pytest.mark.slow
 def untimed(record: dict) -> dict:
-    """A metrics line without its timings (spade.phases: they differ between identical runs; token counts do not)."""
+    """A metrics line without its timings (spade.core.phases: they differ between identical runs; token counts do not)."""
     return {k: v for k, v in record.items() if not k.endswith(("_seconds", "_tokens_per_s"))}
 
 
@@ -83,7 +83,7 @@ def test_resume_gives_the_same_metrics(tiny_model_dir, tmp_path):
     straight = [json.loads(line) for line in (tmp_path / "straight/metrics.jsonl").read_text().splitlines()]
     resumed = [json.loads(line) for line in (tmp_path / "resumed/metrics.jsonl").read_text().splitlines()]
     assert len(straight) == 4 and [untimed(r) for r in straight] == [untimed(r) for r in resumed]
-    assert all(r["step_seconds"] > 0 and r["phase_no_hint_arm_decode_tokens"] > 0 for r in straight)  # spade.phases
+    assert all(r["step_seconds"] > 0 and r["phase_no_hint_arm_decode_tokens"] > 0 for r in straight)  # spade.core.phases
     assert "phase_checkpoint_seconds" in straight[1] and "phase_checkpoint_seconds" not in straight[0]
     first = straight[0]
     assert first["regenerated"] and first["backfilled_share"] == 1.0 and first["design_attempts"] == 2
@@ -98,7 +98,7 @@ def test_closing_a_set_rewards_the_designer(pool, tiny_model):
     (where the mean return is the win rate)."""
     from spade.designer.memory import EnvironmentMemory
     from spade.envs.validate import Validator
-    from spade.selfplay import EnvSlot, SelfPlay
+    from spade.core.selfplay import EnvSlot, SelfPlay
 
     model, tokenizer = tiny_model
     config = load_config(overrides={"model_card": "tiny-random", "selfplay": {"group_size": 4, "regen_interval": 2}})
@@ -127,7 +127,7 @@ def test_designer_path_valid_environments_hints_and_regret(pool, tiny_model):
     from spade.designer.memory import EnvironmentMemory
     from spade.envs.library import get_env
     from spade.envs.validate import Validator
-    from spade.selfplay import SelfPlay
+    from spade.core.selfplay import SelfPlay
 
     _, tokenizer = tiny_model
     design = "Here it is:\n```python\n" + get_env("knapsack_selection").source() + "```\n"

@@ -325,7 +325,7 @@ def test_pending_run_fails_at_once_saying_what_is_missing(tmp_path):
 def test_paper_config_covers_every_run_the_artifacts_map():
     """Every run a paper table (1, 2, 3, 6), figure or quoted number reads is configured (none is pending), and every run
     file under configs/paper/ is configured."""
-    from spade import paper_figures, paper_numbers, paper_tables
+    from spade.paper import figures as paper_figures, numbers as paper_numbers, tables as paper_tables
 
     paper = yaml.safe_load((ROOT / "configs/paper.yaml").read_text())
     configured = {yaml.safe_load((ROOT / path).read_text())["run_name"] for path in paper["runs"]}

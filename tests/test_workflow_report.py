@@ -1,5 +1,5 @@
 """Snakemake's report (`snakemake --report results/report.html`): which outputs the rules register with report() and
-under which caption and category, what the captions read (spade.workflow_report), every caption rendered as Snakemake
+under which caption and category, what the captions read (spade.paper.workflow_report), every caption rendered as Snakemake
 renders it, the error when there is nothing to report, and the headless-Chromium check of a report (passing and
 failing). The report of a real pipeline run is checked in tests/test_pipeline.py."""
 
@@ -16,8 +16,10 @@ import jinja2
 import pytest
 from docutils.core import publish_parts
 
-from spade import browser_check, workflow_report
-from spade.report import ReportInputError
+from spade import browser_check
+
+from spade.paper import workflow_report
+from spade.paper.report import ReportInputError
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTIONS = ROOT / "paper" / "captions"

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import sys
 
-from spade import paper_figures as pf
-from spade.report import run_script
+from spade.paper import figures as pf
+from spade.paper.report import run_script
 
 draw = pf.draw_eval_panels
 

@@ -5,15 +5,15 @@
 
 Draws from the table's provenance sidecar, so the figure shows exactly the table's numbers (whiskers: the Wilson
 interval of the valid rate, the draw standard deviation of Vendi/n); a source without a value shows its mark.
-Writes the PDF, a PNG beside it and a provenance sidecar. The logic is in spade.paper_comparison.
+Writes the PDF, a PNG beside it and a provenance sidecar. The logic is in spade.paper.comparison.
 """
 
 from __future__ import annotations
 
 import sys
 
-from spade.paper_comparison import figure_main
-from spade.report import run_script
+from spade.paper.comparison import figure_main
+from spade.paper.report import run_script
 
 
 def main(argv=None) -> None:

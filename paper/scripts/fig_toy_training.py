@@ -21,8 +21,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from spade.scale import run_scale  # noqa: E402
-from spade.report import (COLUMN_WIDTH_IN, PAPER_RC, heldout, provenance_record, read_metrics, read_tidy,  # noqa: E402
+from spade.paper.scale import run_scale  # noqa: E402
+from spade.paper.report import (COLUMN_WIDTH_IN, PAPER_RC, heldout, provenance_record, read_metrics, read_tidy,  # noqa: E402
                           require_files, run_script, save_figure, sidecar_path, step_interval, training_series,
                           write_json_atomic)
 
@@ -36,7 +36,7 @@ def no_data(ax, what: str, missing: list[str]) -> None:
 
 
 def band(ax, records, kind: str, color: str) -> None:
-    """The per-step 95% interval (spade.report.step_interval) as a shaded band; steps without one are gaps."""
+    """The per-step 95% interval (spade.paper.report.step_interval) as a shaded band; steps without one are gaps."""
     rows = [(r["step"], step_interval(r, kind)) for r in records]
     rows = [(step, interval) for step, interval in rows if interval is not None]
     if rows:

@@ -4,15 +4,15 @@
         --reported-dir paper/reported --out results/paper/numbers/valid_env_rate.tex
 
 Writes the macro file (each \\Num... macro and its \\Num...Reported twin; definitions in its comment block) and
-the provenance sidecar <out>.provenance.json. The logic and the exact definitions are in spade.paper_numbers.
+the provenance sidecar <out>.provenance.json. The logic and the exact definitions are in spade.paper.numbers.
 """
 
 from __future__ import annotations
 
 import sys
 
-from spade.paper_numbers import number_main
-from spade.report import run_script
+from spade.paper.numbers import number_main
+from spade.paper.report import run_script
 
 
 def main(argv=None) -> None:

@@ -5,7 +5,7 @@
 
 Without ``--evals`` every evaluation result found under the run folders is included.
 
-The columns and the meaning of n / stderr are documented in ``spade.report``.
+The columns and the meaning of n / stderr are documented in ``spade.paper.report``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from spade.report import (eval_files, provenance_record, run_inputs, run_script, sidecar_path, tidy_results,
+from spade.paper.report import (eval_files, provenance_record, run_inputs, run_script, sidecar_path, tidy_results,
                           write_csv_atomic, write_json_atomic)
 
 

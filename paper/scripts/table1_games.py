@@ -7,15 +7,15 @@ ours beside the paper's.
 
 Writes the Markdown table, the booktabs LaTeX table of the same stem (.tex) and a provenance sidecar
 (<out>.provenance.json, one record per cell of ours). Which run and checkpoint stands for each paper row comes
-from the run mapping; a cell without a result of ours reads "not run". The logic is in spade.paper_tables.
+from the run mapping; a cell without a result of ours reads "not run". The logic is in spade.paper.tables.
 """
 
 from __future__ import annotations
 
 import sys
 
-from spade.paper_tables import TABLE1, benchmark_table_main
-from spade.report import run_script
+from spade.paper.tables import TABLE1, benchmark_table_main
+from spade.paper.report import run_script
 
 
 def main(argv=None) -> None:

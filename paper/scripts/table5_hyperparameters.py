@@ -5,15 +5,15 @@
         --out results/paper/tables/table5_hyperparameters.md
 
 The values are read from the recipes (validated as run configurations), so changing a recipe value changes
-the table. Writes Markdown, LaTeX (.tex) and a provenance sidecar. The logic is in spade.paper_tables.
+the table. Writes Markdown, LaTeX (.tex) and a provenance sidecar. The logic is in spade.paper.tables.
 """
 
 from __future__ import annotations
 
 import sys
 
-from spade.paper_tables import table5_main
-from spade.report import run_script
+from spade.paper.tables import table5_main
+from spade.paper.report import run_script
 
 
 def main(argv=None) -> None:

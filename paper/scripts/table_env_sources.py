@@ -6,15 +6,15 @@
 Reads each mapped run's metrics.jsonl, environment archives (envs/set_*.json) and evaluation results: the
 valid-environment rate with its Wilson interval, designer tokens per valid environment, the learnable share,
 Vendi/n and the held-out gains over the base run's step 0. Writes Markdown, LaTeX (.tex) and a provenance sidecar
-(every cell, mark and reason; the figure draws from it). The logic is in spade.paper_comparison.
+(every cell, mark and reason; the figure draws from it). The logic is in spade.paper.comparison.
 """
 
 from __future__ import annotations
 
 import sys
 
-from spade.paper_comparison import table_main
-from spade.report import run_script
+from spade.paper.comparison import table_main
+from spade.paper.report import run_script
 
 
 def main(argv=None) -> None:

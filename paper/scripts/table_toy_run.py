@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from spade.report import (provenance_record, read_metrics, read_tidy, render_latex, render_markdown, require_files,
+from spade.paper.report import (provenance_record, read_metrics, read_tidy, render_latex, render_markdown, require_files,
                           run_script, run_table_rows, sidecar_path, stage_times, write_json_atomic, write_text_atomic)
 
 

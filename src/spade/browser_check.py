@@ -1,4 +1,4 @@
-"""Load the environment pages (``spade.env_cards``) in a real headless Chromium and check that they render.
+"""Load the environment pages (``spade.paper.env_cards``) in a real headless Chromium and check that they render.
 
     python -m spade.browser_check results/env_cards/toy/cards.html results/env_cards/toy/environments.html \
         --screenshot-dir results/env_cards/toy/screenshots
@@ -484,7 +484,7 @@ def check_pages(pages: list, screenshot_dir: Path | None = None, binary: str | N
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spade.browser_check", description=__doc__.splitlines()[0])
     parser.add_argument("pages", nargs="+", type=Path,
-                        help="HTML pages written by spade.env_cards, or Snakemake's report (snakemake --report)")
+                        help="HTML pages written by spade.paper.env_cards, or Snakemake's report (snakemake --report)")
     parser.add_argument("--screenshot-dir", type=Path, default=None,
                         help="save <page stem>.png here (default: beside the first page, in screenshots/)")
     parser.add_argument("--json", type=Path, default=None, help="also write the verdicts as JSON here")

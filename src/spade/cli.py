@@ -211,7 +211,7 @@ def cmd_check_library(args) -> int:
 
 
 def cmd_model_prepare(args) -> int:
-    from spade.models import prepare_model, verify_model
+    from spade.inference.models import prepare_model, verify_model
 
     config = _config(args)
     folder = prepare_model(config.model, args.out)
@@ -235,7 +235,7 @@ def cmd_corpus_build(args) -> int:
 
 
 def cmd_bench_step(args) -> int:
-    from spade.bench_step import render, run_bench_step
+    from spade.train.bench_step import render, run_bench_step
     from spade.io import atomic_write_json
 
     config = _config(args)
@@ -257,7 +257,7 @@ def cmd_train(args) -> int:
         from spade.rlhf.launch import resolve_openrlhf
 
         backend = "openrlhf" if resolve_openrlhf(config).enabled else "local"
-    from spade.baselines import baseline_of, check_config
+    from spade.core.baselines import baseline_of, check_config
 
     if not args.dry_run:
         check_config(config)  # a missing checkout or endpoint stops here, before any model or GPU is set up
@@ -287,7 +287,7 @@ def cmd_train(args) -> int:
     if args.image:  # the workflow passes it to every train job under apptainer; only OpenRLHF's processes use it
         print(f"note: --image {args.image} applies to --backend openrlhf only; the local trainer runs in this Python "
               "environment", file=sys.stderr)
-    from spade.trainer import train_run
+    from spade.train.trainer import train_run
 
     summary = train_run(config, args.model, corpus if config.corpus.enabled else None, args.run_dir)
     print(json.dumps(summary, indent=2))
@@ -295,7 +295,7 @@ def cmd_train(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from spade.evaluate import evaluate_checkpoint
+    from spade.evals.evaluate import evaluate_checkpoint
 
     config = _config(args)
     result = evaluate_checkpoint(config, args.model, args.step, args.benchmark, args.out)
@@ -308,7 +308,7 @@ def cmd_eval(args) -> int:
 
 def cmd_eval_throughput(args) -> int:
     from spade.evals.throughput import measure
-    from spade.evaluate import hf_context, make_benchmark
+    from spade.evals.evaluate import hf_context, make_benchmark
     from spade.io import atomic_write_json
 
     config = _config(args)
@@ -341,7 +341,7 @@ def cmd_eval_list(args) -> int:
 
 
 def cmd_eval_select(args) -> int:
-    from spade.evaluate import read_values, select_checkpoint
+    from spade.evals.evaluate import read_values, select_checkpoint
     from spade.io import atomic_write_json
 
     config = _config(args)
@@ -354,7 +354,7 @@ def cmd_eval_select(args) -> int:
 
 
 def cmd_eval_relabel(args) -> int:
-    from spade.evaluate import relabel_result
+    from spade.evals.evaluate import relabel_result
 
     try:
         result = relabel_result(args.result, args.run, args.out)
@@ -379,7 +379,7 @@ def cmd_fidelity(args) -> int:
 
 
 def cmd_check_rlve(args) -> int:
-    from spade.baselines import check_config, check_rlve
+    from spade.core.baselines import check_config, check_rlve
     from spade.envs.validate import Validator
     from spade.io import atomic_write_json
 
@@ -421,7 +421,7 @@ def cmd_schema(args) -> int:
 
 
 def cmd_compute(args) -> int:
-    from spade.compute import COMPONENTS, estimate, load_assumptions, table_rows, to_markdown, HEADER
+    from spade.train.compute import COMPONENTS, estimate, load_assumptions, table_rows, to_markdown, HEADER
     from spade.config import load_config
 
     assumptions = load_assumptions(args.assumptions)
@@ -442,8 +442,8 @@ def cmd_compute(args) -> int:
         for row in table_rows(estimates):
             table.add_row(*row)
         Console().print(table)
-        print(f"components: {', '.join(COMPONENTS)} (GPU-hours); formulas: `python -c \"import spade.compute; "
-              "help(spade.compute)\"`")
+        print(f"components: {', '.join(COMPONENTS)} (GPU-hours); formulas: `python -c \"import spade.train.compute; "
+              "help(spade.train.compute)\"`")
     return 0
 
 
@@ -567,7 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema = config.add_parser("schema", help="list every config key with its default and description")
     schema.set_defaults(func=cmd_schema)
 
-    from spade.compute import COMPUTE_FILE
+    from spade.train.compute import COMPUTE_FILE
 
     compute = groups.add_parser("compute", parents=[common], help="rough GPU-hours of runs from their configs")
     compute.add_argument("runs", nargs="*", help="run files, each estimated on its own (default: the --config merge)")

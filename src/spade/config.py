@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from spade.agent import AgentConfig
-from spade.baselines import BaselineConfig
+from spade.core.agent import AgentConfig
+from spade.core.baselines import BaselineConfig
 from spade.configtools import ConfigError, from_dict, load_yaml, option
 from spade.designer.corpus import CorpusConfig
 from spade.designer.feedback import DesignerFeedbackConfig
@@ -23,10 +23,10 @@ from spade.envs.library import FLAVOURS
 from spade.envs.library_check import LibraryCheckConfig
 from spade.envs.validate import ValidationConfig
 from spade.evals.config import EvalConfig
-from spade.generation_vllm import InferenceConfig
-from spade.live_metrics import LoggingConfig
-from spade.models import ModelCard
-from spade.rewards import INVALID_MODES
+from spade.inference.generation_vllm import InferenceConfig
+from spade.train.live_metrics import LoggingConfig
+from spade.inference.models import ModelCard
+from spade.core.rewards import INVALID_MODES
 from spade.rlhf.launch import OpenRLHFConfig
 from spade.sandbox.config import SandboxConfig
 
@@ -175,9 +175,9 @@ class SpadeConfig:
     openrlhf: OpenRLHFConfig = option(OpenRLHFConfig(), "GPU training through OpenRLHF: placement and engines "
                                       "(docs/OPENRLHF.md, Launcher); presets in configs/openrlhf/<model_card>.yaml.")
     baseline: BaselineConfig = option(BaselineConfig(), "Environment source: SPADE's designer or a fixed-environment "
-                                      "baseline (spade.baselines).")
+                                      "baseline (spade.core.baselines).")
     logging: LoggingConfig = option(LoggingConfig(), "Live metrics of training: TensorBoard event files and offline "
-                                    "W&B runs in the run folder (spade.live_metrics).")
+                                    "W&B runs in the run folder (spade.train.live_metrics).")
     toy_ablations: dict = option({}, "Workflow only (`snakemake toy_ablations`): run name -> settings laid over this "
                                  "config, one extra run per entry (rules/common.smk). A run itself ignores it.")
     learning_check: dict = option({}, "Workflow only (the default target): run name -> settings laid over this "

@@ -75,7 +75,7 @@ class ResultPaths:
         return f"{self.root}/figures/{run}_training.pdf"
 
     def env_cards_figure(self, run: str) -> str:
-        """The environment cards of a run across training (the paper's Figure 2; ``spade.env_cards``); the PNG and
+        """The environment cards of a run across training (the paper's Figure 2; ``spade.paper.env_cards``); the PNG and
         the provenance sidecar go beside it."""
         return f"{self.root}/figures/{run}_env_cards.pdf"
 

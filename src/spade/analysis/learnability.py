@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping, Sequence
 
-from spade.rewards import learnable
+from spade.core.rewards import learnable
 
 LEARNABLE_LOW, LEARNABLE_HIGH = 0.2, 0.8  # spec 9: learnable = RA win rate in [0.2, 0.8]
 WINDOW_STEPS = 16  # spec 9 / figure 6: learnable share per 16-step window

@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from spade.configtools import ConfigError
-from spade.generation import Generation, SamplingParams
+from spade.inference.generation import Generation, SamplingParams
 from spade.seeding import derive_seed
 
 RETRY_STATUS = frozenset({408, 409, 425, 429})  # besides every 5xx
@@ -84,7 +84,7 @@ class ExternalDesignerBackend:
     def from_config(cls, config) -> ExternalDesignerBackend:
         """The backend of ``config.baseline`` (mode 'fixed_external_designer'); the key is read from the
         environment variable the config names, never from the config itself."""
-        from spade.baselines import baseline_of, check_external
+        from spade.core.baselines import baseline_of, check_external
 
         base = baseline_of(config)
         check_external(base)

@@ -49,7 +49,7 @@ from spade.envs.mechanisms import (
     sample_instance,
 )
 from spade.envs.validate import Validator
-from spade.generation import SamplingParams
+from spade.inference.generation import SamplingParams
 from spade.provenance import stamp
 from spade.seeding import derive_seed
 
@@ -285,7 +285,7 @@ def run_fidelity(spade_config, backend, pool, config: FidelityConfig, progress: 
     ``spade_config`` gives the designer's sampling (``designer.temperature``, ``designer.max_new_tokens``),
     the validator settings (``validation``) and the master seed.
     """
-    from spade.agent import ChatTokens
+    from spade.core.agent import ChatTokens
 
     instances = [sample_instance(name, seed) for name in config.family_names() for seed in config.seeds()]
     chat = ChatTokens(backend.tokenizer)
@@ -324,8 +324,8 @@ def designer_backend(spade_config, model_dir):
     """The generation backend of ``inference.backend`` for the model in ``model_dir`` (GPU when torch sees one)."""
     import torch
 
-    from spade.generation_vllm import build_backend
-    from spade.models import load_model
+    from spade.inference.generation_vllm import build_backend
+    from spade.inference.models import load_model
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = tokenizer = None

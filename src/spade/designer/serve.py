@@ -18,7 +18,7 @@ Endpoints (standard library ``http.server``, one thread per connection):
     string or a list of ``{"type": "text", "text": ...}`` parts), ``temperature`` (0 to 2, default 1;
     0 = greedy), ``top_p`` (in (0, 1], default 1), ``max_tokens`` or ``max_completion_tokens`` (default
     ``--max-tokens``), ``seed`` and ``n`` (only 1). The chat is rendered by the tokenizer's chat
-    template (as the local designer's prompts are) and sampled by :class:`~spade.generation_hf.HFBackend`
+    template (as the local designer's prompts are) and sampled by :class:`~spade.inference.generation_hf.HFBackend`
     with the request's seed as a per-row seed, so one request's reply depends only on its messages,
     parameters and seed. A request without a seed gets ``derive_seed(server seed, "request", i)`` for the
     ``i``-th such request. A prompt plus token limit longer than the model's context is refused (400,
@@ -57,7 +57,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from spade.configtools import ConfigError
-from spade.generation import SamplingParams
+from spade.inference.generation import SamplingParams
 from spade.seeding import derive_seed
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class DesignerService:
 
     def __init__(self, model, tokenizer, name: str, default_max_tokens: int = 1024, seed: int = 0,
                  fingerprint: str | None = None, device: str = "cpu", context: int = -1):
-        from spade.generation_hf import HFBackend
+        from spade.inference.generation_hf import HFBackend
 
         self.backend = HFBackend(model, tokenizer, device=device, batch_size=1)
         self.tokenizer, self.name = tokenizer, name
@@ -197,7 +197,7 @@ class DesignerService:
         """The chat-completion reply to ``body``; raise :class:`RequestError` for a bad request."""
         from jinja2 import TemplateError
 
-        from spade.models import chat_prompt_ids
+        from spade.inference.models import chat_prompt_ids
 
         messages, params, seed = self.parse(body)
         try:
@@ -282,7 +282,7 @@ def build_http_server(service: DesignerService, host: str = "127.0.0.1", port: i
 def load_service(model_dir: str | Path, name: str = "", default_max_tokens: int = 1024, seed: int = 0,
                  device: str = "cpu", context: int = -1) -> DesignerService:
     """The service over the prepared model folder ``model_dir`` (frozen: eval mode, never trained)."""
-    from spade.models import load_model, read_provenance
+    from spade.inference.models import load_model, read_provenance
 
     folder = Path(model_dir)
     model, tokenizer = load_model(folder, device=device)
@@ -408,7 +408,7 @@ def local_designer(config, model_dir: str | Path, run_dir: str | Path):
     """Yield the config the self-play core should use: ``config`` itself, or, with
     ``baseline.external_serve: base_model``, a copy whose endpoint keys point at a server of the frozen base
     model ``model_dir`` started here (log: ``<run_dir>/designer_server.log``) and stopped on exit."""
-    from spade.baselines import EXTERNAL_MODE, baseline_of
+    from spade.core.baselines import EXTERNAL_MODE, baseline_of
 
     base = baseline_of(config)
     if base.mode != EXTERNAL_MODE or not base.external_serve:

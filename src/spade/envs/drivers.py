@@ -17,7 +17,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from spade.rewards import episode_return, is_win
+from spade.core.rewards import episode_return, is_win
 
 WORD_RE = re.compile(r"[A-Za-z0-9_\-]+")
 

@@ -45,7 +45,7 @@ from spade.configtools import option
 from spade.envs import intake as intake_mod
 from spade.envs.drivers import as_action
 from spade.io import atomic_write_json, atomic_write_text
-from spade.rewards import episode_return
+from spade.core.rewards import episode_return
 from spade.sandbox.pool import Outcome, SandboxedEpisode, SandboxPool, precompile
 
 REASONS = intake_mod.REASONS + (

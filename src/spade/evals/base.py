@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from spade.configtools import ConfigError
-from spade.generation import GenerationBackend, SamplingParams, cut_to_limit
+from spade.inference.generation import GenerationBackend, SamplingParams, cut_to_limit
 from spade.io import atomic_write_text
-from spade.models import chat_prompt_ids
+from spade.inference.models import chat_prompt_ids
 from spade.seeding import derive_seed
 
 

@@ -31,7 +31,7 @@ class HeldoutLibraryConfig:
 def run_episodes(jobs: list, ctx: EvalContext, max_turns: int, prompts: dict) -> list:
     """Episodes of a held-out environment suite, as in training but without hints: the agent's system prompts,
     the evaluation's sampling settings (``ctx``), a per-episode seed from each job."""
-    from spade.agent import AgentConfig, EpisodeRunner
+    from spade.core.agent import AgentConfig, EpisodeRunner
 
     agent = AgentConfig(max_turns=max_turns, max_new_tokens=ctx.max_new_tokens,
                         max_context_tokens=ctx.max_context_tokens, temperature=ctx.temperature, top_p=ctx.top_p)
@@ -70,7 +70,7 @@ class HeldoutLibrary(Benchmark):
         return items
 
     def play(self, items, ctx: EvalContext) -> list[ItemRecord]:
-        from spade.agent import EpisodeJob
+        from spade.core.agent import EpisodeJob
         from spade.designer.prompts import agent_prompt
         from spade.envs.intake import intake
 

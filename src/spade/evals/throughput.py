@@ -12,7 +12,7 @@ With the Hugging Face backend (which counts its tokens, ``HFBackend.totals``) ea
   (``decode_slots - new_tokens``), over all slots (``padded_tokens + decode_slots``). The backend sorts a call's
   prompts by length before batching them, which keeps the first part small; the second is what a batch of replies
   of unequal length costs.
-- ``flops_per_s`` and ``fraction_of_peak``: useful work (prefilled and sampled tokens, ``spade.bench_step.token_flops``
+- ``flops_per_s`` and ``fraction_of_peak``: useful work (prefilled and sampled tokens, ``spade.train.bench_step.token_flops``
   with the mean prompt length as context) per second, against an fp32 matmul peak measured in the same run.
 """
 
@@ -46,7 +46,7 @@ def padding_share(counts: dict) -> float:
 
 def useful_flops(counts: dict, shape: dict) -> float:
     """Estimated FLOPs of the prefilled and sampled tokens (module docstring)."""
-    from spade.bench_step import token_flops
+    from spade.train.bench_step import token_flops
 
     context = counts["prompt_tokens"] / counts["prompts"] if counts["prompts"] else 0.0
     return counts["prefill_tokens"] * token_flops(shape, context / 2) + counts["new_tokens"] * token_flops(shape, context)
@@ -95,7 +95,7 @@ def _add_flops(ctx: EvalContext, arms) -> dict:
     model = getattr(ctx.backend, "model", None)
     if model is None or any("counts" not in arm for arm in arms):
         return {}
-    from spade.bench_step import MATMUL_N, matmul_peak, model_shape
+    from spade.train.bench_step import MATMUL_N, matmul_peak, model_shape
 
     peak, shape = matmul_peak(), model_shape(model)
     for arm in arms:

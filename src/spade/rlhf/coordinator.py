@@ -15,7 +15,7 @@ in tests it is a plain in-process object. Executors talk to it through three cor
   run's last step the designer packs wait until every play is booked: then the core closes the set
   (``SelfPlay.flush``) and its designer samples fill them. After the step's last response the coordinator
   ends the step (``SelfPlay.end_step``), appends one line to ``metrics.jsonl`` (and the same metrics to TensorBoard
-  and offline W&B, ``spade.live_metrics``), archives closed sets and checkpoints the core state.
+  and offline W&B, ``spade.train.live_metrics``), archives closed sets and checkpoints the core state.
 
 Nothing here trains. The hint arm is played here and never reaches OpenRLHF's batch.
 """
@@ -32,9 +32,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from spade.agent import EpisodeJob, EpisodeRecord
+from spade.core.agent import EpisodeJob, EpisodeRecord
 from spade.io import atomic_write_json
-from spade.live_metrics import LiveMetrics
+from spade.train.live_metrics import LiveMetrics
 from spade.rlhf.engine import EngineBackend
 from spade.rlhf.plan import TicketPlan, pack_designer_samples, parse_ticket, ticket_plan
 
@@ -291,7 +291,7 @@ class SpadeCoordinator:
             self._finish(step)
 
     def _finish(self, step: _Step) -> None:
-        from spade.trainer import write_archives
+        from spade.train.trainer import write_archives
 
         metrics = self.core.end_step(step.number, step.slots, self.records, step.matured, step.metrics)
         # the core's own phases (design, validation, hints, rewards) since the previous step finished; generation
@@ -379,8 +379,8 @@ def build_coordinator(config, tokenizer, pool, run_dir, corpus_path=None, engine
     training did not) is not used. ``metrics.jsonl`` is cut back to the steps before it (they are written again)."""
     from spade.designer.memory import EnvironmentMemory
     from spade.envs.validate import Validator
-    from spade.selfplay import SelfPlay, SelfPlayState, corpus_sampler, fresh_memory
-    from spade.trainer import _cut_metrics
+    from spade.core.selfplay import SelfPlay, SelfPlayState, corpus_sampler, fresh_memory
+    from spade.train.trainer import _cut_metrics
 
     run_dir = Path(run_dir)
     state, start = None, openrlhf_resume_step(run_dir)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import copy
 
-from spade.generation import Generation, SamplingParams
+from spade.inference.generation import Generation, SamplingParams
 from spade.seeding import derive_seed
 
 

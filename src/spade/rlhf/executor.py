@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from openrlhf.utils.agent import AgentExecutorBase
 
-from spade.generation import SamplingParams
+from spade.inference.generation import SamplingParams
 from spade.rlhf import plan
 from spade.rlhf.engine import call_engine, from_request_output, to_engine_params
 from spade.seeding import derive_seed
@@ -110,7 +110,7 @@ class SpadeAgentExecutor(AgentExecutorBase):
 
     def _episode_runner(self, tokenizer):
         if self._runner is None:
-            from spade.agent import EpisodeRunner
+            from spade.core.agent import EpisodeRunner
             from spade.designer.prompts import agent_prompt
             from spade.sandbox.pool import SandboxPool
 

@@ -371,7 +371,7 @@ def openrlhf_command(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHF
             "--ckpt.output_dir", str(paths["final"]),
             "--logger.logging_steps", "1"]
     # OpenRLHF's own loggers (logging.tensorboard, logging.wandb); our SPADE metrics go beside them from the
-    # coordinator (spade.live_metrics, <run_dir>/tensorboard/ and <run_dir>/wandb/)
+    # coordinator (spade.train.live_metrics, <run_dir>/tensorboard/ and <run_dir>/wandb/)
     if config.logging.tensorboard:
         cmd += ["--logger.tensorboard_dir", str(paths["tensorboard"])]
     # the TensorBoard folder is <tensorboard_dir>/<run_name>; OpenRLHF's default name holds a timestamp
@@ -410,7 +410,7 @@ def logger_modules(config) -> dict:
 def check_logger_modules(config, python: list | None = None, where: str = "here") -> None:
     """Raise ``LaunchError`` naming the config key when a logger the run switches on cannot be imported here (or by
     the interpreter argv ``python``, an image's): before anything starts, not when OpenRLHF's trainer builds it."""
-    from spade.live_metrics import WANDB_INSTALL, WANDB_VERSION
+    from spade.train.live_metrics import WANDB_INSTALL, WANDB_VERSION
 
     loggers = logger_modules(config)
     hints = {"wandb": f"install it ({WANDB_INSTALL}; wandb=={WANDB_VERSION}) or set logging.wandb: false",

@@ -74,7 +74,7 @@ def _designer_bounds(config) -> tuple:
     invalid candidates are discarded), or one per generation when invalid candidates are trained with a penalty
     (every design attempt and each of its ``designer_feedback.revisions``); a last step that is also a
     regeneration step closes two sets (the previous one and, by the flush, its own)."""
-    from spade.rewards import invalid_candidate_reward
+    from spade.core.rewards import invalid_candidate_reward
 
     sp = config.selfplay
     penalised = invalid_candidate_reward(config.designer) is not None

@@ -112,12 +112,12 @@ def openrlhf_scalars(run_dir: Path) -> dict:
 
 
 def check_live_metrics(run_dir: Path, run_name: str) -> dict:
-    """Our SPADE metrics, which the coordinator writes to ``<run>/tensorboard/`` through ``spade.live_metrics``, equal
+    """Our SPADE metrics, which the coordinator writes to ``<run>/tensorboard/`` through ``spade.train.live_metrics``, equal
     ``metrics.jsonl`` at every step, each step once (a resumed run's rewritten steps replace the killed run's), and
     OpenRLHF's own TensorBoard logger wrote under the run's name."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from spade.live_metrics import scalars, tensorboard_dir
+    from spade.train.live_metrics import scalars, tensorboard_dir
 
     acc = EventAccumulator(str(tensorboard_dir(run_dir)), size_guidance={"scalars": 0})
     acc.Reload()
@@ -238,7 +238,7 @@ def check_checkpoints(run_dir: Path, steps: list) -> list:
 def run(out: Path, configs=CONFIGS) -> dict:
     from spade.config import load_config
     from spade.io import atomic_write_json
-    from spade.models import prepare_model
+    from spade.inference.models import prepare_model
 
     config = load_config(*configs)
     out = Path(out).resolve()

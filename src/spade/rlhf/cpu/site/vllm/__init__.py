@@ -153,7 +153,7 @@ class AsyncLLMEngine:
     of the integration run needs; vLLM batches continuously instead)."""
 
     def __init__(self, args: AsyncEngineArgs):
-        from spade.generation_hf import HFBackend
+        from spade.inference.generation_hf import HFBackend
 
         kwargs = args.kwargs
         if int(kwargs.get("tensor_parallel_size", 1)) != 1:
@@ -208,7 +208,7 @@ class AsyncLLMEngine:
         yield output
 
     def _generate(self, prompt_ids: list, p: SamplingParams, request_id: str) -> RequestOutput:
-        from spade.generation import SamplingParams as Ours
+        from spade.inference.generation import SamplingParams as Ours
 
         if p.max_tokens is None or int(p.max_tokens) < 1:
             raise ValueError(f"max_tokens must be a positive int, got {p.max_tokens!r}")

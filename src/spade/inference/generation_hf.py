@@ -39,7 +39,7 @@ pad the shorter ones to the longest in the batched prefill; with ``row_prefill``
 from the prefix cache: the same numbers up to float rounding. It pays where prefill is compute-bound (a CPU).
 
 Decode kernels (``decode_kernels``, on by default). Grouped-query attention without copying keys and values, and a
-cache preallocated for prompt + ``max_new_tokens`` (``spade.hf_decode``): the same numbers up to float rounding;
+cache preallocated for prompt + ``max_new_tokens`` (``spade.inference.hf_decode``): the same numbers up to float rounding;
 ``decode_kernels=False`` keeps ``transformers``' stock path (``spade bench step`` times both in one run).
 """
 
@@ -55,8 +55,8 @@ from typing import Sequence
 
 import torch
 
-from spade.generation import Generation, SamplingParams, generation_stats
-from spade.hf_decode import grouped_attention, preallocated_cache
+from spade.inference.generation import Generation, SamplingParams, generation_stats
+from spade.inference.hf_decode import grouped_attention, preallocated_cache
 
 log = logging.getLogger(__name__)
 
@@ -224,10 +224,10 @@ class HFBackend:
         if prefix_cache_tokens < 0:
             raise ValueError(f"prefix_cache_tokens must be >= 0 (0 = off), got {prefix_cache_tokens}")
         self.plain_kv = _plain_kv_layers(model)  # full-attention layers only: preallocated cache, prefix reuse
-        self.decode_kernels = decode_kernels  # spade.hf_decode's attention and cache (False: stock, for benchmarks)
+        self.decode_kernels = decode_kernels  # spade.inference.hf_decode's attention and cache (False: stock, for benchmarks)
         self.cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens and self.plain_kv else None
         self.row_prefill = row_prefill and self.plain_kv  # prefill rows of unequal length one by one (no padding)
-        # running totals over the backend's life (spade.phases reads differences): prompts, prompt tokens, prompt
+        # running totals over the backend's life (spade.core.phases reads differences): prompts, prompt tokens, prompt
         # tokens actually prefilled (the rest came from the prefix cache), the prefill's padded batch slots, sampled
         # tokens, decode slots (rows x steps of every batch: a row that stopped early still takes its slot until
         # the batch's longest row ends), seconds, and of those the seconds ``generate`` spent before the first
@@ -325,7 +325,7 @@ class HFBackend:
         """Input ids, attention mask and cache of one batch: each row's cached tokens (from the prefix cache)
         left-padded to the longest cached part, then its other tokens right-aligned (module docstring).
         Returns (input_ids [B, W], attention_mask [B, W], cache or None); the cache is preallocated for
-        W + ``max_new_tokens`` positions when the model's layers are plain full attention (``spade.hf_decode``)."""
+        W + ``max_new_tokens`` positions when the model's layers are plain full attention (``spade.inference.hf_decode``)."""
         hits = [self.cache.lookup(p) if self.cache is not None else (None, 0) for p in batch]
         if self.row_prefill and len({len(p) - min(length, len(p) - 1) for p, (_, length) in zip(batch, hits)}) > 1:
             hits = self._prefill_rows(batch, hits)

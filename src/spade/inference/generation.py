@@ -3,7 +3,7 @@
 The self-play core never calls a model directly. It renders chats to token ids itself (so multi-turn
 episodes are one exact token sequence) and hands a batch of prompts to a ``GenerationBackend``:
 
-- ``HFBackend`` (``spade.generation_hf``): Hugging Face ``transformers`` batched sampling on a CPU or
+- ``HFBackend`` (``spade.inference.generation_hf``): Hugging Face ``transformers`` batched sampling on a CPU or
   one GPU; it shares its model object with the local trainer, so weights are always in sync.
 - a vLLM engine (GPU issue) implements the same two methods.
 

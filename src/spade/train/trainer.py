@@ -4,7 +4,7 @@
 step by step: rollout, one policy update per step (one optimizer step of at most ``train.global_batch``
 samples with ``selfplay.batch_structure`` 'global_batch'; 'groups' takes optimizer steps of
 ``train.global_batch``; each accumulated over micro-batches of ``train.micro_batch``), one metrics line per step
-(also written to TensorBoard and, with ``logging.wandb``, offline W&B: ``spade.live_metrics``),
+(also written to TensorBoard and, with ``logging.wandb``, offline W&B: ``spade.train.live_metrics``),
 an archive of every closed environment set, and checkpoints. A run killed at any point restarts from
 its last checkpoint and produces the same metrics as an uninterrupted run: all sampling seeds derive
 from (seed, step), training has no other randomness, and the metrics file is cut back to the
@@ -23,10 +23,10 @@ import torch
 
 from spade.config import SpadeConfig
 from spade.io import atomic_write_json
-from spade.losses import chunked_token_logprobs, grpo_loss, tis_weights, token_logprobs
+from spade.core.losses import chunked_token_logprobs, grpo_loss, tis_weights, token_logprobs
 from spade.provenance import stamp
 
-log = logging.getLogger("spade.trainer")
+log = logging.getLogger("spade.train.trainer")
 
 
 def _pad(rows: list, value) -> torch.Tensor:
@@ -196,11 +196,11 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     from spade.designer.memory import EnvironmentMemory
     from spade.designer.serve import local_designer
     from spade.envs.validate import Validator
-    from spade.generation_vllm import VLLMBackend, build_backend
-    from spade.live_metrics import LiveMetrics, require_backends
-    from spade.models import load_model
+    from spade.inference.generation_vllm import VLLMBackend, build_backend
+    from spade.train.live_metrics import LiveMetrics, require_backends
+    from spade.inference.models import load_model
     from spade.sandbox.pool import SandboxPool
-    from spade.selfplay import SelfPlay, SelfPlayState, corpus_sampler, fresh_memory
+    from spade.core.selfplay import SelfPlay, SelfPlayState, corpus_sampler, fresh_memory
 
     run_dir = Path(run_dir)
     require_backends(config)  # a missing tensorboard/wandb package stops the run here, before any model loads

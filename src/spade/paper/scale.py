@@ -16,7 +16,7 @@ from pathlib import Path
 
 from spade.configtools import load_yaml
 
-RECIPE_DIR = Path(__file__).resolve().parents[2] / "configs" / "recipes"
+RECIPE_DIR = Path(__file__).resolve().parents[3] / "configs" / "recipes"
 
 
 @lru_cache(maxsize=None)
@@ -39,7 +39,7 @@ class RunScale:
 
 def run_scale(runs_root, run: str) -> RunScale:
     """The scale of ``runs_root/run`` from its ``summary.json`` (fields None when absent)."""
-    from spade.report import read_json
+    from spade.paper.report import read_json
 
     path = Path(runs_root) / run / "summary.json" if runs_root is not None else None
     summary = read_json(path) if path is not None and path.is_file() else {}

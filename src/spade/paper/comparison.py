@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spade.baselines import POOL_MODES  # modes whose environments come from a fixed pool
-from spade.paper_tables import (
+from spade.core.baselines import POOL_MODES  # modes whose environments come from a fixed pool
+from spade.paper.tables import (
     COLUMN_METRICS,
     NO_DATA,
     PAPER_30B,
@@ -63,8 +63,8 @@ from spade.paper_tables import (
     shown_path,
     write_table,
 )
-from spade.report import NOT_RUN, ReportInputError, files_fingerprint, read_json, read_metrics, read_yaml
-from spade.scale import banner, off_scale, run_scale
+from spade.paper.report import NOT_RUN, ReportInputError, files_fingerprint, read_json, read_metrics, read_yaml
+from spade.paper.scale import banner, off_scale, run_scale
 
 NA = "n/a"
 NO_VALID = "no valid env"
@@ -91,7 +91,7 @@ def _text(path, key: str, value) -> str:
 
 
 def _part(path, key: str, value) -> tuple[str, str]:
-    """A suite part: 'benchmark:metric', or a paper column of spade.paper_tables.COLUMN_METRICS."""
+    """A suite part: 'benchmark:metric', or a paper column of spade.paper.tables.COLUMN_METRICS."""
     if isinstance(value, str) and ":" in value:
         benchmark, _, metric = value.partition(":")
         if benchmark and metric:
@@ -235,7 +235,7 @@ def run_files(runs_root: str | Path, runs: Sequence[str]) -> list[Path]:
 
 
 def run_fingerprint(runs_root: str | Path, runs: Sequence[str]) -> str:
-    """The Snakemake parameter of the table rule: :func:`spade.report.files_fingerprint` of :func:`run_files`."""
+    """The Snakemake parameter of the table rule: :func:`spade.paper.report.files_fingerprint` of :func:`run_files`."""
     return files_fingerprint(runs, run_files(runs_root, runs))
 
 
@@ -515,7 +515,7 @@ def build_comparison(mapping: dict, runs_root: str | Path | None,
                      embedders: dict | None = None) -> tuple[Table, list[dict], list[Path], dict]:
     """The comparison table, one provenance record per cell (marks included, with their reasons), the files
     read, and the data the figure draws (``{"columns", "sources"}``). ``embedders`` = {"sbert": f,
-    "tfidf_lsa": f} with f(texts) -> [n, d] (default :func:`spade.paper_tables.default_embedders`, loaded only
+    "tfidf_lsa": f} with f(texts) -> [n, d] (default :func:`spade.paper.tables.default_embedders`, loaded only
     when some source has environments to embed)."""
     runs_root = Path(runs_root) if runs_root is not None else None
     data = [read_source(mapping, entry, runs_root) for entry in mapping["sources"]]
@@ -630,8 +630,8 @@ def draw_comparison(data: dict):
     source without a value gets its mark written where its bar would be."""
     import matplotlib.pyplot as plt
 
-    from spade.paper_figures import GREY, PALETTE
-    from spade.report import COLUMN_WIDTH_IN
+    from spade.paper.figures import GREY, PALETTE
+    from spade.paper.report import COLUMN_WIDTH_IN
 
     cols, sources = data["columns"], data["sources"]
     ncols = min(3, len(cols))
@@ -679,8 +679,8 @@ def figure_main(script: str, argv=None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from spade.paper_figures import missing_note
-    from spade.report import PAPER_RC, provenance_record, save_figure, sidecar_path, write_json_atomic
+    from spade.paper.figures import missing_note
+    from spade.paper.report import PAPER_RC, provenance_record, save_figure, sidecar_path, write_json_atomic
 
     parser = argparse.ArgumentParser(description="Environment sources compared (figure)")
     parser.add_argument("--table", type=Path, required=True,

@@ -4,8 +4,8 @@ Each table has its own script in ``paper/scripts/`` (``table<N>_<name>.py``). Th
 logic lives here so that it is tested once (``tests/test_paper_tables.py``). Inputs, per table:
 
 * Tables 1, 2, 3, 6 (benchmark scores): our evaluation results, either tidy results tables (``--results``,
-  the format of :mod:`spade.report`) or the run folders under ``--runs-root`` (their
-  ``eval/<benchmark>/step_<NNNNNN>.json`` files, read with :func:`spade.report.tidy_results`), the run
+  the format of :mod:`spade.paper.report`) or the run folders under ``--runs-root`` (their
+  ``eval/<benchmark>/step_<NNNNNN>.json`` files, read with :func:`spade.paper.report.tidy_results`), the run
   mapping ``paper/table_runs.yaml`` (which run and which checkpoint stands for which paper row; the
   ``selected`` rule reads ``<runs-root>/<run>/selected_checkpoint.json``) and the reported CSV.
   Paper columns are fixed benchmark metrics (:data:`COLUMN_METRICS`, overridable in the mapping). Our
@@ -31,7 +31,7 @@ nothing in that phase), ``not computed`` (a quantity this repository does not me
 (fewer environments than one Vendi draw needs), and ``—`` where the paper gives no value or a difference
 has no meaning. A mark is never replaced by a number from elsewhere.
 
-Every artifact gets a provenance sidecar (:func:`spade.report.provenance_record`) with the input files and
+Every artifact gets a provenance sidecar (:func:`spade.paper.report.provenance_record`) with the input files and
 their SHA-256, and one record per cell of ours: the run, step, benchmark, metric, value, n, standard
 error, config hash, git commit, seeds and the file it came from.
 """
@@ -47,7 +47,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from spade.report import (
+from spade.paper.report import (
     NOT_RUN,
     SORT_KEYS,
     TIDY_COLUMNS,
@@ -66,7 +66,7 @@ from spade.report import (
     write_json_atomic,
     write_text_atomic,
 )
-from spade.scale import banner, off_scale
+from spade.paper.scale import banner, off_scale
 
 NO_DATA = "no data"
 NOT_COMPUTED = "not computed"
@@ -319,7 +319,7 @@ def run_files(runs_root: str | Path, runs: Sequence[str], table: str) -> list[Pa
 
 
 def run_fingerprint(runs_root: str | Path, runs: Sequence[str], table: str) -> str:
-    """The Snakemake parameter of a table's rule: :func:`spade.report.files_fingerprint` of :func:`run_files`."""
+    """The Snakemake parameter of a table's rule: :func:`spade.paper.report.files_fingerprint` of :func:`run_files`."""
     return files_fingerprint(runs, run_files(runs_root, runs, table))
 
 
@@ -364,7 +364,7 @@ def load_results(results: Sequence[str | Path] = (), runs_root: str | Path | Non
                  runs: Sequence[str] = ()) -> tuple[pd.DataFrame, list[Path]]:
     """Our evaluation results as one tidy table with a ``source`` column, and the files read.
 
-    ``results``: tidy results CSVs (:func:`spade.report.read_tidy`); ``runs``: run names whose folders under
+    ``results``: tidy results CSVs (:func:`spade.paper.report.read_tidy`); ``runs``: run names whose folders under
     ``runs_root`` are read (every evaluation result in them; a missing or empty folder is skipped: that run
     has not been done). Training rows are dropped. The same (run, step, benchmark, metric) given twice with
     different values raises :class:`ReportInputError` naming both sources.
@@ -501,7 +501,7 @@ class Table:
     missing: list[str] = field(default_factory=list)
     kind_header: str | None = "Source"
     value_align: str = "r"  # "l" for text columns (Table 5)
-    banner: str = ""  # shown above the table: values of ours that are not at the paper's scale (spade.scale)
+    banner: str = ""  # shown above the table: values of ours that are not at the paper's scale (spade.paper.scale)
 
     def lines(self) -> list[Line]:
         return [line for group in self.groups for line in group]
@@ -931,7 +931,7 @@ HYPERPARAMETERS = (
                    lambda c: (c.train.eps_low, c.train.eps_high)),
     Hyperparameter("truncated_importance_sampling", ("train.tis",), lambda c: "yes" if c.train.tis else "no",
                    flag=lambda c: c.train.tis),
-    Hyperparameter("reward_normalization", (), lambda c: "not a config key (z-score per group, spade.advantages)",
+    Hyperparameter("reward_normalization", (), lambda c: "not a config key (z-score per group, spade.core.advantages)",
                    comparable=False),
     Hyperparameter("rollout_batch_envs", ("selfplay.envs_per_skill", "selfplay.active_skills"),
                    lambda c: str(c.selfplay.envs_per_skill * c.selfplay.active_skills),
@@ -1084,7 +1084,7 @@ def run_provenance(run_dir: Path) -> dict:
 
 
 def scale_detail(run: str, off: list) -> str:
-    """The row detail of a run's values: its name and, off the paper's scale (spade.scale.off_scale), its scale."""
+    """The row detail of a run's values: its name and, off the paper's scale (spade.paper.scale.off_scale), its scale."""
     return f"run {run}" + (f"; TOY SCALE: {off[0].label()}, not comparable" if off else "")
 
 

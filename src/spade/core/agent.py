@@ -21,8 +21,8 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from spade.configtools import option
-from spade.generation import GenerationBackend, SamplingParams, cut_to_limit
-from spade.rewards import episode_return, is_win
+from spade.inference.generation import GenerationBackend, SamplingParams, cut_to_limit
+from spade.core.rewards import episode_return, is_win
 from spade.seeding import derive_seed
 from spade.sandbox.pool import SandboxPool
 

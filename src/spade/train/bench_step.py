@@ -6,14 +6,14 @@ What it does, in order:
 1. **Peak.** The best of several fp32 ``torch.matmul`` calls of two n x n matrices (n = 2048): 2 n^3 / seconds.
 2. **Step profile, before and after.** The first step of the configured run (``selfplay.total_steps`` cut to 1, and
    its checkpoint), once with the prefix cache off (``inference.prefix_cache_mb: 0``) and once with it as configured,
-   each in a fresh run folder under ``--out-dir``: the ``phase_*`` metrics of spade.phases (seconds, prompt
+   each in a fresh run folder under ``--out-dir``: the ``phase_*`` metrics of spade.core.phases (seconds, prompt
    tokens, tokens actually prefilled, tokens sampled per phase). Same seed, same model: the two differ only in
    what the cache saves (and float rounding).
 3. **Kernels.** On the same model: a prefill (one forward pass over ``--prefill-tokens`` tokens), a decode
    (``--decode-tokens`` new tokens at batch ``--decode-batch`` after prompts of ``--decode-context`` tokens and
    16 fewer per row, so that rows are padded as in rollouts; the time after the first token's logits, measured
    inside ``generate``; once through ``transformers``' stock attention and cache, once through
-   ``spade.hf_decode``'s) and a
+   ``spade.inference.hf_decode``'s) and a
    training forward and backward (``train.micro_batch`` sequences of ``--train-tokens``), each timed as the best
    of ``--repeats``. FLOPs per token: 2 x the non-embedding parameters plus attention, 2 x layers x context x
    width for a prefill or decode token (causal: the mean context), times 3 for forward and backward (times 4 with
@@ -36,7 +36,7 @@ import torch
 MATMUL_N = 2048
 DECODE_LENGTH_STEP = 16  # row r of the decode benchmark's batch has decode_context - 16 r prompt tokens
 KERNELS = {"prefill": "one forward pass", "decode_stock": "after the first; transformers' stock attention + cache",
-           "decode": "after the first; spade.hf_decode", "train": "forward + backward"}
+           "decode": "after the first; spade.inference.hf_decode", "train": "forward + backward"}
 
 
 def matmul_peak(n: int = MATMUL_N, repeats: int = 5) -> float:
@@ -76,8 +76,8 @@ def token_flops(shape: dict, context: float) -> float:
 def kernel_rates(model, tokenizer, prefill_tokens: int, decode_context: int, decode_tokens: int, decode_batch: int,
                  train_tokens: int, train_batch: int, repeats: int) -> dict:
     """Achieved FLOP/s of a prefill, a decode and a training forward+backward on ``model`` (module docstring)."""
-    from spade.generation import SamplingParams
-    from spade.generation_hf import HFBackend
+    from spade.inference.generation import SamplingParams
+    from spade.inference.generation_hf import HFBackend
 
     shape = model_shape(model)
     vocab = shape["vocab"]
@@ -128,7 +128,7 @@ def kernel_rates(model, tokenizer, prefill_tokens: int, decode_context: int, dec
 
 def profile_step(config, model_dir: str | Path, corpus_path, run_dir: Path) -> dict:
     """The metrics line of the first step of ``config`` run in a fresh ``run_dir`` (one step and its checkpoint)."""
-    from spade.trainer import train_run
+    from spade.train.trainer import train_run
 
     cfg = replace(config, selfplay=replace(config.selfplay, total_steps=1, checkpoint_every=1))
     if run_dir.exists():
@@ -142,7 +142,7 @@ def run_bench_step(config, model_dir: str | Path, corpus_path, out_dir: str | Pa
                    decode_context: int = 1500, decode_tokens: int = 32, decode_batch: int = 8, train_tokens: int = 512,
                    repeats: int = 3) -> dict:
     """Peak, the step profile without and with the prefix cache, and the kernels' achieved FLOP/s (module doc)."""
-    from spade.models import load_model
+    from spade.inference.models import load_model
 
     out_dir = Path(out_dir)
     peak = matmul_peak()
@@ -168,7 +168,7 @@ def render(result: dict) -> str:
     lines = [f"matmul peak (fp32, n = {result['matmul_n']}, {result['threads']} threads): {peak / 1e9:.1f} GFLOP/s", "",
              "one step, by phase (seconds; prompt tokens -> prefilled; sampled):"]
     off, on = result["profiles"]["prefix_cache_off"], result["profiles"]["prefix_cache_on"]
-    from spade.phases import PHASES
+    from spade.core.phases import PHASES
 
     lines.append(f"  {'phase':<12} {'cache off':>28}   {'cache on':>28}")
     for name in (*PHASES, "other"):

@@ -4,9 +4,9 @@ when asked, to Weights & Biases in offline mode, both inside the run folder.
 - ``LoggingConfig``: the ``logging`` config section (``logging.tensorboard``, ``logging.wandb``,
   ``logging.wandb_project``).
 - ``scalars(record)``: the one mapping of a metrics record to tags, shared by both backends and by both trainers
-  (the local trainer, ``spade.trainer``, and the OpenRLHF coordinator, ``spade.rlhf.coordinator``). Tags are grouped
+  (the local trainer, ``spade.train.trainer``, and the OpenRLHF coordinator, ``spade.rlhf.coordinator``). Tags are grouped
   by what they describe: ``agent/`` (return, win rate), ``designer/`` (regret, designer reward, valid-environment
-  rate), ``train/`` (loss, KL, clip fraction), ``perf/`` (step time, per-phase seconds and tokens/s, spade.phases);
+  rate), ``train/`` (loss, KL, clip fraction), ``perf/`` (step time, per-phase seconds and tokens/s, spade.core.phases);
   any other number of the record keeps its key under ``other/``. Lists, strings, booleans and None are left out.
 - ``LiveMetrics``: the writers of one training process; ``log(record)`` after each metrics line.
 - ``require_backends(config)``: fails before any model loads when a switched-on backend cannot be imported.
@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from spade.configtools import ConfigError, option
-from spade.phases import PHASES
+from spade.core.phases import PHASES
 
 TENSORBOARD_FOLDER = "tensorboard"
 WANDB_VERSION = "0.31.0"  # the version of the GPU environment (containers/requirements-gpu.lock) and of the extra
@@ -54,7 +54,7 @@ class LoggingConfig:
                               "W&B project (the default is 'spade')")
 
 
-# metrics.jsonl key -> tag (module docstring); the phase keys of spade.phases are added below
+# metrics.jsonl key -> tag (module docstring); the phase keys of spade.core.phases are added below
 TAGS = {
     # the agent's no-hint episodes of the step
     "agent_mean_return": "agent/return",
@@ -87,7 +87,7 @@ TAGS = {
     "empty_share": "designer/empty_share",
     "filled_slots": "designer/filled_slots",
     "slots": "designer/slots",
-    # the policy update (spade.trainer.LocalTrainer.update)
+    # the policy update (spade.train.trainer.LocalTrainer.update)
     "train_loss": "train/loss",
     "train_kl_mean": "train/kl",
     "train_clip_frac": "train/clip_frac",

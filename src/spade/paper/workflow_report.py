@@ -12,7 +12,7 @@ when the command line asks for a report, and put under the config key ``report``
 * for every configured run: its job config file (``<results_dir>/configs/<run>-<hash>.yaml``, the file its jobs
   read), the config hash its results record (``summary.json``, ``provenance.config_hash``), and its scale (model
   card and steps) with whether it is toy scale, i.e. not the paper's backbone trained for the paper's step budget
-  (:func:`spade.scale.comparable`);
+  (:func:`spade.paper.scale.comparable`);
 * for every registered provenance sidecar that exists (``<artifact>.provenance.json``): the runs it names, the config
   hashes their results recorded, their scales, and the artifact's own toy-scale banner.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spade.report import ReportInputError, read_json
+from spade.paper.report import ReportInputError, read_json
 
 REPORT_KEY = "report"  # the config key the captions read (never a key of a run config: spade.config rejects it)
 CATEGORIES = ("Run", "Evaluation", "Paper tables", "Paper figures", "Paper text", "Ablations",
@@ -38,14 +38,14 @@ def report_mode(argv: list) -> tuple[bool, bool]:
 
 
 def paper_backbones() -> list:
-    from spade.paper_figures import SIZE_BACKBONES
+    from spade.paper.figures import SIZE_BACKBONES
 
     return list(SIZE_BACKBONES.values())
 
 
 def paper_setting() -> str:
     """The paper's scale in words: its backbones and step budget."""
-    from spade.scale import paper_steps
+    from spade.paper.scale import paper_steps
 
     *first, last = paper_backbones()
     return f"{', '.join(first)} or {last} for {paper_steps()} steps"
@@ -53,7 +53,7 @@ def paper_setting() -> str:
 
 def scale_of(run: str, model_card: str | None, steps: int | None) -> tuple[bool, str]:
     """(toy, label): whether a run of this model card and step count is below the paper's scale, and its label."""
-    from spade.scale import RunScale, comparable
+    from spade.paper.scale import RunScale, comparable
 
     scale = RunScale(run, model_card, steps)
     return not any(comparable(scale, backbone) for backbone in paper_backbones()), scale.label()

@@ -1,12 +1,12 @@
 """Environment cards across training (the paper's Figure 2) and a browser of every environment a run designed or
 rejected, both drawn from what the run wrote.
 
-    python -m spade.env_cards --run-dir results/runs/toy --figure results/figures/toy_env_cards.pdf \
+    python -m spade.paper.env_cards --run-dir results/runs/toy --figure results/figures/toy_env_cards.pdf \
         --cards-html results/env_cards/toy/cards.html --browser-html results/env_cards/toy/environments.html \
         --max-turns 2
 
 Inputs (nothing else is read): ``<run>/envs/set_<step>.json`` (one archive per environment set, written by
-``spade.trainer.write_archives``), ``<run>/rejected/<sha12>/{report.json, raw.txt, code.py}`` (``store_rejection``),
+``spade.train.trainer.write_archives``), ``<run>/rejected/<sha12>/{report.json, raw.txt, code.py}`` (``store_rejection``),
 ``<run>/metrics.jsonl`` (per-step win rate of each environment) and ``<run>/summary.json`` (model card and step
 budget: the scale the pages and the figure name).
 
@@ -45,8 +45,8 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spade.report import ReportInputError, read_json, read_metrics, run_script, sidecar_path, write_json_atomic
-from spade.rewards import WIN_THRESHOLD
+from spade.paper.report import ReportInputError, read_json, read_metrics, run_script, sidecar_path, write_json_atomic
+from spade.core.rewards import WIN_THRESHOLD
 
 PHASES = ("early", "middle", "late")
 NOT_RECORDED = "not recorded"
@@ -255,8 +255,8 @@ def load_run(run_dir: str | Path) -> RunArchive:
 # ----- scale ----------------------------------------------------------------------------------------------
 def scale_note(archive: RunArchive) -> tuple[bool, str]:
     """(toy, text): whether the run is off the paper's scale, and the sentence every artifact shows about it."""
-    from spade.paper_figures import SIZE_BACKBONES
-    from spade.scale import RunScale, banner, comparable
+    from spade.paper.figures import SIZE_BACKBONES
+    from spade.paper.scale import RunScale, banner, comparable
 
     scale = RunScale(archive.run, archive.model_card, archive.total_steps)
     backbones = list(SIZE_BACKBONES.values())
@@ -519,7 +519,7 @@ def render_figure(archive: RunArchive, cards: list, observations: dict, out: Pat
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch
 
-    from spade.report import PAPER_RC, save_figure
+    from spade.paper.report import PAPER_RC, save_figure
 
     toy, note = scale_note(archive)
     width_chars = 58
@@ -875,7 +875,7 @@ def render_run(run_dir: str | Path, figure: str | Path, cards_html: str | Path, 
 
     ``pool``: a SandboxPool for the replays (None: one is started here and closed after); ``replay`` False shows
     the first observation as not recorded."""
-    from spade.report import provenance_record, write_text_atomic
+    from spade.paper.report import provenance_record, write_text_atomic
 
     archive = load_run(run_dir)
     figure, cards_html, browser_html = Path(figure), Path(cards_html), Path(browser_html)
@@ -901,7 +901,7 @@ def render_run(run_dir: str | Path, figure: str | Path, cards_html: str | Path, 
                     "first observation (not archived; " + ("replayed in the sandbox)" if replay else "replay off)")]
     if archive.rejected and any(r.slot is None for r in archive.rejected):
         not_recorded.append("step and slot of rejected candidates whose report no archived slot holds")
-    record = provenance_record("src/spade/env_cards.py", archive.inputs, [*outputs, cards_html, browser_html],
+    record = provenance_record("src/spade/paper/env_cards.py", archive.inputs, [*outputs, cards_html, browser_html],
                                run=archive.run, toy_scale=toy, scale_note=note,
                                cards={phase: (env.env_id, env.step) if env else None for phase, _, _, env in cards},
                                not_recorded=not_recorded, replay_max_turns=max_turns if replay else None)
@@ -911,7 +911,7 @@ def render_run(run_dir: str | Path, figure: str | Path, cards_html: str | Path, 
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m spade.env_cards", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m spade.paper.env_cards", description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", type=Path, required=True, help="the run folder (results/runs/<run>)")
     parser.add_argument("--figure", type=Path, required=True, help="PDF to write (the PNG and sidecar go beside it)")
     parser.add_argument("--cards-html", type=Path, required=True, help="the cards page to write")

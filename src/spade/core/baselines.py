@@ -593,7 +593,7 @@ print(json.dumps(sorted(set(identifier2environment) & set(identifier2controller)
 #   module saves loading torch in every episode process; Python's and NumPy's generators are still seeded;
 # - RLVE bounds generation with a timeout that runs it in a worker thread (forbidden): generation runs in the
 #   episode's own thread instead, bounded by the sandbox's per-call limit (sandbox.limits.call_timeout_s).
-_RLVE_TEMPLATE = '''"""RLVE environment {identifier!r}, difficulty {low} to {top} (rendered by spade.baselines.RLVESource).
+_RLVE_TEMPLATE = '''"""RLVE environment {identifier!r}, difficulty {low} to {top} (rendered by spade.core.baselines.RLVESource).
 
 Single turn: the prompt is RLVE's own problem text; the reward is RLVE's verifier accuracy (0 or 1).
 Each episode draws its difficulty uniformly from levels {low}..{top} (RLVE's sliding window), then one

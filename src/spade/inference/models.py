@@ -484,8 +484,8 @@ def verify_model(folder: str | Path, *, require_stop: bool = True, max_new_token
     Broken means: empty reply, or (with ``require_stop``) no eos within ``max_new_tokens``. Random
     models (source 'tiny-random') rarely stop, so check them with ``require_stop=False``.
     """
-    from spade.generation import SamplingParams
-    from spade.generation_hf import HFBackend
+    from spade.inference.generation import SamplingParams
+    from spade.inference.generation_hf import HFBackend
 
     model, tokenizer = load_model(folder)
     prompt = chat_prompt_ids(tokenizer, [{"role": "user", "content": question}])

@@ -486,9 +486,9 @@ def run_table_rows(run: str, tidy: pd.DataFrame, records: list[dict], times: dic
 
 
 def phase_rows(records: list[dict], second_decimals: int = 1) -> list[tuple[str, str, str]]:
-    """Where the training steps' time went (``phase_*`` metrics, spade.phases): per phase, its seconds summed over the
+    """Where the training steps' time went (``phase_*`` metrics, spade.core.phases): per phase, its seconds summed over the
     logged steps, its share of their wall time and its generation tokens; nothing when no step logged phases."""
-    from spade.phases import PHASES
+    from spade.core.phases import PHASES
 
     timed = [r for r in records if _finite(r.get("step_seconds"))]
     if not timed:

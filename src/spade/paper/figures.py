@@ -9,7 +9,7 @@ it can be tested on hand-made folders.
 
 Every legend entry (or the panel title, where the legend names something else) names the run that drew it and
 its scale (model card, steps, from ``summary.json``). A run that is not the paper's backbone of its curve at the
-paper's step budget (:func:`spade.scale.comparable`) puts the toy-scale banner on top of the figure and into the
+paper's step budget (:func:`spade.paper.scale.comparable`) puts the toy-scale banner on top of the figure and into the
 sidecar's ``banner`` (empty when every drawn run is at the paper's scale).
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from spade.report import (
+from spade.paper.report import (
     COLUMN_WIDTH_IN,
     PAPER_RC,
     ReportInputError,
@@ -36,12 +36,12 @@ from spade.report import (
     sidecar_path,
     write_json_atomic,
 )
-from spade.scale import banner, comparable, run_scale
+from spade.paper.scale import banner, comparable, run_scale
 
 PERCENT = 100.0
 GREY = "#555555"
-BANNER_RED = "#b00000"  # as the toy-scale banner of spade.paper_comparison
-REPORTED_DIR = Path(__file__).resolve().parents[2] / "paper" / "reported"
+BANNER_RED = "#b00000"  # as the toy-scale banner of spade.paper.comparison
+REPORTED_DIR = Path(__file__).resolve().parents[3] / "paper" / "reported"
 PALETTE = ("#1f77b4", "#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#a6761d", "#e6ab02")
 
 # the 8 benchmark panels of figures 5, 10 and 14: (paper key, title, benchmark, metric) — as Table 1
@@ -138,14 +138,14 @@ def run_files(runs_root: str | Path, runs: Sequence[str], figure: str) -> list[P
 
 
 def run_fingerprint(runs_root: str | Path, runs: Sequence[str], figure: str) -> str:
-    """The Snakemake parameter of a figure's rule: :func:`spade.report.files_fingerprint` of :func:`run_files`."""
+    """The Snakemake parameter of a figure's rule: :func:`spade.paper.report.files_fingerprint` of :func:`run_files`."""
     return files_fingerprint(runs, run_files(runs_root, runs, figure))
 
 
 # ----- data preparation: evaluation curves ------------------------------------------------------------------
 def load_eval(runs_root: str | Path, runs: Sequence[str]) -> tuple[pd.DataFrame, list[Path]]:
     """Evaluation results of the runs (tidy rows) and the files read; missing folders are skipped."""
-    from spade.paper_tables import load_results
+    from spade.paper.tables import load_results
 
     return load_results(runs_root=runs_root, runs=[r for r in runs if r])
 
@@ -233,7 +233,7 @@ class FigureContext:
     missing: list = field(default_factory=list)
     shown: dict = field(default_factory=dict)  # label -> run actually drawn
     embedding: str = "sbert"  # figures 7 and 18: sbert (paper) or tfidf (TF-IDF + LSA)
-    off: list = field(default_factory=list)  # spade.scale.RunScale of each drawn run not at its curve's paper scale
+    off: list = field(default_factory=list)  # spade.paper.scale.RunScale of each drawn run not at its curve's paper scale
     off_backbones: list = field(default_factory=list)  # the paper backbones those curves stand for
 
     @property
@@ -254,7 +254,7 @@ class FigureContext:
         """The legend (or title) text of values drawn from ``run``: the label, the run and its scale (model card,
         steps). A curve the paper gives to ``backbone`` (default: the paper's 30B) but drawn from a run that did
         not train it for the paper's steps puts the toy-scale banner on the figure (:meth:`banner_text`)."""
-        from spade.paper_tables import PAPER_30B
+        from spade.paper.tables import PAPER_30B
 
         backbone = backbone or PAPER_30B
         scale = run_scale(self.runs_root, run)
@@ -264,7 +264,7 @@ class FigureContext:
         return textwrap.fill(f"{label} — run {run} ({scale.label()})", width)
 
     def banner_text(self) -> str:
-        """spade.scale.banner of the drawn runs not at the paper's scale; empty when every one is."""
+        """spade.paper.scale.banner of the drawn runs not at the paper's scale; empty when every one is."""
         return banner(self.off, self.off_backbones)
 
 
@@ -346,7 +346,7 @@ def figure_main(figure: str, script: str, draw: Callable[[FigureContext], object
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from spade.report import save_figure
+    from spade.paper.report import save_figure
 
     parser = argparse.ArgumentParser(description=(doc or figure).splitlines()[0])
     parser.add_argument("--mapping", type=Path, default=Path("paper/figure_runs.yaml"),
@@ -366,7 +366,7 @@ def figure_main(figure: str, script: str, draw: Callable[[FigureContext], object
         plt.close(fig)
     runs = figure_runs(mapping, figure)
     ctx.inputs += run_files(args.runs_root, runs, figure)
-    from spade.paper_tables import run_provenance
+    from spade.paper.tables import run_provenance
 
     write_json_atomic(sidecar_path(args.out), provenance_record(
         script, ctx.inputs, outputs, figure=figure, series=ctx.shown, embedding=args.embedding,
@@ -708,7 +708,7 @@ def draw_tool_transfer(ctx: FigureContext):
 def selected_gain(ctx: FigureContext, tidy, run: str, base_run: str) -> tuple[float | None, dict]:
     """Figure 12 (left): gain in points of ``run``'s selected checkpoint over step 0 of ``base_run``: the mean
     over the 8 benchmarks, and per benchmark (those evaluated at both)."""
-    from spade.paper_tables import ResultIndex, resolve_step
+    from spade.paper.tables import ResultIndex, resolve_step
 
     choice = resolve_step(run, "selected", ResultIndex(tidy), ctx.runs_root)
     if choice.step is None:

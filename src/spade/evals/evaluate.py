@@ -31,11 +31,11 @@ def make_benchmark(config: SpadeConfig, name: str):
 
 def hf_context(config: SpadeConfig, model_dir: str | Path, benchmark_name: str, batch_size: int) -> EvalContext:
     """An evaluation context over the backend of ``inference.backend``: Hugging Face (a GPU when torch sees one,
-    else the CPU) or vLLM (a GPU; spade.generation_vllm)."""
+    else the CPU) or vLLM (a GPU; spade.inference.generation_vllm)."""
     import torch
 
-    from spade.generation_vllm import build_backend
-    from spade.models import load_model
+    from spade.inference.generation_vllm import build_backend
+    from spade.inference.models import load_model
     from spade.sandbox.pool import SandboxPool
 
     ev = config.eval

@@ -18,7 +18,7 @@ samples into a policy update. Per step ``s`` with regeneration interval ``k``:
    ``train.global_batch`` ('global_batch'); at the run's last step the current set is closed after its
    plays (``flush``), so its designer samples train too.
 
-``baseline.mode`` (spade.baselines) switches the environment source: 'spade' is the above; the pool
+``baseline.mode`` (spade.core.baselines) switches the environment source: 'spade' is the above; the pool
 modes ('fixed_pool', 'rlve') fill the set once at step 0 and keep it for the whole run; every k steps
 they only close the bookkeeping window (archive, window metrics) and open the next one on the same
 environments, with no designer call, no designer reward and no designer sample. 'fixed_env_grpo' and
@@ -42,9 +42,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from spade import baselines
-from spade.advantages import designer_advantages, designer_upweight, grpo_advantages
-from spade.agent import EpisodeJob, EpisodeRunner
+from spade.core import baselines
+from spade.core.advantages import designer_advantages, designer_upweight, grpo_advantages
+from spade.core.agent import EpisodeJob, EpisodeRunner
 from spade.config import SpadeConfig
 from spade.configtools import ConfigError
 from spade.designer.feedback import revision_chat
@@ -53,10 +53,10 @@ from spade.designer.prompts import agent_prompt, design_prompt, extract_hint, hi
 from spade.designer.skills import active_skills, sample_domain, sample_variant
 from spade.envs.library import level_kwargs, library
 from spade.envs.validate import Validator, store_rejection
-from spade.generation import SamplingParams
-from spade.phases import PhaseClock, timed
+from spade.inference.generation import SamplingParams
+from spade.core.phases import PhaseClock, timed
 from spade.seeding import derive_seed
-from spade.rewards import (
+from spade.core.rewards import (
     EMAState, calibration_band_reward, designer_reward, ema_update, invalid_candidate_reward, learning_potential, regret,
 )
 
@@ -145,7 +145,7 @@ class SelfPlay:
         self.state = state or SelfPlayState()
         prompts = {kind: agent_prompt(kind, config.agent.prompt_style) for kind in ("game", "tool_use")}
         self.runner = EpisodeRunner(backend, validator.pool, config.agent, prompts)
-        self.clock = PhaseClock(backend)  # where each step's time goes (spade.phases); the trainer reads it
+        self.clock = PhaseClock(backend)  # where each step's time goes (spade.core.phases); the trainer reads it
         heldout = set(config.eval.heldout_library.environments)
         self.backfill_pool = [e for e in library() if e.name not in heldout and
                               (e.flavour == "tool_use") == (config.selfplay.flavour == "tool_use") and

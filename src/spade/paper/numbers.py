@@ -6,7 +6,7 @@ two macros, ``\\Num<Name>`` (ours) and ``\\Num<Name>Reported`` (the paper's). Th
 values come from the machinery of the tables and figures, reused, never re-implemented:
 
 * ``games_gain``: per backbone, the 8-benchmark average (percent) of base, SPADE, Fixed-env GRPO and
-  Fixed-env RLVE, exactly as the "Avg." column of Table 1 (:data:`spade.paper_tables.TABLE1`, its column
+  Fixed-env RLVE, exactly as the "Avg." column of Table 1 (:data:`spade.paper.tables.TABLE1`, its column
   metrics and step rules ``selected``/``last``/``base``/<step>), SPADE's gain over base and its margin over
   each baseline (points). Reported: ``table1_games.csv`` (margins: the difference of the two reported averages).
 * ``tool_use_gain``: per backbone, Table 2's average (mean of the BFCL, tau2 and ACEBench averages) of base
@@ -15,10 +15,10 @@ values come from the machinery of the tables and figures, reused, never re-imple
   EMA learning potential, and the difference. Reported: ``table6_ablations_full.csv``.
 * ``learnable_share``: Table 7's learnable share per phase: learnable slots (RA win rate in [0.2, 0.8]) / all
   slots of the environment sets regenerated in the phase, empty slots counting 0
-  (:func:`spade.paper_tables.env_quality`; the 16-step windows of figure 6 pooled over the phase). Reported:
+  (:func:`spade.paper.tables.env_quality`; the 16-step windows of figure 6 pooled over the phase). Reported:
   ``table7_env_quality.csv``.
 * ``vendi_per_n``: Table 8's SBERT Vendi/n with and without corpus grounding
-  (:func:`spade.paper_tables.diversity`) and the number of environments. Reported: ``table8_diversity.csv``.
+  (:func:`spade.paper.tables.diversity`) and the number of environments. Reported: ``table8_diversity.csv``.
 * ``formula_reveal``: per phase, the share (percent) of physics environments whose first observation
   reveals the governing formula (:func:`spade.analysis.formula_reveal_rate` on
   :func:`spade.analysis.first_observation_text`; valid designer-written environments of the sets regenerated
@@ -36,7 +36,7 @@ key; :func:`load_number_runs` validates it). A number whose run is not mapped or
 ``\\textit{not run}``; one whose run exists but lacks the data prints ``\\textit{no data}``. Both are listed
 under ``missing`` in the sidecar with the reason. A number is never taken from elsewhere.
 
-Every ``.tex`` gets a provenance sidecar ``<out>.provenance.json`` (:func:`spade.report.provenance_record`):
+Every ``.tex`` gets a provenance sidecar ``<out>.provenance.json`` (:func:`spade.paper.report.provenance_record`):
 the files read with their SHA-256, each run's config hash, git commit and seed, and per number its value,
 the text shown, the reported value and where each came from.
 """
@@ -50,8 +50,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spade import paper_tables as pt
-from spade.report import (
+from spade.paper import tables as pt
+from spade.paper.report import (
     NOT_RUN,
     ReportInputError,
     latex_escape,
@@ -61,7 +61,7 @@ from spade.report import (
     write_json_atomic,
     write_text_atomic,
 )
-from spade.scale import banner, off_scale
+from spade.paper.scale import banner, off_scale
 
 NO_DATA = pt.NO_DATA
 PERCENT = 100.0
@@ -265,7 +265,7 @@ EVAL_GROUPS = ("games_gain", "tool_use_gain", "designer_reward")
 
 
 def run_fingerprint(runs_root: str | Path, runs: Sequence[str], group: str) -> str:
-    """:func:`spade.paper_tables.run_fingerprint` over the files this group reads (a Snakemake parameter)."""
+    """:func:`spade.paper.tables.run_fingerprint` over the files this group reads (a Snakemake parameter)."""
     return pt.run_fingerprint(runs_root, runs, GROUP_TABLE[group])
 
 
@@ -318,7 +318,7 @@ class Number:
     mark: str = ""
     reason: str = ""
     detail: dict = field(default_factory=dict)
-    off: list = field(default_factory=list)  # spade.scale.RunScale of the runs behind it not at the paper's scale
+    off: list = field(default_factory=list)  # spade.paper.scale.RunScale of the runs behind it not at the paper's scale
 
     def shown(self) -> str:
         if self.value is None:
@@ -392,7 +392,7 @@ def _difference(a: float | None, b: float | None) -> float | None:
 
 # ----- benchmark averages (Tables 1, 2, 6) -----------------------------------------------------------------
 def load_eval_results(ctx: NumberContext, runs: Sequence[str]) -> pt.ResultIndex:
-    """Evaluation results of ``runs`` (tidy) as a :class:`spade.paper_tables.ResultIndex`; files recorded."""
+    """Evaluation results of ``runs`` (tidy) as a :class:`spade.paper.tables.ResultIndex`; files recorded."""
     tidy, files = pt.load_results(runs_root=ctx.runs_root, runs=[r for r in runs if r])
     ctx.inputs += files
     for run in runs:
@@ -405,7 +405,7 @@ def load_eval_results(ctx: NumberContext, runs: Sequence[str]) -> pt.ResultIndex
 def benchmark_average(ctx: NumberContext, spec: pt.BenchmarkTable, role: dict, results: pt.ResultIndex,
                       number: Number, backbone: str = pt.PAPER_30B) -> Number:
     """``number`` filled with the table's "avg" of the runs of ``role`` at the step its rule picks (the Table 1,
-    2 or 6 cell, via :func:`spade.paper_tables._ours_row`), marked when a run is not at ``backbone``'s scale."""
+    2 or 6 cell, via :func:`spade.paper.tables._ours_row`), marked when a run is not at ``backbone``'s scale."""
     ctx.runs.update(role["runs"])
     number.off = off_scale(ctx.runs_root, [r for r in role["runs"] if ctx.run_dir(r)], backbone,
                            model_only=role["step"] == "base")  # a base-model number: only the model must match
@@ -851,7 +851,7 @@ def render_macros(group: Group, numbers: Sequence[Number], script: str, mapping_
         seen.add(number.macro)
     run_text = "; ".join(f"{run} ({state})" for run, state in sorted(runs.items())) or "none mapped"
     lines = [f"% Quoted numbers '{group.name}': {group.title}.",
-             (f"% Written by {script} (Snakemake rule paper_number_{group.name}) through spade.paper_numbers; do "
+             (f"% Written by {script} (Snakemake rule paper_number_{group.name}) through spade.paper.numbers; do "
               "not edit."), f"% Run mapping: {mapping_path}. Runs: {run_text}.", "% Definitions:"]
     lines += [f"%   {_ascii(d)}" for d in group.definitions]
     lines += ["% \\<Name> is our value (\\textit{not run}: no run; \\textit{no data}: the run lacks the data);",

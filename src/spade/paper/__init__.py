@@ -1,0 +1,8 @@
+"""Reporting: the shared code behind the tables, figures and quoted numbers, and the run reports.
+
+Each paper artifact's own logic lives in its script under ``paper/scripts/`` (named after its output); this
+package holds what several scripts share: loading run folders into tidy tables and provenance (``report``), the
+paper-artifact helpers (``tables``, ``figures``, ``numbers``, ``comparison``), the toy-vs-paper scale labels
+(``scale``), the environment cards and browser (``env_cards``) and the captions of Snakemake's report
+(``workflow_report``).
+"""
