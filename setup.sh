@@ -83,7 +83,8 @@ fi
 .venv/bin/python - <<'PY'
 import logging, sys
 from spade.sandbox import SandboxConfig
-from spade.sandbox.isolation import IsolationError, resolve_level
+from spade.sandbox.isolation import IsolationError
+from spade.sandbox.levels import resolve_level
 logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 try:
     print(f"setup.sh: sandbox isolation available here: {resolve_level(SandboxConfig())}")

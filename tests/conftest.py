@@ -12,7 +12,7 @@ FAST_LIMITS = SandboxLimits(call_timeout_s=1.0, open_timeout_s=2.0, grace_s=1.0,
 def pytest_sessionstart(session):
     """The suite tests the real sandbox: stop at once, with the reason, where bwrap cannot start."""
     from spade.sandbox import IsolationError
-    from spade.sandbox.isolation import resolve_level
+    from spade.sandbox.levels import resolve_level
 
     try:
         resolve_level(SandboxConfig(min_isolation="bwrap"))

@@ -12,7 +12,7 @@ import pytest
 from conftest import FAST_LIMITS, GOOD_STEP, env_source
 
 from spade.sandbox import IsolationError, SandboxConfig, SandboxPool
-from spade.sandbox.isolation import resolve_level
+from spade.sandbox.levels import resolve_level
 from spade.sandbox.procs import descendants
 
 GOOD = env_source(GOOD_STEP)

@@ -1,4 +1,4 @@
-"""Command lines for the three isolation levels, and automatic choice of the strongest that works.
+"""Command lines for the three isolation levels (``levels`` chooses the strongest that works).
 
 - ``bwrap``: new user, pid, net, ipc, uts and cgroup namespaces, new session, die-with-parent,
   cleared environment, uid/gid 65534 inside, all capabilities dropped, read-only binds of only the
@@ -17,7 +17,6 @@ the seccomp filter (see ``worker`` and ``seccomp``).
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import sys
@@ -25,8 +24,6 @@ import sysconfig
 from pathlib import Path
 
 from spade.sandbox.config import ISOLATION_LEVELS, SandboxConfig
-
-log = logging.getLogger("spade.sandbox")
 
 RUNTIME_ROOT = "/opt/spade-runtime"  # where the spade package appears inside the bwrap sandbox
 SANDBOX_ENV = {
@@ -41,10 +38,6 @@ BOOT = "import sys; sys.path.insert(0, {root!r}); from spade.sandbox.worker impo
 
 class IsolationError(RuntimeError):
     """The requested or minimum isolation level is not available on this machine."""
-
-
-def rank(level: str) -> int:
-    return ISOLATION_LEVELS.index(level)
 
 
 def python_binary() -> str:
@@ -142,54 +135,3 @@ def command_for(level: str, config: SandboxConfig, boot_config: str) -> list:
     if level == "rlimits":
         return plain_command(boot_config)
     raise IsolationError(f"unknown isolation level {level!r}; allowed: {list(ISOLATION_LEVELS)}")
-
-
-_PROBES: dict = {}
-
-
-def probe(level: str, config: SandboxConfig) -> str:
-    """Start a worker at ``level`` and ping it. Returns '' if it works, else the reason it does not."""
-    key = (level, config.bwrap_path)
-    if key not in _PROBES:
-        from spade.sandbox.pool import WorkerProcess, WorkerLost
-
-        worker = WorkerProcess(level, config)
-        try:
-            worker.start()
-            _PROBES[key] = ""
-        except (WorkerLost, IsolationError, OSError) as exc:
-            _PROBES[key] = str(exc)
-        finally:
-            worker.stop()
-    return _PROBES[key]
-
-
-def resolve_level(config: SandboxConfig) -> str:
-    """The isolation level to use: the configured one or, for 'auto', the strongest that starts."""
-    candidates = ISOLATION_LEVELS[::-1] if config.isolation == "auto" else (config.isolation,)
-    failures = []
-    for level in candidates:
-        reason = probe(level, config)
-        if not reason:
-            break
-        failures.append(f"{level}: {reason}")
-    else:
-        raise IsolationError(
-            f"no usable isolation level for sandbox.isolation={config.isolation!r}: " + "; ".join(failures)
-        )
-    if rank(level) < rank(config.min_isolation):
-        raise IsolationError(
-            f"sandbox isolation '{level}' is below sandbox.min_isolation={config.min_isolation!r} "
-            f"(levels weakest to strongest: {list(ISOLATION_LEVELS)}); failures: {'; '.join(failures) or 'none'}"
-        )
-    if level == "bwrap":
-        log.info("sandbox isolation level: bwrap (namespaces, private filesystem view, no network)")
-    else:
-        log.warning(
-            "SANDBOX ISOLATION IS WEAKER THAN bwrap: using '%s' because %s. Generated code can read "
-            "host files%s. Set sandbox.min_isolation=bwrap to refuse this.",
-            level,
-            "; ".join(failures) or "it was requested",
-            "" if level == "unshare" else " and reach the network",
-        )
-    return level
