@@ -31,10 +31,11 @@ from spade.configtools import from_dict
 from spade.designer.memory import EnvironmentMemory
 from spade.designer.prompts import DESIGNER_SYSTEM, HINT_SYSTEM
 from spade.designer.skills import GAME_SKILLS, SKILLS
-from spade.envs.library import library
+from spade.envs.library.registry import library
 from spade.envs.validate import Validator
 from spade.seeding import derive_seed
-from spade.core.selfplay import SelfPlay, corpus_sampler
+from spade.core.backend_setup import corpus_sampler
+from spade.core.selfplay import SelfPlay
 
 COIN = r'''
 import random
@@ -187,7 +188,7 @@ def play(pool, tiny_model, corpus_file):
         key = json.dumps(layers, sort_keys=True)
         if key not in cache:
             config = config_with(*layers)
-            memory = CountingMemory(config.memory)  # as spade.core.selfplay.fresh_memory: seeded from the library
+            memory = CountingMemory(config.memory)  # as spade.core.backend_setup.fresh_memory: seeded from the library
             heldout = set(config.eval.heldout_library.environments)
             memory.seed_from_library([e for e in library() if e.name not in heldout])
             # the same sampler whatever corpus.enabled says: the switch alone must keep documents out

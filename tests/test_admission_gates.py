@@ -230,7 +230,7 @@ def test_defines_method_follows_module_bases():
 
 
 def test_heldout_library_texts_feed_the_overlap_gate(pool, tmp_path):
-    from spade.envs.library import get_env
+    from spade.envs.library.registry import get_env
     from spade.envs.validate import heldout_library_texts
 
     texts = heldout_library_texts(pool, ["crt_residue_puzzle"], [0, 1])

@@ -6,7 +6,7 @@ import pytest
 
 from spade.core.agent import AgentConfig, ChatTokens, EpisodeJob, EpisodeRunner, extract_action, first_boxed
 from spade.envs.intake import intake
-from spade.envs.library import get_env
+from spade.envs.library.registry import get_env
 from spade.inference.generation import Generation
 
 SYSTEM = {"game": "You play games.", "tool_use": "You use tools."}

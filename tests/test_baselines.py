@@ -1,4 +1,5 @@
-"""The environment-source switch of the self-play core (``baseline.mode``, spade.core.baselines).
+"""The environment-source switch of the self-play core (``baseline.mode``, spade.core.env_source; the pools in
+spade.core.designed_pool, pool_sources and rlve, played through spade.core.fixed_envs).
 
 Every test drives ``SelfPlay`` with a scripted backend on the tiny model's tokenizer: design prompts
 get a fixed valid environment (the library's knapsack), hint prompts a fixed hint, agent prompts a fixed
@@ -16,12 +17,12 @@ import textwrap
 import pytest
 from scripted_backend import ScriptedBackend
 
-from spade.core.baselines import (LibrarySource, RLVESource, assign_entries, render_rlve, rlve_curriculum_step,
-                             rlve_problem_difficulty, rlve_window)
+from spade.core.pool_sources import LibrarySource, assign_entries
+from spade.core.rlve import RLVESource, render_rlve, rlve_curriculum_step, rlve_problem_difficulty, rlve_window
 from spade.config import SpadeConfig, resolve_layers
 from spade.configtools import ConfigError, from_dict
 from spade.designer.memory import EnvironmentMemory
-from spade.envs.library import get_env
+from spade.envs.library.registry import get_env
 from spade.envs.validate import Validator
 from spade.core.selfplay import SelfPlay
 
@@ -141,7 +142,7 @@ def test_pool_draws_cover_the_pool_before_any_repeat():
     pass 2. Every entry is drawn once before any is drawn twice, and no draw holds an entry twice."""
     import random
 
-    from spade.core.baselines import pool_draws
+    from spade.core.designed_pool import pool_draws
     from spade.seeding import derive_seed
 
     orders = []
@@ -210,7 +211,8 @@ def test_fixed_env_grpo_pool_survives_a_resume_and_is_kept_in_the_run_folder(poo
     by one of another pool size."""
     from dataclasses import asdict
 
-    from spade.core.selfplay import POOL_FILE, SelfPlayState
+    from spade.core.fixed_envs import POOL_FILE
+    from spade.core.selfplay import SelfPlayState
 
     _, tokenizer = tiny_model
     config = pool_config({"baseline": {"pool_size": 3}})
@@ -244,7 +246,7 @@ def test_fixed_env_grpo_pool_survives_a_resume_and_is_kept_in_the_run_folder(poo
 def test_fixed_env_grpo_window_redraw_keeps_a_set_for_k_steps(pool, tiny_model):
     """pool_redraw 'window' (k = 2): draws 0, 1, 2 of the pool open the windows at steps 0, 2 and 4 and close at
     steps 2 and 4, each archived with its 2 steps of plays; in between the set and its statistics carry on."""
-    from spade.core.baselines import pool_draws, pool_order_seed
+    from spade.core.designed_pool import pool_draws, pool_order_seed
 
     _, tokenizer = tiny_model
     config = pool_config({"baseline": {"pool_size": 4, "pool_redraw": "window"}})
@@ -286,7 +288,7 @@ def test_fixed_env_grpo_stops_when_no_design_is_valid(pool, tiny_model):
 
 def test_fixed_modes_refuse_designer_training_and_stray_hint_arm():
     with pytest.raises(ConfigError, match="selfplay.train_designer"):
-        from spade.core.baselines import check_config
+        from spade.core.env_source import check_config
 
         check_config(config_with({"baseline": {"mode": "fixed_env_grpo"}}))
     with pytest.raises(ConfigError, match="baseline.hint_arm"):
@@ -303,7 +305,7 @@ def test_fixed_modes_refuse_designer_training_and_stray_hint_arm():
         check_config(pool_config({"baseline": {"external_pool": "online"}}))
     with pytest.raises(ConfigError, match=r"baseline.pool_redraw.*allowed values: \['step', 'window'\]"):
         pool_config({"baseline": {"pool_redraw": "epoch"}})
-    from spade.core.baselines import pool_max_rounds, pool_size_of
+    from spade.core.designed_pool import pool_max_rounds, pool_size_of
 
     # pool_size 0 = a SPADE run's designs: ceil(400 total steps / k 2) x 2 slots
     assert pool_size_of(pool_config()) == 400 and pool_max_rounds(pool_config()) == 400

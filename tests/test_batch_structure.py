@@ -14,12 +14,13 @@ import pytest
 from scripted_backend import RoleBackend
 from spade.core.agent import EpisodeRecord
 from spade.config import load_config
-from spade.core.selfplay import EnvSlot, Sample, SelfPlay
+from spade.core.selfplay import Sample, SelfPlay
+from spade.core.slots import EnvSlot
 
 
 def _core(pool, tokenizer, overrides: dict, backend=None) -> SelfPlay:
     from spade.designer.memory import EnvironmentMemory
-    from spade.envs.library import get_env
+    from spade.envs.library.registry import get_env
     from spade.envs.validate import Validator
 
     config = load_config(overrides={"model_card": "tiny-random", **overrides})

@@ -10,7 +10,7 @@ import pytest
 
 from spade.configtools import ConfigError, from_dict
 from spade.designer.memory import LIBRARY_STEP, EnvironmentMemory, MemoryConfig, MemoryRecord
-from spade.envs.library import library
+from spade.envs.library.registry import library
 
 
 def rec(env_id, skill="optimization", win_rate=0.5, regret=0.1, step=0, flavour="puzzle", code=None):

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from spade.designer import skills as sk
-from spade.envs.library import GAME_SKILLS, TOOL_USE_SKILLS
+from spade.envs.library.registry import GAME_SKILLS, TOOL_USE_SKILLS
 
 SIX = ("a", "b", "c", "d", "e", "f")
 

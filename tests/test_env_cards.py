@@ -55,7 +55,7 @@ TOTAL_STEPS = 12
 
 
 def _slot(env_id, skill, step, source, report=None, **fields):
-    from spade.core.selfplay import EnvSlot
+    from spade.core.slots import EnvSlot
 
     slot = EnvSlot(env_id, skill, step, source, **fields)
     if report is not None:

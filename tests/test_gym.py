@@ -6,7 +6,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from spade.envs.gym_env import SandboxTextEnv
-from spade.envs.library import get_env
+from spade.envs.library.registry import get_env
 from spade.envs.sandboxed import EpisodeFailed, SandboxedEnv
 
 

@@ -11,7 +11,7 @@ from scripted_backend import RoleBackend
 
 def first_rollout(pool, tiny_model, designer: dict) -> RoleBackend:
     from spade.designer.memory import EnvironmentMemory
-    from spade.envs.library import get_env
+    from spade.envs.library.registry import get_env
     from spade.envs.validate import Validator
     from spade.core.selfplay import SelfPlay
 

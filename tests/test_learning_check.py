@@ -14,7 +14,7 @@ from spade.designer.prompts import agent_prompt, agent_system_prompt
 from spade.envs.checks import CHECKS, check_source
 from spade.envs.drivers import play_oracle
 from spade.envs.intake import intake
-from spade.envs.library import get_env, level_kwargs, library
+from spade.envs.library.registry import get_env, level_kwargs, library
 from spade.inference.generation import Generation
 
 LEVELLED = [e for e in library() if "easy" in e.levels]
@@ -133,7 +133,7 @@ def test_checks_stay_out_of_the_library():
 
 
 def test_the_check_pool_and_benchmark(tiny_model, pool):
-    from spade.core import baselines
+    from spade.core import pool_sources
     from spade.config import load_config
     from spade.evals.base import registry
     from spade.evals.base import EvalContext
@@ -141,7 +141,7 @@ def test_the_check_pool_and_benchmark(tiny_model, pool):
     config = load_config("configs/default.yaml", overrides={
         "baseline": {"mode": "fixed_pool", "pool_source": "checks", "pool_envs": ["digit_reply"]},
         "selfplay": {"backfill": False, "train_designer": False}})
-    (entry,) = baselines.make_source(config).entries()
+    (entry,) = pool_sources.make_source(config).entries()
     assert (entry.name, entry.origin) == ("digit_reply", "check:digit_reply")
     _, tokenizer = tiny_model
     bench = registry()["learning_check"](config.eval.learning_check)
@@ -184,7 +184,9 @@ def test_backfill_at_the_easy_level_plays_it_and_keeps_it(tiny_model, pool):
     slot carries the level to its episodes, into a designed pool's entries and across a fixed set's windows."""
     from spade.designer.memory import EnvironmentMemory
     from spade.envs.validate import Validator
-    from spade.core.selfplay import EnvSlot, SelfPlay, _reopened
+    from spade.core.fixed_envs import _reopened
+    from spade.core.selfplay import SelfPlay
+    from spade.core.slots import EnvSlot
     from tests.test_baselines import config_with, make_core
 
     config = config_with({"selfplay": {"backfill": True, "library_level": "easy",

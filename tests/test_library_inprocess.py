@@ -16,7 +16,7 @@ import math
 import pytest
 
 from spade.envs.drivers import as_action, play_oracle, play_random
-from spade.envs.library import GAME_SKILLS, TOOL_USE_SKILLS, library
+from spade.envs.library.registry import GAME_SKILLS, TOOL_USE_SKILLS, library
 from spade.envs.tool_base import ToolUseBaseEnv
 
 ENTRIES = library()

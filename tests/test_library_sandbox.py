@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from spade.envs.library import GAME_SKILLS, LibraryEnv, library, register_env
+from spade.envs.library.registry import GAME_SKILLS, LibraryEnv, library, register_env
 from spade.envs.library_check import LibraryCheckConfig, check_library, to_markdown
 from spade.envs.validate import Validator
 

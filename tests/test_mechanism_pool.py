@@ -9,12 +9,12 @@ import pytest
 from scripted_backend import ScriptedBackend
 
 import spade.envs.mechanisms as mechanisms
-from spade.core.baselines import (MECHANISM_PRESENTATIONS, MECHANISM_SKILLS, LibrarySource, MechanismSource,
-                             check_config, make_source)
+from spade.core.env_source import MECHANISM_PRESENTATIONS, check_config
+from spade.core.pool_sources import MECHANISM_SKILLS, LibrarySource, MechanismSource, make_source
 from spade.config import SpadeConfig, resolve_layers
 from spade.configtools import ConfigError, from_dict
 from spade.designer.memory import EnvironmentMemory
-from spade.envs.library import GAME_SKILLS
+from spade.envs.library.registry import GAME_SKILLS
 from spade.envs.mechanisms import (PRESENTATIONS, admit_instance, drivers_for, families, get_family, render,
                                    sample_instance)
 from spade.envs.sandboxed import SandboxedEnv

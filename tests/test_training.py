@@ -98,7 +98,8 @@ def test_closing_a_set_rewards_the_designer(pool, tiny_model):
     (where the mean return is the win rate)."""
     from spade.designer.memory import EnvironmentMemory
     from spade.envs.validate import Validator
-    from spade.core.selfplay import EnvSlot, SelfPlay
+    from spade.core.selfplay import SelfPlay
+    from spade.core.slots import EnvSlot
 
     model, tokenizer = tiny_model
     config = load_config(overrides={"model_card": "tiny-random", "selfplay": {"group_size": 4, "regen_interval": 2}})
@@ -125,7 +126,7 @@ def test_closing_a_set_rewards_the_designer(pool, tiny_model):
 def test_designer_path_valid_environments_hints_and_regret(pool, tiny_model):
     """The paper-scale path: the designer's own valid environments fill the set (no backfill)."""
     from spade.designer.memory import EnvironmentMemory
-    from spade.envs.library import get_env
+    from spade.envs.library.registry import get_env
     from spade.envs.validate import Validator
     from spade.core.selfplay import SelfPlay
 

@@ -19,7 +19,7 @@ from spade.configtools import ConfigError, from_dict, load_yaml, option
 from spade.designer.corpus import CorpusConfig
 from spade.designer.feedback import DesignerFeedbackConfig
 from spade.designer.memory import MemoryConfig
-from spade.envs.library import FLAVOURS
+from spade.envs.library.registry import FLAVOURS
 from spade.envs.library_check import LibraryCheckConfig
 from spade.envs.validate import ValidationConfig
 from spade.evals.config import EvalConfig

@@ -51,7 +51,7 @@ from spade.designer.feedback import revision_chat
 from spade.designer.memory import EnvironmentMemory, MemoryRecord
 from spade.designer.prompts import agent_prompt, design_prompt, extract_hint, hint_prompt
 from spade.designer.skills import active_skills, sample_domain, sample_variant
-from spade.envs.library import level_kwargs, library
+from spade.envs.library.registry import level_kwargs, library
 from spade.envs.validate import Validator, store_rejection
 from spade.inference.generation import SamplingParams
 from spade.core.phases import PhaseClock, timed

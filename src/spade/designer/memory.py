@@ -131,7 +131,7 @@ class EnvironmentMemory:
 
     def seed_from_library(self, entries) -> int:
         """Add built-in environments (objects with ``name``, ``skill``, ``flavour`` and ``source()``,
-        such as ``spade.envs.library.LibraryEnv``) as unmeasured records ``library:<name>``; return how
+        such as ``spade.envs.library.registry.LibraryEnv``) as unmeasured records ``library:<name>``; return how
         many were added."""
         count = 0
         for entry in entries:

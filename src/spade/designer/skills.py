@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from spade.envs.library import GAME_SKILLS, TOOL_USE_SKILLS
+from spade.envs.library.registry import GAME_SKILLS, TOOL_USE_SKILLS
 
 __all__ = [
     "DOMAINS",

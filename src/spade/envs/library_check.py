@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 
 from spade.configtools import option
 from spade.envs.drivers import play_oracle, play_random
-from spade.envs.library import LibraryEnv, library
+from spade.envs.library.registry import LibraryEnv, library
 from spade.envs.sandboxed import EpisodeFailed, SandboxedEnv
 from spade.envs.validate import Validator
 

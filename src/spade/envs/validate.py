@@ -432,7 +432,7 @@ def heldout_library_texts(pool: SandboxPool, names, seeds, config: ValidationCon
     """First observations of built-in library environments ``names`` (e.g. ``eval.heldout_library.environments``)
     on every seed of ``seeds``, played through the sandbox: held-out texts for the overlap gate. Write them
     with ``write_heldout_texts`` and point ``validation.overlap_texts_path`` at the file."""
-    from spade.envs.library import (
+    from spade.envs.library.registry import (
         get_env,  # not at module level: the library check imports this module
     )
 

@@ -53,7 +53,7 @@ class HeldoutLibrary(Benchmark):
 
     def _environment(self, name: str) -> tuple:
         """(source file, agent kind, constructor arguments) of environment ``name``."""
-        from spade.envs.library import get_env, level_kwargs
+        from spade.envs.library.registry import get_env, level_kwargs
 
         entry = get_env(name)
         kind = "tool_use" if entry.flavour == "tool_use" else "game"

@@ -18,7 +18,7 @@ import time
 from dataclasses import replace
 
 from spade.envs.intake import intake
-from spade.envs.library import get_env, library
+from spade.envs.library.registry import get_env, library
 from spade.envs.tool_base import ToolUseBaseEnv
 from spade.envs.validate import Validator
 from spade.sandbox.config import SandboxConfig

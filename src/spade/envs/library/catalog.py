@@ -3,7 +3,7 @@
 ``levels``: the single-turn puzzles also take ``level="easy"``, smaller instances of the same task (issue 16) that
 a 135M model sometimes wins; the toy backfills and evaluates at that level (``selfplay.library_level``)."""
 
-from spade.envs.library import LibraryEnv, register_env  # noqa: F401
+from spade.envs.library.registry import LibraryEnv, register_env
 
 # ----- games: mathematical reasoning ----------------------------------------------------------------
 register_env(LibraryEnv(
