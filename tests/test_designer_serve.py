@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from spade.core import baselines
+from spade.core import env_source
 from spade.config import load_config
 from spade.configtools import ConfigError
 from spade.designer.external import ExternalDesignerBackend, ExternalDesignerError
@@ -178,12 +178,12 @@ SERVE_RUN = {
 def test_serve_mode_config_checks(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     config = load_config(overrides=SERVE_RUN)
-    baselines.check_config(config)  # no base URL, model or key needed in this mode
+    env_source.check_config(config)  # no base URL, model or key needed in this mode
     with pytest.raises(ConfigError, match=r"no local server was started.*spade serve-designer"):
         ExternalDesignerBackend.from_config(config)  # e.g. the OpenRLHF coordinator, which does not start one
     with pytest.raises(ConfigError, match=r"'baseline.external_serve' is 'base_model'.*'fixed_external_designer' "
                                           r"only, not 'fixed_env_grpo'"):
-        baselines.check_config(load_config(overrides={**SERVE_RUN, "baseline": {
+        env_source.check_config(load_config(overrides={**SERVE_RUN, "baseline": {
             "mode": "fixed_env_grpo", "external_serve": "base_model"}}))
     with pytest.raises(ConfigError, match=r"external_serve.*allowed values"):
         load_config(overrides={**SERVE_RUN, "baseline": {"mode": "fixed_external_designer",

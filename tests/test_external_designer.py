@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from spade.core import baselines
+from spade.core import env_source
 from spade.config import SpadeConfig, deep_merge, resolve_layers
 from spade.configtools import ConfigError, from_dict
 from spade.designer.corpus import CorpusSampler, Document
@@ -184,7 +184,7 @@ def test_offline_external_pool_is_designed_before_training_without_memory(pool, 
     grounding): pool_size 3 with 2 slots takes design rounds 0 and 1 (4 requests, skills optimization then
     logical_deduction), all sent before the agent's first play and none afterwards: no hints, no regeneration.
     The memory holds library seeds, yet no pool prompt carries one; the online switch's prompts do."""
-    from spade.core.selfplay import fresh_memory
+    from spade.core.backend_setup import fresh_memory
 
     model, tokenizer = tiny_model
     monkeypatch.setenv(KEY_ENV, KEY)
@@ -234,10 +234,10 @@ def test_external_pool_switch_is_checked():
         external_config("http://127.0.0.1:9/v1", external_pool="cached")
     with pytest.raises(ConfigError, match=r"'baseline.hint_arm' is true.*not 'fixed_external_designer' with "
                                           r"baseline.external_pool 'online'"):
-        baselines.check_config(external_config("http://127.0.0.1:9/v1", external_pool="online", hint_arm=True))
+        env_source.check_config(external_config("http://127.0.0.1:9/v1", external_pool="online", hint_arm=True))
     with pytest.raises(ConfigError, match=r"'baseline.pool_size' is 8.*designed pool only.*'online'"):
-        baselines.check_config(external_config("http://127.0.0.1:9/v1", external_pool="online", pool_size=8))
-    baselines.check_config(external_config("http://127.0.0.1:9/v1", hint_arm=True, pool_size=8))  # offline: fine
+        env_source.check_config(external_config("http://127.0.0.1:9/v1", external_pool="online", pool_size=8))
+    env_source.check_config(external_config("http://127.0.0.1:9/v1", hint_arm=True, pool_size=8))  # offline: fine
 
 
 def test_transient_errors_are_retried_and_fatal_ones_are_not(monkeypatch):
@@ -302,11 +302,11 @@ def test_missing_settings_and_key_are_config_errors(pool, tiny_model, monkeypatc
     monkeypatch.setenv(KEY_ENV, KEY)
     for key in ("external_base_url", "external_model"):
         with pytest.raises(ConfigError, match=rf"'baseline.{key}' is empty.*fixed_external_designer"):
-            baselines.check_config(external_config("http://127.0.0.1:9/v1", **{key: ""}))
+            env_source.check_config(external_config("http://127.0.0.1:9/v1", **{key: ""}))
     with pytest.raises(ConfigError, match=r"'baseline.external_base_url' is 'localhost:8000'.*http"):
         ExternalDesignerBackend.from_config(external_config("localhost:8000"))
     with pytest.raises(ConfigError, match="selfplay.train_designer"):
-        baselines.check_config(from_dict(SpadeConfig, resolve_layers(deep_merge(
+        env_source.check_config(from_dict(SpadeConfig, resolve_layers(deep_merge(
             TINY, {"selfplay": {"train_designer": True}, "baseline": {
                 "mode": "fixed_external_designer", "external_base_url": "http://x/v1", "external_model": "m"}}))))
     with pytest.raises(ConfigError, match=r"external_max_tokens_field.*allowed values"):

@@ -257,7 +257,7 @@ def cmd_train(args) -> int:
         from spade.rlhf.launch import resolve_openrlhf
 
         backend = "openrlhf" if resolve_openrlhf(config).enabled else "local"
-    from spade.core.baselines import baseline_of, check_config
+    from spade.core.env_source import baseline_of, check_config
 
     if not args.dry_run:
         check_config(config)  # a missing checkout or endpoint stops here, before any model or GPU is set up
@@ -379,7 +379,8 @@ def cmd_fidelity(args) -> int:
 
 
 def cmd_check_rlve(args) -> int:
-    from spade.core.baselines import check_config, check_rlve
+    from spade.core.env_source import check_config
+    from spade.core.rlve import check_rlve
     from spade.envs.validate import Validator
     from spade.io import atomic_write_json
 

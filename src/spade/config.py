@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spade.core.agent import AgentConfig
-from spade.core.baselines import BaselineConfig
+from spade.core.env_source import BaselineConfig
 from spade.configtools import ConfigError, from_dict, load_yaml, option
 from spade.designer.corpus import CorpusConfig
 from spade.designer.feedback import DesignerFeedbackConfig
@@ -175,7 +175,7 @@ class SpadeConfig:
     openrlhf: OpenRLHFConfig = option(OpenRLHFConfig(), "GPU training through OpenRLHF: placement and engines "
                                       "(docs/OPENRLHF.md, Launcher); presets in configs/openrlhf/<model_card>.yaml.")
     baseline: BaselineConfig = option(BaselineConfig(), "Environment source: SPADE's designer or a fixed-environment "
-                                      "baseline (spade.core.baselines).")
+                                      "baseline (spade.core.env_source).")
     logging: LoggingConfig = option(LoggingConfig(), "Live metrics of training: TensorBoard event files and offline "
                                     "W&B runs in the run folder (spade.train.live_metrics).")
     toy_ablations: dict = option({}, "Workflow only (`snakemake toy_ablations`): run name -> settings laid over this "

@@ -18,7 +18,7 @@ samples into a policy update. Per step ``s`` with regeneration interval ``k``:
    ``train.global_batch`` ('global_batch'); at the run's last step the current set is closed after its
    plays (``flush``), so its designer samples train too.
 
-``baseline.mode`` (spade.core.baselines) switches the environment source: 'spade' is the above; the pool
+``baseline.mode`` (spade.core.env_source) switches the environment source: 'spade' is the above; the pool
 modes ('fixed_pool', 'rlve') fill the set once at step 0 and keep it for the whole run; every k steps
 they only close the bookkeeping window (archive, window metrics) and open the next one on the same
 environments, with no designer call, no designer reward and no designer sample. 'fixed_env_grpo' and
@@ -30,40 +30,39 @@ update, through ``design`` (``SelfPlay._begin_designed_pool``), and each step pl
 and logged only.
 
 All randomness derives from ``(config.seed, step, ...)``, so a resumed run repeats exactly.
+
+``SelfPlay`` holds the step itself: play, rewards, the batch and the resumable state. It is composed of three
+mixins: :class:`spade.core.design.EnvironmentDesign` (design, validation, backfill, hints),
+:class:`spade.core.fixed_envs.FixedEnvironments` (the fixed modes and designed pools) and
+:class:`spade.core.step_metrics.StepMetrics` (the step's metrics); its environment slots are
+:class:`spade.core.slots.EnvSlot`. The setup a backend does before the first step (memory, corpus) is in
+:mod:`spade.core.backend_setup`.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import math
-import random
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
+from dataclasses import asdict, dataclass, field
 
-from spade.core import baselines
-from spade.core.advantages import designer_advantages, designer_upweight, grpo_advantages
-from spade.core.agent import EpisodeJob, EpisodeRunner
 from spade.config import SpadeConfig
 from spade.configtools import ConfigError
-from spade.designer.feedback import revision_chat
-from spade.designer.memory import EnvironmentMemory, MemoryRecord
-from spade.designer.prompts import agent_prompt, design_prompt, extract_hint, hint_prompt
-from spade.designer.skills import active_skills, sample_domain, sample_variant
-from spade.envs.library.registry import level_kwargs, library
-from spade.envs.validate import Validator, store_rejection
-from spade.inference.generation import SamplingParams
+from spade.core import env_source
+from spade.core.advantages import designer_advantages, designer_upweight, grpo_advantages
+from spade.core.agent import EpisodeJob, EpisodeRunner
+from spade.core.design import EnvironmentDesign
+from spade.core.fixed_envs import FixedEnvironments
 from spade.core.phases import PhaseClock, timed
-from spade.seeding import derive_seed
 from spade.core.rewards import (
     EMAState, calibration_band_reward, designer_reward, ema_update, invalid_candidate_reward, learning_potential, regret,
 )
-
-
-log = logging.getLogger(__name__)
-
-POOL_FILE = "env_pool.json"  # a designed pool, written once into the run folder (SelfPlay pool_dir)
+from spade.core.slots import EnvSlot
+from spade.core.step_metrics import StepMetrics, _mean
+from spade.designer.memory import EnvironmentMemory, MemoryRecord
+from spade.designer.prompts import agent_prompt
+from spade.envs.library.registry import library
+from spade.envs.validate import Validator
+from spade.seeding import derive_seed
 
 
 @dataclass
@@ -81,46 +80,6 @@ class Sample:
 
 
 @dataclass
-class EnvSlot:
-    """One environment of the current set, with everything the archive and the rewards need."""
-
-    env_id: str
-    skill: str
-    step: int  # regeneration step that produced it (fixed modes: start of the current bookkeeping window)
-    source: str  # "designer", "backfill:<library name>", or a fixed pool's "library:<name>" / "rlve:<identifier>"
-    code: str = ""
-    class_name: str = ""
-    kind: str = "game"
-    valid: bool = False
-    attempts: int = 0
-    reports: list = field(default_factory=list)  # validation report of every attempt (no code)
-    hint: str = ""
-    hint_returns: list = field(default_factory=list)  # [G] returns with hint at the regeneration step
-    paired_returns: list = field(default_factory=list)  # [m] no-hint returns of the regeneration step (kept plays)
-    wins: int = 0  # no-hint wins over the window
-    episodes: int = 0  # no-hint episodes over the window
-    return_sum: float = 0.0  # sum of the no-hint returns R_A over the window (plateau input, ema_lp)
-    dropped: int = 0  # no-hint plays over the window left out for an environment failure (agent.failed_plays)
-    regen_positive: int = 0  # regeneration-step no-hint plays with a return > 0 (memory.win_rate 'regen_positive')
-    regen_episodes: int = 0  # regeneration-step no-hint plays booked (memory.win_rate 'regen_positive')
-    hint_seeds: list = field(default_factory=list)  # [G] episode seed of each entry of hint_returns
-    paired_seeds: list = field(default_factory=list)  # episode seed of each entry of paired_returns
-    distinct_rewards: list = field(default_factory=list)  # reward values observed (figure 16)
-    designer_sample: dict | None = None  # token ids / mask / log-probs of the generation that made it
-    env_kwargs: dict = field(default_factory=dict)  # constructor arguments besides max_turns (a backfilled level)
-    regret: float | None = None
-    designer_reward: float | None = None
-
-    @property
-    def win_rate(self) -> float | None:
-        return self.wins / self.episodes if self.episodes else None
-
-    @property
-    def mean_return(self) -> float | None:
-        return self.return_sum / self.episodes if self.episodes else None
-
-
-@dataclass
 class SelfPlayState:
     """Everything a resumed run needs besides weights and optimizer (JSON-serialisable)."""
 
@@ -129,13 +88,15 @@ class SelfPlayState:
     ema: dict = field(default_factory=lambda: {"fast": {}, "slow": {}})
     rlve: dict = field(default_factory=dict)  # baseline.mode 'rlve': identifier -> {"top", "episodes", "correct"}
     rlve_excluded: dict = field(default_factory=dict)  # RLVE identifier -> why its file failed validation
-    # a pool designed before training (baselines.designs_pool): one dict per valid environment, in generation
+    # a pool designed before training (env_source.designs_pool): one dict per valid environment, in generation
     # order ("env_id" = pool id, "designed_as", "skill", "source", "code", "class_name", "kind", "attempts")
     pool: list = field(default_factory=list)
     pool_info: dict = field(default_factory=dict)  # how that pool was made: counts and its generation's metrics
 
 
-class SelfPlay:
+class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
+    """One SPADE self-play step per ``rollout(step)``: what is generated, played and rewarded (module docstring)."""
+
     def __init__(self, config: SpadeConfig, backend, validator: Validator, memory: EnvironmentMemory,
                  corpus_sampler, state: SelfPlayState | None = None, rejected_dir=None, pool_dir=None):
         self.config, self.backend, self.validator = config, backend, validator
@@ -154,147 +115,27 @@ class SelfPlay:
             raise ConfigError(f"config key 'selfplay.library_level': no library environment outside "
                               f"eval.heldout_library.environments has level {config.selfplay.library_level!r} "
                               f"for flavour {config.selfplay.flavour!r}")
-        baselines.check_config(config)
-        self.mode = baselines.baseline_of(config).mode
+        env_source.check_config(config)
+        self.mode = env_source.baseline_of(config).mode
         self.designer_backend = None  # designs and hints through self.backend unless an external model writes them
         self.plays_override: int | None = None  # no-hint plays per environment fixed by the backend (OpenRLHF)
         self._pool_source = None  # the fixed-pool source, made on first use (RLVE lists its set in a child process)
         self._reports: dict = {}  # environment file -> its validation report (a redrawn RLVE file is not re-run)
         self._excluded_now: dict = {}  # RLVE identifiers excluded since the last step's metrics -> why
         # environments fixed before training (set once, or a pool designed at step 0): begin_step's fixed branch
-        self.fixed = self.mode in baselines.FIXED_MODES or baselines.designs_pool(config)
-        self._pool_draws: list = []  # cached draws of the designed pool (baselines.pool_draws)
-        if self.mode == baselines.EXTERNAL_MODE:
+        self.fixed = self.mode in env_source.FIXED_MODES or env_source.designs_pool(config)
+        self._pool_draws: list = []  # cached draws of the designed pool (designed_pool.pool_draws)
+        if self.mode == env_source.EXTERNAL_MODE:
             from spade.designer.external import ExternalDesignerBackend
 
             self.designer_backend = ExternalDesignerBackend.from_config(config)
 
-    # ----- helpers -------------------------------------------------------------------------------
-    def _generate(self, chats: list, max_new_tokens: int, seed: int, temperature: float | None = None):
-        """Designer-model generations of ``chats``; ``temperature`` None = designer.temperature (designs)."""
-        temperature = self.config.designer.temperature if temperature is None else temperature
-        params = SamplingParams(temperature, 1.0, max_new_tokens)
-        if self.designer_backend is not None:  # external designer: text only, no prompt tokens, never trained
-            return [[] for _ in chats], self.designer_backend.generate_chats(chats, params, seed)
-        prompts = [self.runner.chat.first_prompt(chat) for chat in chats]
-        generations = self.backend.generate(prompts, params, seed)
-        return prompts, generations
-
-    @staticmethod
-    def _sample_dict(prompt: list, generation) -> dict:
-        return {
-            "token_ids": list(prompt) + list(generation.completion_ids),
-            "loss_mask": [0] * len(prompt) + [1] * len(generation.completion_ids),
-            "rollout_logprobs": [0.0] * len(prompt) + list(generation.logprobs),
-        }
-
+    # ----- the current set ---------------------------------------------------------------------
     def _envs(self) -> list:
         return [EnvSlot(**data) for data in self.state.envs]
 
     def _store(self, envs: list) -> None:
         self.state.envs = [asdict(env) for env in envs]
-
-    # ----- design --------------------------------------------------------------------------------
-    @timed("design")
-    def design(self, step: int, memory: bool = True) -> tuple[list, list]:
-        """Design a new environment set; returns (slots, designer samples of invalid candidates).
-        ``memory`` False leaves the memory seeds out of every prompt (the offline fixed-ED pool)."""
-        cfg = self.config
-        round_index = step // cfg.selfplay.regen_interval
-        skills = active_skills(round_index, tuple(cfg.selfplay.skills), cfg.selfplay.active_skills)
-        slots = [EnvSlot(f"s{step:05d}-{skill}-{i}", skill, step, "designer")
-                 for skill in skills for i in range(cfg.selfplay.envs_per_skill)]
-        invalid = []
-        for attempt in range(cfg.selfplay.design_attempts):
-            todo = [slot for slot in slots if not slot.valid]
-            if not todo:
-                break
-            chats = [self._design_chat(slot, step, attempt, memory) for slot in todo]
-            prompts, generations = self._generate(chats, cfg.designer.max_new_tokens,
-                                                  derive_seed(cfg.seed, "design", step, attempt))
-            pending = [(slot, chat, generation, self._judge(slot, prompt, generation, invalid, 0))
-                       for slot, chat, prompt, generation in zip(todo, chats, prompts, generations)]
-            feedback = cfg.designer_feedback
-            for revision in range(1, feedback.revisions + 1):  # feedback mode (issue 7, 2b); 0 = paper
-                pending = [(slot, chat, generation, report) for slot, chat, generation, report in pending
-                           if not report.valid]
-                if not pending:
-                    break
-                chats = [revision_chat(chat, generation.text, report.to_dict(), revision, feedback.revisions,
-                                       feedback.answer_chars, feedback.report_chars)
-                         for _, chat, generation, report in pending]
-                prompts, generations = self._generate(chats, cfg.designer.max_new_tokens,
-                                                      derive_seed(cfg.seed, "design-revision", step, attempt, revision))
-                pending = [(slot, chat, generation, self._judge(slot, prompt, generation, invalid, revision))
-                           for (slot, *_), chat, prompt, generation in zip(pending, chats, prompts, generations)]
-        if cfg.selfplay.backfill:
-            self._backfill(slots, step)
-        return slots, invalid
-
-    @timed("validation")
-    def _validate(self, code: str):
-        """The validator's report on ``code`` (its time is the step's validation phase)."""
-        return self.validator.validate(code)
-
-    def _judge(self, slot: EnvSlot, prompt: list, generation, invalid: list, revision: int):
-        """Validate one designer generation for ``slot`` (``revision`` 0 = first answer, 1.. = feedback
-        revisions) and book it: the report, the designer sample, a kept rejection."""
-        slot.attempts += 1
-        report = self._validate(generation.text)
-        tokens = getattr(generation, "completion_tokens", None)  # an external designer reports its usage
-        slot.reports.append({**report.to_dict(),
-                             "generated_tokens": len(generation.completion_ids) if tokens is None else tokens,
-                             "revision": revision})
-        sample = None if self.designer_backend is not None else self._sample_dict(prompt, generation)
-        if report.valid:
-            slot.valid, slot.code, slot.class_name, slot.kind = True, report.code, report.class_name, report.kind
-            slot.designer_sample = sample
-        elif sample is not None:
-            invalid.append({**sample, "skill": slot.skill})
-            if self.rejected_dir is not None:
-                store_rejection(self.rejected_dir, generation.text, report)
-        return report
-
-    def _design_chat(self, slot: EnvSlot, step: int, attempt: int, memory: bool = True) -> list:
-        cfg = self.config
-        rng = random.Random(derive_seed(cfg.seed, "design-context", slot.env_id, attempt))
-        document = self.corpus.sample(step, slot.env_id, attempt).text if cfg.corpus.enabled and self.corpus else None
-        positives, negative = [], None
-        if cfg.memory.enabled and memory:
-            positives = [r.code for r in self.memory.positive_seeds(slot.skill, rng=rng)]
-            worst = self.memory.negative_seed(slot.skill, rng=rng)
-            negative = worst.code if worst else None
-        domain = variant = None
-        if cfg.selfplay.flavour == "tool_use":
-            domain, variant = sample_domain(rng), sample_variant(rng)
-        return design_prompt(cfg.selfplay.flavour, slot.skill, document, positives, negative, domain, variant)
-
-    def _backfill(self, slots: list, step: int) -> None:
-        """Fill empty slots from the built-in library (toy runs with weak designers; logged)."""
-        rng = random.Random(derive_seed(self.config.seed, "backfill", step))
-        for slot in slots:
-            if slot.valid or not self.backfill_pool:
-                continue
-            same_skill = [e for e in self.backfill_pool if e.skill == slot.skill] or self.backfill_pool
-            entry = rng.choice(same_skill)
-            report = self._validate(entry.source())
-            if report.valid:
-                slot.valid, slot.code, slot.class_name, slot.kind = True, report.code, report.class_name, report.kind
-                slot.source = f"backfill:{entry.name}"
-                slot.env_kwargs = level_kwargs(entry, self.config.selfplay.library_level, "selfplay.library_level")
-
-    @timed("hints")
-    def write_hints(self, slots: list, step: int) -> None:
-        live = [slot for slot in slots if slot.valid]
-        if not live:
-            return
-        chats = [hint_prompt(slot.code, self.config.selfplay.flavour) for slot in live]
-        # hints sample at designer.hint_temperature (reference code 0.3), not the design temperature
-        _, generations = self._generate(chats, self.config.designer.hint_max_new_tokens,
-                                        derive_seed(self.config.seed, "hint", step),
-                                        temperature=self.config.designer.hint_temperature)
-        for slot, generation in zip(live, generations):
-            slot.hint = extract_hint(generation.text)
 
     # ----- play ----------------------------------------------------------------------------------
     def no_hint_plays(self, slots: list) -> int:
@@ -508,199 +349,6 @@ class SelfPlay:
                 metrics["env_source"] = self.mode
         return slots, samples, closed, metrics
 
-    def _begin_fixed(self, step: int, slots: list, metrics: dict) -> tuple[list, list, list, dict]:
-        """``begin_step`` of a fixed mode: the set is made once (step 0, or the first step of a run that
-        has none) and kept; every k steps its window closes and the next opens on the same environments.
-        A designed pool (fixed_env_grpo, the offline fixed external designer) goes to ``_begin_designed_pool``."""
-        if baselines.designs_pool(self.config):
-            return self._begin_designed_pool(step, slots, metrics)
-        closed = []
-        if not slots:
-            slots = self.fill_pool(step)
-            metrics.update(self._design_metrics(slots))
-            metrics["env_source"] = self.mode
-        elif step % self.config.selfplay.regen_interval == 0:
-            closed = [asdict(s) for s in slots]
-            metrics.update(self._closed_metrics(slots))
-            if self.mode == "rlve" and baselines.baseline_of(self.config).rlve_redraw:  # a new draw from RLVE's set
-                slots = self.fill_pool(step)
-                metrics.update(self._design_metrics(slots))
-                metrics["env_source"] = self.mode
-                return slots, [], closed, metrics
-            # a new window on the same environments (ids unchanged; code too, but RLVE raises): window statistics
-            # start again, the environment itself is kept
-            slots = [_reopened(slot, step) for slot in slots]
-        return slots, [], closed, metrics
-
-    # ----- a pool designed before training (fixed_env_grpo, offline fixed external designer) ------------
-    def _begin_designed_pool(self, step: int, slots: list, metrics: dict) -> tuple[list, list, list, dict]:
-        """The pool is designed once, at the run's first step (step 0: base policy, before any update), or
-        taken from the state of a resumed run; then each step plays a set drawn from it. ``pool_redraw``
-        'step' (reference): a new draw every step, and the previous step's set closes (archive, closed_*
-        metrics); 'window': a new draw every k steps, when the window's set closes."""
-        cfg, base = self.config, baselines.baseline_of(self.config)
-        k = cfg.selfplay.regen_interval
-        made = not self.state.pool
-        if made:
-            metrics.update(self._make_pool())
-        per_step = base.pool_redraw == "step"
-        closed = []
-        if slots and (made or per_step or step % k == 0):
-            closed = [asdict(s) for s in slots]
-            metrics.update(self._closed_metrics(slots))
-        if made or not slots or per_step or step % k == 0:
-            slots = self._draw_pool(step if per_step else step // k, step)
-            self.state.invalid_samples = []  # never rewarded: the designer is not trained
-            if base.hint_arm and step == 0:  # regret of step 0's set, measurement only
-                self.write_hints(slots, step)
-                hinted = self.play(slots, step, "hint")
-                for slot in slots:
-                    slot.hint_returns = [r.final_return for r in hinted.get(slot.env_id, [])]
-                    slot.hint_seeds = [r.seed for r in hinted.get(slot.env_id, [])]
-        metrics["pool_size"] = len(self.state.pool)
-        metrics["pool_draw"] = [slot.env_id for slot in slots if slot.valid]
-        return slots, [], closed, metrics
-
-    def _make_pool(self) -> dict:
-        """Fill ``state.pool``: reuse ``<pool_dir>/env_pool.json`` when it was made for this config, else design
-        rounds of one slot set each through ``design`` (round r as SPADE's regeneration r: its skills, seeds and
-        corpus draws; the offline external designer without memory seeds) until ``pool_size`` valid environments
-        are in or ``pool_max_rounds`` rounds are spent, then write that file. Returns the metrics of the
-        generation (those of a reused file as it logged them, plus ``pool_from_file``)."""
-        cfg = self.config
-        fingerprint = self._pool_fingerprint()
-        saved = self._read_pool_file(fingerprint)
-        if saved is not None:
-            self.state.pool, self.state.pool_info = saved["entries"], saved["info"]
-            return {**saved["info"]["metrics"], "pool_from_file": True}
-        wanted, max_rounds = baselines.pool_size_of(cfg), baselines.pool_max_rounds(cfg)
-        memory = self.mode != baselines.EXTERNAL_MODE  # paper: the fixed ED pool is memory-free
-        generated, entries, rounds = [], [], 0
-        while len(entries) < wanted and rounds < max_rounds:
-            designed, _ = self.design(rounds * cfg.selfplay.regen_interval, memory=memory)
-            rounds += 1
-            for slot in designed:
-                generated.append(slot)
-                if slot.valid and len(entries) < wanted:
-                    entries.append({"env_id": f"p{len(entries):05d}-{slot.skill}", "designed_as": slot.env_id,
-                                    "skill": slot.skill, "source": slot.source, "code": slot.code,
-                                    "class_name": slot.class_name, "kind": slot.kind, "attempts": slot.attempts,
-                                    **({"env_kwargs": slot.env_kwargs} if slot.env_kwargs else {})})
-        if not entries:
-            raise RuntimeError(f"baseline.mode {self.mode!r}: the designed pool holds no valid environment after "
-                               f"{rounds} design rounds of {baselines.pool_slots(cfg)} slots (the limit, config key "
-                               f"'baseline.pool_round_factor' = {baselines.baseline_of(cfg).pool_round_factor}, for "
-                               f"baseline.pool_size {wanted}); reasons: "
-                               f"{json.dumps(_count(r['reason'] for s in generated for r in s.reports))[:1500]}")
-        metrics = {**self._design_metrics(generated), "slots": baselines.pool_slots(cfg), "env_source": self.mode,
-                   "pool_wanted": wanted, "pool_rounds": rounds, "pool_max_rounds": max_rounds,
-                   "pool_generated_slots": len(generated), "pool_valid": len(entries),
-                   "pool_short": wanted - len(entries), "pool_memory_seeds": memory and cfg.memory.enabled}
-        self.state.pool = entries
-        self.state.pool_info = {"fingerprint": fingerprint, "metrics": metrics}
-        if self.pool_dir is not None:
-            from spade.io import atomic_write_json
-
-            atomic_write_json(Path(self.pool_dir) / POOL_FILE, {
-                "info": self.state.pool_info, "entries": entries,
-                "generated": [{k: v for k, v in asdict(s).items() if k != "designer_sample"} for s in generated]})
-        return metrics
-
-    def _pool_fingerprint(self) -> dict:
-        """What a designed pool depends on; a pool file made under another fingerprint is not reused."""
-        cfg, base = self.config, baselines.baseline_of(self.config)
-        return {"mode": self.mode, "seed": cfg.seed, "pool_size": baselines.pool_size_of(cfg),
-                "max_rounds": baselines.pool_max_rounds(cfg), "slots": baselines.pool_slots(cfg),
-                "skills": list(cfg.selfplay.skills), "active_skills": cfg.selfplay.active_skills,
-                "flavour": cfg.selfplay.flavour, "design_attempts": cfg.selfplay.design_attempts,
-                "backfill": cfg.selfplay.backfill, "corpus": cfg.corpus.enabled, "memory": cfg.memory.enabled,
-                "designer": base.external_model if self.mode == baselines.EXTERNAL_MODE else cfg.model.name}
-
-    def _read_pool_file(self, fingerprint: dict) -> dict | None:
-        """The pool of ``<pool_dir>/env_pool.json`` when it exists and was made under ``fingerprint``."""
-        if self.pool_dir is None or not (Path(self.pool_dir) / POOL_FILE).is_file():
-            return None
-        path = Path(self.pool_dir) / POOL_FILE
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            log.warning("designed pool %s is unreadable (%s); designing the pool again", path, exc)
-            return None
-        if data.get("info", {}).get("fingerprint") != fingerprint or not data.get("entries"):
-            log.warning("designed pool %s was made for other settings; designing the pool again", path)
-            return None
-        return data
-
-    def _draw_pool(self, index: int, step: int) -> list:
-        """Draw ``index`` of the designed pool as the slots of a set opened at ``step`` (baselines.pool_draws, order
-        seeded by baselines.pool_order_seed). A pool shorter than the slot count leaves the last slots empty."""
-        cfg, pool = self.config, self.state.pool
-        n_slots = baselines.pool_slots(cfg)
-        if index >= len(self._pool_draws):  # every draw a run of total_steps makes, at once
-            count = max(index + 1, cfg.selfplay.total_steps)
-            self._pool_draws = baselines.pool_draws(len(pool), n_slots, count, baselines.pool_order_seed(cfg))
-        slots = [EnvSlot(entry["env_id"], entry["skill"], step, entry["source"], code=entry["code"],
-                         class_name=entry["class_name"], kind=entry["kind"], valid=True, attempts=entry["attempts"],
-                         env_kwargs=dict(entry.get("env_kwargs", {})))
-                 for entry in (pool[i] for i in self._pool_draws[index])]
-        return slots + [EnvSlot(f"s{step:05d}-empty-{i}", "", step, "pool:empty") for i in range(len(slots), n_slots)]
-
-    def fill_pool(self, step: int) -> list:
-        """The slots of a fixed procedural pool ('fixed_pool', 'rlve'): the source's environments sampled
-        (seeded) into the run's slot count, each validated in the sandbox like a designed candidate. A pool
-        environment that fails validation stops the run, except in 'rlve', where it is excluded from the set for
-        the rest of the run (the reason kept in the state and logged once in the metric ``rlve_newly_excluded``)
-        and the draw is made again without it. RLVE's files are rendered at each environment's current curriculum level."""
-        cfg = self.config
-        base = baselines.baseline_of(cfg)
-        if self._pool_source is None:
-            self._pool_source = baselines.make_source(cfg, pool=self.validator.pool)
-        n_slots = cfg.selfplay.active_skills * cfg.selfplay.envs_per_skill
-        while True:
-            entries = self._pool_source.entries()
-            if self.mode == "rlve":
-                entries = [replace(e, code=baselines.render_rlve(base, e.name, self._rlve_top(e.name)))
-                           for e in entries if e.name not in self.state.rlve_excluded]
-                if not entries:
-                    raise RuntimeError(f"baseline.mode 'rlve': every environment failed validation in the sandbox: "
-                                       f"{json.dumps(self.state.rlve_excluded)[:3000]}")
-            chosen = baselines.assign_entries(entries, n_slots, baselines.pool_seed(cfg, step))
-            failed = [(entry, self._validated(entry.code)) for entry in chosen]
-            failed = [(entry, report) for entry, report in failed if not report.valid]
-            if not failed:
-                break
-            if self.mode == "rlve" and len(failed) == len(chosen) and not any(r.valid for r in self._reports.values()):
-                entry, report = failed[0]  # nothing has loaded at all: the setup, not one environment, is wrong
-                raise RuntimeError(f"baseline.mode 'rlve': no RLVE environment passed validation in the sandbox; the "
-                                   f"first, {entry.origin}, failed with {report.reason}: {report.message[:1500]}\n"
-                                   "Check that baseline.rlve_import_paths holds the packages RLVE's environments "
-                                   "import (numpy, networkx, sympy) and that sandbox.read_only_paths covers it and "
-                                   "baseline.rlve_path (docs/BASELINES.md)")
-            for entry, report in failed:
-                if self.mode != "rlve":
-                    raise RuntimeError(f"baseline.mode {self.mode!r}: environment {entry.origin} failed validation in "
-                                       f"the sandbox ({report.reason}): {report.message[:1500]}")
-                self.state.rlve_excluded[entry.name] = f"{report.reason}: {report.message[:300]}"
-                self._excluded_now[entry.name] = self.state.rlve_excluded[entry.name]
-        slots = []
-        for i, entry in enumerate(chosen):
-            report = self._validated(entry.code)
-            slot = EnvSlot(f"s{step:05d}-{entry.name}-{i}", entry.skill, step, entry.origin, valid=True,
-                           code=report.code, class_name=report.class_name, kind=report.kind)
-            slot.reports.append({**report.to_dict(), **({"pool_entry": entry.provenance} if entry.provenance else {})})
-            slots.append(slot)
-        return slots
-
-    def _validated(self, code: str):
-        """The validation report of an environment file, validated in the sandbox once per run."""
-        if code not in self._reports:
-            self._reports[code] = self._validate(code)
-        return self._reports[code]
-
-    def _rlve_top(self, identifier: str) -> int:
-        level = self.state.rlve.get(identifier)
-        return baselines.baseline_of(self.config).rlve_difficulty if level is None else level["top"]
-
     def dropped(self, record) -> bool:
         """A play left out of the z-score, the statistics and the batch (``agent.failed_plays`` 'drop')."""
         return self.config.agent.failed_plays == "drop" and record.outcome == "env_failure"
@@ -726,49 +374,6 @@ class SelfPlay:
         advantages = iter(grpo_advantages(returns, [0] * len(returns)).tolist())
         return [None if self.dropped(r) else next(advantages) for r in records]
 
-    def _advance_rlve(self, slots: list, records: list) -> dict:
-        """RLVE's curriculum after play (baseline.rlve_curriculum 'adaptive'): each environment's episodes at its top
-        difficulty (known from the episode seed: baselines.rlve_problem_difficulty) update its level
-        (baselines.rlve_curriculum_step); a raised level re-renders the environment's slots, validated in the sandbox
-        first. A file that fails validation at the new level is not used: the level stays, and the metric
-        ``rlve_raise_rejected`` names the environment and the reason. Sandbox failures do not count as answers."""
-        base = baselines.baseline_of(self.config)
-        identifier_of = {s.env_id: s.source.removeprefix("rlve:") for s in slots if s.source.startswith("rlve:")}
-        levels = self.state.rlve
-        for identifier in identifier_of.values():
-            levels.setdefault(identifier, {"top": self._rlve_top(identifier), "episodes": 0, "correct": 0.0})
-        rejected = {}
-        if base.rlve_curriculum == "adaptive":
-            window = baselines.rlve_window(base)
-            at_top: dict = {}
-            for record in records:
-                identifier = identifier_of.get(record.env_id)
-                if identifier is None or record.outcome == "env_failure":
-                    continue
-                if baselines.rlve_problem_difficulty(record.seed, levels[identifier]["top"], window) == \
-                        levels[identifier]["top"]:
-                    at_top.setdefault(identifier, []).append(record.final_return)
-            for identifier, accuracies in sorted(at_top.items()):
-                level = baselines.rlve_curriculum_step(levels[identifier], accuracies, base.rlve_check_episodes,
-                                                       base.rlve_raise_accuracy)
-                if level["top"] > levels[identifier]["top"]:
-                    report = self._validated(baselines.render_rlve(base, identifier, level["top"]))
-                    if report.valid:
-                        for slot in slots:
-                            if slot.source == f"rlve:{identifier}":
-                                slot.code, slot.class_name, slot.kind = report.code, report.class_name, report.kind
-                    else:
-                        rejected[identifier] = f"level {level['top']}: {report.reason}"
-                        level = {**level, "top": levels[identifier]["top"]}
-                levels[identifier] = level
-        metrics = {"rlve_top_difficulty": {i: levels[i]["top"] for i in sorted(set(identifier_of.values()))}}
-        if rejected:
-            metrics["rlve_raise_rejected"] = rejected
-        metrics["rlve_excluded"] = len(self.state.rlve_excluded)  # environments left out of the set so far
-        if self._excluded_now:
-            metrics["rlve_newly_excluded"], self._excluded_now = self._excluded_now, {}
-        return metrics
-
     @timed("rewards")
     def end_step(self, step: int, slots: list, records: list, delayed: list, metrics: dict) -> dict:
         """Store the set after play and add the play metrics of step ``step`` to ``metrics``."""
@@ -779,116 +384,3 @@ class SelfPlay:
         if slots and step == slots[0].step:
             metrics["mean_regret"] = _mean([s.regret for s in slots if s.regret is not None])
         return metrics
-
-    # ----- metrics -------------------------------------------------------------------------------
-    def _design_metrics(self, slots: list) -> dict:
-        attempts = [] if self.mode in baselines.POOL_MODES else [report for slot in slots for report in slot.reports]
-        designed_valid = sum(s.valid and s.source == "designer" for s in slots)
-        return {
-            "regenerated": True,
-            "slots": len(slots),
-            "design_attempts": len(attempts),
-            "designer_valid": designed_valid,
-            "valid_env_rate": designed_valid / len(attempts) if attempts else 0.0,
-            "design_generated_tokens": sum(r.get("generated_tokens", 0) for r in attempts),
-            "backfilled_share": sum(s.source.startswith("backfill") for s in slots) / len(slots) if slots else 0.0,
-            "empty_share": sum(not s.valid for s in slots) / len(slots) if slots else 0.0,
-            "reject_reasons": _count(r["reason"] for r in attempts if not r["valid"]),
-        }
-
-    def _closed_metrics(self, slots: list) -> dict:
-        """Metrics of the set closed at this step (its window is complete)."""
-        valid = [s for s in slots if s.valid]
-        rates = [s.win_rate for s in valid if s.win_rate is not None]
-        return {
-            "closed_set_step": slots[0].step,
-            "closed_mean_win_rate": _mean(rates),
-            "closed_mean_regret": _mean([s.regret for s in valid if s.regret is not None]),
-            "closed_mean_designer_reward": _mean([s.designer_reward for s in valid if s.designer_reward is not None]),
-            # learnable share (figure 6): slots whose window win rate is in [0.2, 0.8]; empty slots count 0
-            "closed_learnable_share": sum(0.2 <= r <= 0.8 for r in rates) / len(slots) if slots else 0.0,
-            "closed_distinct_rewards": _mean([len(s.distinct_rewards) for s in valid]),
-            "closed_partial_rewards": _mean([sum(0 < r < 1 for r in s.distinct_rewards) for s in valid]),
-        }
-
-    def _play_metrics(self, slots: list, records: list, delayed: list) -> dict:
-        dropped = sum(self.dropped(r) for r in records)
-        failures = sum(r.outcome == "env_failure" for r in records)
-        records = [r for r in records if not self.dropped(r)]
-        groups: dict = {}  # env_id -> returns of this step's kept no-hint episodes (one GRPO group)
-        for record in records:
-            groups.setdefault(record.env_id, []).append(record.final_return)
-        by_skill: dict = {}
-        for slot in slots:
-            if slot.episodes:
-                by_skill.setdefault(slot.skill, []).append(slot.win_rate)
-        return {
-            "episodes": len(records),
-            "agent_groups": len(groups),
-            "useful_groups": sum(max(g) - min(g) > 0 for g in groups.values()),  # non-zero reward variance
-            "agent_win_rate": _mean([float(r.won) for r in records]),
-            "agent_mean_return": _mean([r.final_return for r in records]),
-            "agent_return_sd": _sd([r.final_return for r in records]),  # sample sd: the interval of the mean return
-            "agent_returns": [r.final_return for r in records],  # [episodes] for the bootstrap of the learning signal
-            "mean_turns": _mean([r.turns for r in records]),
-            "mean_generated_tokens": _mean([r.generated_tokens for r in records]),
-            "env_failures": failures,
-            "win_rate_by_skill": {k: _mean(v) for k, v in by_skill.items()},
-            "env_win_rates": {s.env_id: s.win_rate for s in slots if s.episodes},
-            "filled_slots": sum(s.valid for s in slots),
-            "designer_samples": len(delayed),
-            "designer_weight": delayed[0].weight if delayed else None,
-            "dropped_plays": dropped,
-            "no_hint_plays": self.no_hint_plays(slots),
-        }
-
-
-_IDENTITY = ("env_id", "skill", "source", "code", "class_name", "kind", "valid", "attempts", "reports", "hint",
-             "designer_sample", "env_kwargs")  # what an environment keeps when a fixed set's next window opens
-
-
-def _reopened(slot: EnvSlot, step: int) -> EnvSlot:
-    """``slot``'s environment in a new bookkeeping window opened at ``step``: statistics start again."""
-    return EnvSlot(step=step, **{key: getattr(slot, key) for key in _IDENTITY})
-
-
-def _mean(values: list):
-    return sum(values) / len(values) if values else None
-
-
-def _sd(values: list):
-    """Sample standard deviation (n - 1); None below two values."""
-    if len(values) < 2:
-        return None
-    mean = sum(values) / len(values)
-    return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
-
-
-def _count(values) -> dict:
-    counts: dict = {}
-    for value in values:
-        counts[value] = counts.get(value, 0) + 1
-    return counts
-
-
-# ----- setup shared by the backends (local trainer, spade.rlhf coordinator) ---------------------------
-def fresh_memory(config: SpadeConfig) -> EnvironmentMemory:
-    """A new environment memory, seeded from the built-in library (held-out environments excluded) when
-    ``memory.seed_library`` is set."""
-    memory = EnvironmentMemory(config.memory)
-    if config.memory.seed_library:
-        heldout = set(config.eval.heldout_library.environments)
-        memory.seed_from_library([e for e in library() if e.name not in heldout])
-    return memory
-
-
-def corpus_sampler(config: SpadeConfig, corpus_path):
-    """The grounding-document sampler of a run, or None when the corpus is off or absent."""
-    if not (config.corpus.enabled and corpus_path):
-        return None
-    from spade.designer.corpus import CorpusSampler, load_corpus
-
-    kind = "tool_use" if config.selfplay.flavour == "tool_use" else "games"
-    return CorpusSampler(load_corpus(corpus_path), config.seed + config.corpus.seed_offset,
-                         config.corpus.max_words_for(kind))
-

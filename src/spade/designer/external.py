@@ -84,7 +84,7 @@ class ExternalDesignerBackend:
     def from_config(cls, config) -> ExternalDesignerBackend:
         """The backend of ``config.baseline`` (mode 'fixed_external_designer'); the key is read from the
         environment variable the config names, never from the config itself."""
-        from spade.core.baselines import baseline_of, check_external
+        from spade.core.env_source import baseline_of, check_external
 
         base = baseline_of(config)
         check_external(base)

@@ -408,7 +408,7 @@ def local_designer(config, model_dir: str | Path, run_dir: str | Path):
     """Yield the config the self-play core should use: ``config`` itself, or, with
     ``baseline.external_serve: base_model``, a copy whose endpoint keys point at a server of the frozen base
     model ``model_dir`` started here (log: ``<run_dir>/designer_server.log``) and stopped on exit."""
-    from spade.core.baselines import EXTERNAL_MODE, baseline_of
+    from spade.core.env_source import EXTERNAL_MODE, baseline_of
 
     base = baseline_of(config)
     if base.mode != EXTERNAL_MODE or not base.external_serve:

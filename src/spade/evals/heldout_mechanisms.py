@@ -3,7 +3,7 @@
 Each item is one (family, sampler seed, presentation). The instance is drawn and solved by
 ``spade.envs.mechanisms.sample_instance`` from seed ``seed_offset + i`` (i < ``instances``), so every
 checkpoint and every run plays the same parameters, and the training pool of ``baseline.pool_source:
-mechanisms`` (seeds derived from the run seed, see ``spade.core.baselines.MechanismSource``) never uses them.
+mechanisms`` (seeds derived from the run seed, see ``spade.core.pool_sources.MechanismSource``) never uses them.
 The same parameters are rendered in each presentation:
 
 - ``written_out``: every parameter shown, one turn; the reply's ``\\boxed{...}`` holds the whole

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spade.core.baselines import POOL_MODES  # modes whose environments come from a fixed pool
+from spade.core.env_source import POOL_MODES  # modes whose environments come from a fixed pool
 from spade.paper.tables import (
     COLUMN_METRICS,
     NO_DATA,

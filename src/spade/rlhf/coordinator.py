@@ -379,7 +379,8 @@ def build_coordinator(config, tokenizer, pool, run_dir, corpus_path=None, engine
     training did not) is not used. ``metrics.jsonl`` is cut back to the steps before it (they are written again)."""
     from spade.designer.memory import EnvironmentMemory
     from spade.envs.validate import Validator
-    from spade.core.selfplay import SelfPlay, SelfPlayState, corpus_sampler, fresh_memory
+    from spade.core.backend_setup import corpus_sampler, fresh_memory
+    from spade.core.selfplay import SelfPlay, SelfPlayState
     from spade.train.trainer import _cut_metrics
 
     run_dir = Path(run_dir)

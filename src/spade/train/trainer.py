@@ -200,7 +200,8 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     from spade.train.live_metrics import LiveMetrics, require_backends
     from spade.inference.models import load_model
     from spade.sandbox.pool import SandboxPool
-    from spade.core.selfplay import SelfPlay, SelfPlayState, corpus_sampler, fresh_memory
+    from spade.core.backend_setup import corpus_sampler, fresh_memory
+    from spade.core.selfplay import SelfPlay, SelfPlayState
 
     run_dir = Path(run_dir)
     require_backends(config)  # a missing tensorboard/wandb package stops the run here, before any model loads

@@ -1,0 +1,153 @@
+"""How the self-play core designs an environment set and writes its hints (Algorithm 1, regeneration step).
+
+``EnvironmentDesign.design`` asks the designer for one environment per slot (round-robin skills, a corpus
+document and memory seeds per attempt), checks each candidate (intake + sandboxed validation), retries the
+empty slots up to ``selfplay.design_attempts`` times (with ``designer_feedback.revisions`` revisions that show
+the designer its validation report), and backfills slots still empty from the built-in library when
+``selfplay.backfill`` is set. ``write_hints`` then writes one hint per valid environment. Designs and hints
+come from the policy itself, or from an external, untrained model (``designer_backend``,
+spade.designer.external), which yields no designer sample.
+
+A mixin of :class:`spade.core.selfplay.SelfPlay`: it reads the core's ``config``, ``backend``,
+``designer_backend``, ``runner``, ``validator``, ``memory``, ``corpus``, ``rejected_dir``, ``backfill_pool`` and
+``clock``.
+"""
+
+from __future__ import annotations
+
+import random
+
+from spade.core.phases import timed
+from spade.core.slots import EnvSlot
+from spade.designer.feedback import revision_chat
+from spade.designer.prompts import design_prompt, extract_hint, hint_prompt
+from spade.designer.skills import active_skills, sample_domain, sample_variant
+from spade.envs.library.registry import level_kwargs
+from spade.envs.validate import store_rejection
+from spade.inference.generation import SamplingParams
+from spade.seeding import derive_seed
+
+
+class EnvironmentDesign:
+    """The designer's side of a regeneration step: a new environment set, validated, and its hints."""
+
+    # ----- designer generations ----------------------------------------------------------------
+    def _generate(self, chats: list, max_new_tokens: int, seed: int, temperature: float | None = None):
+        """Designer-model generations of ``chats``; ``temperature`` None = designer.temperature (designs)."""
+        temperature = self.config.designer.temperature if temperature is None else temperature
+        params = SamplingParams(temperature, 1.0, max_new_tokens)
+        if self.designer_backend is not None:  # external designer: text only, no prompt tokens, never trained
+            return [[] for _ in chats], self.designer_backend.generate_chats(chats, params, seed)
+        prompts = [self.runner.chat.first_prompt(chat) for chat in chats]
+        generations = self.backend.generate(prompts, params, seed)
+        return prompts, generations
+
+    @staticmethod
+    def _sample_dict(prompt: list, generation) -> dict:
+        return {
+            "token_ids": list(prompt) + list(generation.completion_ids),
+            "loss_mask": [0] * len(prompt) + [1] * len(generation.completion_ids),
+            "rollout_logprobs": [0.0] * len(prompt) + list(generation.logprobs),
+        }
+
+    # ----- design --------------------------------------------------------------------------------
+    @timed("design")
+    def design(self, step: int, memory: bool = True) -> tuple[list, list]:
+        """Design a new environment set; returns (slots, designer samples of invalid candidates).
+        ``memory`` False leaves the memory seeds out of every prompt (the offline fixed-ED pool)."""
+        cfg = self.config
+        round_index = step // cfg.selfplay.regen_interval
+        skills = active_skills(round_index, tuple(cfg.selfplay.skills), cfg.selfplay.active_skills)
+        slots = [EnvSlot(f"s{step:05d}-{skill}-{i}", skill, step, "designer")
+                 for skill in skills for i in range(cfg.selfplay.envs_per_skill)]
+        invalid = []
+        for attempt in range(cfg.selfplay.design_attempts):
+            todo = [slot for slot in slots if not slot.valid]
+            if not todo:
+                break
+            chats = [self._design_chat(slot, step, attempt, memory) for slot in todo]
+            prompts, generations = self._generate(chats, cfg.designer.max_new_tokens,
+                                                  derive_seed(cfg.seed, "design", step, attempt))
+            pending = [(slot, chat, generation, self._judge(slot, prompt, generation, invalid, 0))
+                       for slot, chat, prompt, generation in zip(todo, chats, prompts, generations)]
+            feedback = cfg.designer_feedback
+            for revision in range(1, feedback.revisions + 1):  # feedback mode (issue 7, 2b); 0 = paper
+                pending = [(slot, chat, generation, report) for slot, chat, generation, report in pending
+                           if not report.valid]
+                if not pending:
+                    break
+                chats = [revision_chat(chat, generation.text, report.to_dict(), revision, feedback.revisions,
+                                       feedback.answer_chars, feedback.report_chars)
+                         for _, chat, generation, report in pending]
+                prompts, generations = self._generate(chats, cfg.designer.max_new_tokens,
+                                                      derive_seed(cfg.seed, "design-revision", step, attempt, revision))
+                pending = [(slot, chat, generation, self._judge(slot, prompt, generation, invalid, revision))
+                           for (slot, *_), chat, prompt, generation in zip(pending, chats, prompts, generations)]
+        if cfg.selfplay.backfill:
+            self._backfill(slots, step)
+        return slots, invalid
+
+    @timed("validation")
+    def _validate(self, code: str):
+        """The validator's report on ``code`` (its time is the step's validation phase)."""
+        return self.validator.validate(code)
+
+    def _judge(self, slot: EnvSlot, prompt: list, generation, invalid: list, revision: int):
+        """Validate one designer generation for ``slot`` (``revision`` 0 = first answer, 1.. = feedback
+        revisions) and book it: the report, the designer sample, a kept rejection."""
+        slot.attempts += 1
+        report = self._validate(generation.text)
+        tokens = getattr(generation, "completion_tokens", None)  # an external designer reports its usage
+        slot.reports.append({**report.to_dict(),
+                             "generated_tokens": len(generation.completion_ids) if tokens is None else tokens,
+                             "revision": revision})
+        sample = None if self.designer_backend is not None else self._sample_dict(prompt, generation)
+        if report.valid:
+            slot.valid, slot.code, slot.class_name, slot.kind = True, report.code, report.class_name, report.kind
+            slot.designer_sample = sample
+        elif sample is not None:
+            invalid.append({**sample, "skill": slot.skill})
+            if self.rejected_dir is not None:
+                store_rejection(self.rejected_dir, generation.text, report)
+        return report
+
+    def _design_chat(self, slot: EnvSlot, step: int, attempt: int, memory: bool = True) -> list:
+        cfg = self.config
+        rng = random.Random(derive_seed(cfg.seed, "design-context", slot.env_id, attempt))
+        document = self.corpus.sample(step, slot.env_id, attempt).text if cfg.corpus.enabled and self.corpus else None
+        positives, negative = [], None
+        if cfg.memory.enabled and memory:
+            positives = [r.code for r in self.memory.positive_seeds(slot.skill, rng=rng)]
+            worst = self.memory.negative_seed(slot.skill, rng=rng)
+            negative = worst.code if worst else None
+        domain = variant = None
+        if cfg.selfplay.flavour == "tool_use":
+            domain, variant = sample_domain(rng), sample_variant(rng)
+        return design_prompt(cfg.selfplay.flavour, slot.skill, document, positives, negative, domain, variant)
+
+    def _backfill(self, slots: list, step: int) -> None:
+        """Fill empty slots from the built-in library (toy runs with weak designers; logged)."""
+        rng = random.Random(derive_seed(self.config.seed, "backfill", step))
+        for slot in slots:
+            if slot.valid or not self.backfill_pool:
+                continue
+            same_skill = [e for e in self.backfill_pool if e.skill == slot.skill] or self.backfill_pool
+            entry = rng.choice(same_skill)
+            report = self._validate(entry.source())
+            if report.valid:
+                slot.valid, slot.code, slot.class_name, slot.kind = True, report.code, report.class_name, report.kind
+                slot.source = f"backfill:{entry.name}"
+                slot.env_kwargs = level_kwargs(entry, self.config.selfplay.library_level, "selfplay.library_level")
+
+    @timed("hints")
+    def write_hints(self, slots: list, step: int) -> None:
+        live = [slot for slot in slots if slot.valid]
+        if not live:
+            return
+        chats = [hint_prompt(slot.code, self.config.selfplay.flavour) for slot in live]
+        # hints sample at designer.hint_temperature (reference code 0.3), not the design temperature
+        _, generations = self._generate(chats, self.config.designer.hint_max_new_tokens,
+                                        derive_seed(self.config.seed, "hint", step),
+                                        temperature=self.config.designer.hint_temperature)
+        for slot, generation in zip(live, generations):
+            slot.hint = extract_hint(generation.text)
