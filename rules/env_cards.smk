@@ -13,9 +13,14 @@
 # `python -m spade.browser_check <pages>` (README, "Looking at a run").
 
 from spade.paper import env_cards as _env_cards
+from spade.paper.env_cards_archive import archive_files as _archive_files
 from spade.paper.report import files_fingerprint as _files_fingerprint
 
-ENV_CARDS_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper" / "env_cards.py")
+# the module files of the cards code: the command and what it reads, says, draws and writes
+ENV_CARDS_LIB = [
+    str(Path(workflow.basedir) / "src" / "spade" / "paper" / f"{module}.py")
+    for module in ("env_cards", "env_cards_archive", "env_cards_content", "env_cards_figure", "env_cards_pages")
+]
 # the runs whose cards wait for their training: the main runs of a single-run config (the toy and its learning check;
 # a multi-run config's runs are GPU trainings, drawn only once they exist) and the extra runs whose target is on the
 # command line
@@ -57,7 +62,7 @@ rule env_cards_of_run:
         archives=lambda wildcards: (
             ""
             if wildcards.run in ENV_CARDS_BUILT_RUNS
-            else _files_fingerprint([wildcards.run], _env_cards.archive_files(OUT.run_dir(wildcards.run)))
+            else _files_fingerprint([wildcards.run], _archive_files(OUT.run_dir(wildcards.run)))
         ),
     shell:
         "{params.python} -m spade.paper.env_cards --run-dir {params.run_dir} --figure {output.pdf} --cards-html {output.cards}"

@@ -10,7 +10,7 @@ import pytest
 
 from spade import browser_check
 
-from spade.paper import env_cards
+from spade.paper import env_cards_pages
 from test_env_cards import build_run, render
 
 pytestmark = pytest.mark.skipif(
@@ -59,9 +59,10 @@ def test_broken_pages_fail_the_check(pages, tmp_path):
     throwing = tmp_path / "throwing" / "environments.html"
     throwing.parent.mkdir()
     # the page's own script throws; its hash in the policy is updated so that it runs
-    script = env_cards._FILTER_SCRIPT.replace('document.getElementById("filter")', 'document.getElementById("x").y')
-    throwing.write_text(text.replace(env_cards._FILTER_SCRIPT, script)
-                        .replace(env_cards._script_hash(env_cards._FILTER_SCRIPT), env_cards._script_hash(script)))
+    own = env_cards_pages._FILTER_SCRIPT
+    script = own.replace('document.getElementById("filter")', 'document.getElementById("x").y')
+    throwing.write_text(text.replace(own, script)
+                        .replace(env_cards_pages._script_hash(own), env_cards_pages._script_hash(script)))
     plain = tmp_path / "plain" / "environments.html"
     plain.parent.mkdir()
     plain.write_text(text.replace('<div class="highlight">', '<div class="plain">'))

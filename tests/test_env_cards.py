@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import GOOD_STEP, env_source
-from spade.paper import env_cards
+from spade.paper import env_cards, env_cards_archive, env_cards_content, env_cards_pages
 from spade.io import atomic_write_json
 from spade.paper.report import ReportInputError, run_script
 
@@ -190,11 +190,11 @@ def test_pages_and_figure_say_toy_scale(rendered):
 
 def test_paper_scale_run_is_not_labelled_toy(pool, tmp_path):
     run_dir = build_run(pool, tmp_path / "runs" / "big", model_card="qwen3-30b-a3b-instruct-2507", steps=400)
-    archive = env_cards.load_run(run_dir)
-    toy, note = env_cards.scale_note(archive)
+    archive = env_cards_archive.load_run(run_dir)
+    toy, note = env_cards_content.scale_note(archive)
     assert not toy and note.startswith("Paper scale: run big trained Qwen3-30B-A3B-Instruct-2507 for 400 steps")
-    page = env_cards.render_cards_html(archive, env_cards.pick_cards(archive), env_cards.no_replay(archive.envs),
-                                       "environments.html", None)
+    page = env_cards_pages.render_cards_html(archive, env_cards_content.pick_cards(archive),
+                                             env_cards_content.no_replay(archive.envs), "environments.html", None)
     assert "TOY SCALE" not in page and '<span class="badge">paper scale</span>' in page
 
 
@@ -237,8 +237,8 @@ def test_generated_text_cannot_inject_markup(rendered):
     browser = rendered["browser"]
     assert "&lt;/script&gt;&lt;script&gt;window.__injected = 3;&lt;/script&gt;" in browser  # inside the code
     (script,) = parse(browser).scripts
-    assert script == env_cards._FILTER_SCRIPT
-    assert f"'sha256-{env_cards._script_hash(script)}'" in browser
+    assert script == env_cards_pages._FILTER_SCRIPT
+    assert f"'sha256-{env_cards_pages._script_hash(script)}'" in browser
 
 
 def test_without_replay_the_first_observation_is_not_recorded(pool, tmp_path, rendered):
@@ -249,33 +249,33 @@ def test_without_replay_the_first_observation_is_not_recorded(pool, tmp_path, re
 
 
 def test_phases_cut_the_steps_into_thirds():
-    assert env_cards.phase_windows(12) == [("early", 0, 4), ("middle", 4, 8), ("late", 8, 12)]
-    assert env_cards.phase_windows(40) == [("early", 0, 14), ("middle", 14, 27), ("late", 27, 40)]
-    assert env_cards.phase_windows(2) == [("early", 0, 1), ("middle", 1, 2), ("late", 2, 2)]
-    assert env_cards.steps_label(2, 2) == "no steps" and env_cards.steps_label(1, 2) == "step 1"
+    assert env_cards_content.phase_windows(12) == [("early", 0, 4), ("middle", 4, 8), ("late", 8, 12)]
+    assert env_cards_content.phase_windows(40) == [("early", 0, 14), ("middle", 14, 27), ("late", 27, 40)]
+    assert env_cards_content.phase_windows(2) == [("early", 0, 1), ("middle", 1, 2), ("late", 2, 2)]
+    assert env_cards_content.steps_label(2, 2) == "no steps" and env_cards_content.steps_label(1, 2) == "step 1"
 
 
 def test_bad_inputs_name_the_file(tmp_path, pool):
     with pytest.raises(ReportInputError, match="does not exist"):
-        env_cards.load_run(tmp_path / "nowhere")
+        env_cards_archive.load_run(tmp_path / "nowhere")
     run_dir = tmp_path / "run"
     (run_dir / "envs").mkdir(parents=True)
     with pytest.raises(ReportInputError, match="holds no environment-set archive"):
-        env_cards.load_run(run_dir)
+        env_cards_archive.load_run(run_dir)
     (run_dir / "envs" / "set_00000.json").write_text("{not json")
     with pytest.raises(ReportInputError, match=r"set_00000\.json \(environment-set archive\) is not valid JSON"):
-        env_cards.load_run(run_dir)
+        env_cards_archive.load_run(run_dir)
     (run_dir / "envs" / "set_00000.json").write_text(json.dumps({"environments": [{"step": 0, "valid": True}]}))
     with pytest.raises(ReportInputError, match=r"set_00000\.json: environments\[0\] lacks 'env_id'"):
-        env_cards.load_run(run_dir)
+        env_cards_archive.load_run(run_dir)
     (run_dir / "envs" / "set_00000.json").write_text(json.dumps({"environments": [
         {"env_id": "a", "step": 0, "valid": False}]}))
     (run_dir / "rejected" / "abc").mkdir(parents=True)
     with pytest.raises(ReportInputError, match=r"rejected candidate .*abc has no report\.json"):
-        env_cards.load_run(run_dir)
+        env_cards_archive.load_run(run_dir)
     (run_dir / "rejected" / "abc" / "report.json").write_text("[]")
     with pytest.raises(ReportInputError, match=r"abc/report\.json is not a validation report"):
-        env_cards.load_run(run_dir)
+        env_cards_archive.load_run(run_dir)
     (run_dir / "rejected" / "abc" / "report.json").unlink()
     (run_dir / "rejected" / "abc").rmdir()
     with pytest.raises(ReportInputError, match=r"--figure must name a \.pdf file"):
