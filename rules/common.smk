@@ -35,7 +35,7 @@ from snakemake_interface_executor_plugins.settings import DeploymentMethod
 from spade import paths
 from spade.config import ConfigError, SpadeConfig, deep_merge, resolve_layers
 from spade.configtools import from_dict, load_yaml, retype_workflow_overrides
-from spade.evals import registry
+from spade.evals.registry import registry
 from spade.io import atomic_write_text
 from spade.rlhf.launch import resolve_openrlhf
 

@@ -158,7 +158,7 @@ def test_bad_assumptions_file(tmp_path):
 
 
 def test_the_shipped_assumptions_cover_every_model_card_and_benchmark():
-    from spade.evals import registry
+    from spade.evals.registry import registry
 
     assumptions = compute.load_assumptions()
     cards = {p.stem for p in (ROOT / "configs" / "models").glob("*.yaml")} - {"tiny-random"}

@@ -9,7 +9,8 @@ import pytest
 
 from scripted_backend import ScriptedBackend
 from spade.evals.base import (Benchmark, Conversation, EvalContext, EvalRun, Item, ItemRecord, evaluate, items_path,
-                              mean_stderr, play_conversations, prompt_hash, register_benchmark)
+                              mean_stderr, play_conversations, prompt_hash)
+from spade.evals.registry import register_benchmark
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ def test_read_values(tmp_path):
 
 
 def test_every_registered_benchmark_has_its_config_section():
-    from spade.evals import registry
+    from spade.evals.registry import registry
     from spade.evals.evaluate import make_benchmark
 
     config = load_config()

@@ -135,7 +135,7 @@ def test_checks_stay_out_of_the_library():
 def test_the_check_pool_and_benchmark(tiny_model, pool):
     from spade.core import pool_sources
     from spade.config import load_config
-    from spade.evals.base import registry
+    from spade.evals.registry import registry
     from spade.evals.base import EvalContext
 
     config = load_config("configs/default.yaml", overrides={

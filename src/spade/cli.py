@@ -332,7 +332,7 @@ def cmd_eval_throughput(args) -> int:
 
 
 def cmd_eval_list(args) -> int:
-    from spade.evals import registry
+    from spade.evals.registry import registry
 
     for name, cls in sorted(registry().items()):
         summary = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines() or [""]

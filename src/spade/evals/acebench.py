@@ -76,8 +76,8 @@ from spade.evals.base import (
     mean_metric,
     play_conversations,
     prompt_hash,
-    register_benchmark,
 )
+from spade.evals.registry import register_benchmark
 from spade.seeding import derive_seed
 
 ACE_REPO = "https://github.com/ACEBench/ACEBench"

@@ -1,8 +1,8 @@
 """One evaluation interface for every benchmark (spec section 9).
 
-A benchmark is a class registered under a name. Given its config it lists its ``Item`` s (stable ids,
-JSON payloads), plays a batch of items with a generation backend and returns one ``ItemRecord`` per
-item, and rolls records into ``Metric`` s. ``evaluate`` drives it:
+A benchmark is a class registered under a name (``spade.evals.registry``). Given its config it lists
+its ``Item`` s (stable ids, JSON payloads), plays a batch of items with a generation backend and returns
+one ``ItemRecord`` per item, and rolls records into ``Metric`` s. ``evaluate`` drives it:
 
 - items are sorted by id and each item samples with its own seed ``item_seed(seed, benchmark, id)``
   (per-prompt seeds of the backend), so a record does not depend on the order or batch of the items;
@@ -123,33 +123,6 @@ class Benchmark:
     def aggregate(self, records: Sequence[ItemRecord]) -> list[Metric]:
         """Default: overall mean score (``score``) and the mean of each group (``score/<group>``)."""
         return score_metrics(records)
-
-
-# ------------------------------------------------------------------------------------------------ registry
-_REGISTRY: dict[str, type] = {}
-
-
-def register_benchmark(cls: type) -> type:
-    """Class decorator; names are unique."""
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} has no name")
-    if cls.name in _REGISTRY:
-        raise ValueError(f"benchmark {cls.name!r} is already registered (by {_REGISTRY[cls.name].__name__})")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def registry() -> dict[str, type]:
-    import spade.evals  # noqa: F401  (imports every benchmark module, which registers itself)
-
-    return dict(_REGISTRY)
-
-
-def get_benchmark_class(name: str) -> type:
-    known = registry()
-    if name not in known:
-        raise ConfigError(f"unknown benchmark {name!r}; known benchmarks: {', '.join(sorted(known))}")
-    return known[name]
 
 
 # ------------------------------------------------------------------------------------------------ metrics

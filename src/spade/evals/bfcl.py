@@ -72,7 +72,8 @@ from pathlib import Path
 
 from spade.configtools import ConfigError, option
 from spade.evals.base import (Benchmark, Conversation, DataMissing, EvalContext, Item, ItemRecord, Metric, mean_metric,
-                              play_conversations, prompt_hash, register_benchmark)
+                              play_conversations, prompt_hash)
+from spade.evals.registry import register_benchmark
 
 CATEGORIES = ("base", "miss_func", "miss_param", "long_context")
 SELECTIONS = ("spaced", "shortest")  # how eval.bfcl_multi_turn.max_entries_per_category picks entries

@@ -61,7 +61,7 @@ class EvalConfig:
     acebench: ACEBenchConfig = option(ACEBenchConfig(), "ACEBench-Agent multi-step/multi-turn (user checkout).")
 
     def __post_init__(self):
-        from spade.evals.base import registry
+        from spade.evals.registry import registry
 
         known = registry()
         named = [("eval.during_training", n) for n in self.during_training] + [("eval.final", n) for n in self.final]

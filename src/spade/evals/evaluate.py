@@ -16,7 +16,8 @@ from pathlib import Path
 
 from spade.config import SpadeConfig
 from spade.configtools import ConfigError
-from spade.evals.base import EvalContext, EvalRun, evaluate, get_benchmark_class
+from spade.evals.base import EvalContext, EvalRun, evaluate
+from spade.evals.registry import get_benchmark_class
 from spade.provenance import stamp
 
 

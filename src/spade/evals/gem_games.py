@@ -37,8 +37,9 @@ from dataclasses import dataclass
 
 from spade.configtools import ConfigError, option
 from spade.evals.base import (Benchmark, Conversation, EvalContext, Item, ItemRecord, Metric, mean_metric,
-                              play_conversations, prompt_hash, register_benchmark)
+                              play_conversations, prompt_hash)
 from spade.evals.nltk_words import BASIC_CHOICES, WordLists, has_basic_words, load_word_lists
+from spade.evals.registry import register_benchmark
 
 DEFAULT_GAMES = [
     "game:GuessTheNumber-v0-hard",

@@ -34,8 +34,8 @@ import re
 from dataclasses import dataclass
 
 from spade.configtools import option
-from spade.evals.base import (Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash,
-                              register_benchmark)
+from spade.evals.base import Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash
+from spade.evals.registry import register_benchmark
 from spade.evals.userdata import (DataSpec, pick, problem_ids, read_rows, render, reply_text, require_path,
                                   sample_replies, subsample)
 

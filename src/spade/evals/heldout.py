@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spade.configtools import ConfigError, option
-from spade.evals.base import Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash, register_benchmark
+from spade.evals.base import Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash
+from spade.evals.registry import register_benchmark
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spade.configtools import ConfigError, option
-from spade.evals.base import (Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash,
-                              register_benchmark)
+from spade.evals.base import Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash
 from spade.evals.heldout import episode_texts, run_episodes
+from spade.evals.registry import register_benchmark
 
 PRESENTATION_ORDER = ("written_out", "written", "agentic")  # the presentations, most to least informed
 

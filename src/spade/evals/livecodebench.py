@@ -56,8 +56,8 @@ from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 
 from spade.configtools import ConfigError, option
-from spade.evals.base import (Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash,
-                              register_benchmark)
+from spade.evals.base import Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash
+from spade.evals.registry import register_benchmark
 from spade.evals.userdata import DataSpec, iter_rows, render, reply_text, require_path, sample_replies, subsample
 from spade.seeding import derive_seed
 

@@ -62,7 +62,8 @@ from typing import Sequence
 
 from spade.configtools import ConfigError, option
 from spade.evals.base import (Benchmark, Conversation, EvalContext, Item, ItemRecord, Metric, mean_metric,
-                              play_conversations, prompt_hash, register_benchmark)
+                              play_conversations, prompt_hash)
+from spade.evals.registry import register_benchmark
 from spade.seeding import derive_seed
 
 NAME = "reasoning_gym_hard"
