@@ -15,8 +15,8 @@ import pytest
 from scripted_backend import ScriptedBackend
 from spade.configtools import ConfigError, from_dict
 from spade.evals.base import DataMissing, EvalContext, EvalRun, evaluate, items_path
-from spade.evals.livecodebench import (SYSTEM_MESSAGE, LiveCodeBench, LiveCodeBenchConfig, decode_tests,
-                                       extract_program, grade_program, stdio_match)
+from spade.evals.livecodebench import SYSTEM_MESSAGE, LiveCodeBench, LiveCodeBenchConfig, decode_tests, extract_program
+from spade.evals.livecodebench_grading import grade_program, stdio_match
 
 FIXTURES = Path(__file__).parent / "fixtures" / "evals" / "livecodebench"
 ADD = "a, b = map(int, input().split())\nprint(a + b)"

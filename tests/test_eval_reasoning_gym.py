@@ -10,8 +10,9 @@ import pytest
 from scripted_backend import ScriptedBackend
 from spade.configtools import ConfigError
 from spade.evals.base import EvalContext, EvalRun, ItemRecord, evaluate, items_path
-from spade.evals.reasoning_gym import (ReasoningGymConfig, ReasoningGymHard, bucket_metrics, check_math_text,
-                                       check_tasks, extract_final_answer, last_boxed, load_tasks)
+from spade.evals.reasoning_gym import (ReasoningGymConfig, ReasoningGymHard, bucket_metrics, check_tasks,
+                                       extract_final_answer, last_boxed, load_tasks)
+from spade.evals.reasoning_gym_scorer import check_math_text
 
 # one quick task per column, each with a reference answer that its own scorer rates 1.0
 FOUR = ["leg_counting", "spell_backward", "number_sequence", "syllogism"]
