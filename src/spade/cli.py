@@ -16,6 +16,11 @@
 Every command accepts ``--config FILE`` (repeatable, merged in order; default ``configs/default.yaml``
 when it exists), ``--config KEY=VALUE`` (repeatable: one config key, dotted, its value read as YAML, laid over
 the files) and ``--isolation LEVEL`` to override ``sandbox.isolation``.
+
+Size: one module on purpose. Each ``cmd_*`` handler is a thin adapter (load the config, call the package that does
+the work, print its result) and ``build_parser`` wires every command to its handler, so the whole command line reads
+in one place; split by command group, the one parser would be spread over modules that share nothing but the config
+helpers.
 """
 
 from __future__ import annotations
