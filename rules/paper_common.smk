@@ -6,7 +6,7 @@
 # as inputs, on purpose: those files are outputs of the train/evaluate/select_checkpoint rules, so declaring them
 # would put the jobs that made them into this DAG with the *current* config's parameters, and Snakemake would
 # redo (retrain, re-evaluate) a paper run whenever the current config is another one (the toy one, say).
-# Instead a fingerprint of those files (names, sizes, modification times; spade.paper.tables.run_fingerprint)
+# Instead a fingerprint of those files (names, sizes, modification times; spade.paper.table_runs.run_fingerprint)
 # is a parameter, so an artifact reruns when a result it reads changes. The one exception is the configured runs
 # (PAPER_BUILT_RUNS in rules/common.smk): those the mapping names have their outputs declared as inputs, so they are
 # built first.
@@ -17,7 +17,7 @@ import shutil as _shutil
 from spade.paper import comparison as _paper_comparison
 from spade.paper import figures as _paper_figures
 from spade.paper import numbers as _paper_numbers
-from spade.paper import tables as _paper_tables
+from spade.paper import table_runs as _paper_table_runs
 from spade.paper.report import ReportInputError
 
 RUNS_ROOT = os.path.dirname(OUT.run_dir("run"))  # <results_dir>/runs, the param `runs_root` (--runs-root)
@@ -27,7 +27,14 @@ REPORTED_DIR = Path(workflow.basedir) / "paper" / "reported"  # the paper's repo
 # ----- tables (rules/paper_tables.smk) ----------------------------------------------------------------------------
 TABLE_RUNS = repo_path(SPADE.paper.table_runs)  # which run stands for which paper row (config key paper.table_runs)
 RECIPE_DIR = Path(workflow.basedir) / "configs" / "recipes"
-PAPER_TABLES_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper" / "tables.py")  # the logic all scripts share
+PAPER_LIB_DIR = Path(workflow.basedir) / "src" / "spade" / "paper"
+# the shared spade.paper modules each table's script imports, directly or through another of them (the table's own
+# logic is in its script): an input, so editing one reruns the tables that use it
+PAPER_TABLE_LIBS = {
+    **dict.fromkeys(["table1", "table2", "table3", "table6"], ["benchmark_tables", "table_runs", "tables"]),
+    "table5": ["tables"],
+    **dict.fromkeys(["table7", "table8"], ["env_tables", "table_runs", "tables"]),
+}
 PAPER_TABLES_DIR = f"{PAPER_DIR}/tables"
 PAPER_TABLE_STEMS = {
     "table1": "table1_games",
@@ -54,11 +61,20 @@ def paper_table_script(table):
     return script(f"{PAPER_TABLE_STEMS[table]}.py")
 
 
+def paper_lib(*modules):
+    """The files of the named spade.paper modules (src/spade/paper/<module>.py)."""
+    return [str(PAPER_LIB_DIR / f"{module}.py") for module in modules]
+
+
+def paper_table_lib(table):
+    return paper_lib(*PAPER_TABLE_LIBS[table])
+
+
 def configured_run_inputs(table):
     """The configured runs' outputs that the table reads, for each run the mapping names (else nothing)."""
 
     def inputs(wildcards):
-        rules_by_run = _paper_tables.step_rules(_paper_tables.load_table_runs(TABLE_RUNS), table)
+        rules_by_run = _paper_table_runs.step_rules(_paper_table_runs.load_table_runs(TABLE_RUNS), table)
         files = []
         for run in (run for run in PAPER_BUILT_RUNS if run in rules_by_run):
             if table in ("table7", "table8"):  # environment archives and metrics: complete once training is
@@ -76,8 +92,8 @@ def mapped_runs_fingerprint(table):
     """A hash of the result files of the other runs the table maps: a parameter, so a changed result reruns it."""
 
     def fingerprint(wildcards):
-        runs = _paper_tables.mapped_runs(_paper_tables.load_table_runs(TABLE_RUNS), table)
-        return _paper_tables.run_fingerprint(RUNS_ROOT, [run for run in runs if run not in PAPER_BUILT_RUNS], table)
+        runs = _paper_table_runs.mapped_runs(_paper_table_runs.load_table_runs(TABLE_RUNS), table)
+        return _paper_table_runs.run_fingerprint(RUNS_ROOT, [run for run in runs if run not in PAPER_BUILT_RUNS], table)
 
     return fingerprint
 

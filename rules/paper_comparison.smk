@@ -13,7 +13,7 @@ rule paper_env_sources_table:
     """SBERT embeddings of every source's environments on the CPU: seconds to minutes."""
     input:
         lib=PAPER_COMPARISON_LIB,
-        tables_lib=PAPER_TABLES_LIB,
+        tables_lib=paper_lib("env_tables", "table_runs", "tables"),
         script=script("table_env_sources.py"),
         mapping=COMPARISON_RUNS,
         configured_run=comparison_configured_inputs,

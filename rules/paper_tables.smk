@@ -2,9 +2,10 @@
 # `snakemake paper_tables` writes <results_dir>/paper/tables/<table>.md, <table>.tex and
 # <table>.md.provenance.json (inputs with SHA-256, and one record per cell of ours).
 #
-# Declared inputs: the script, the shared logic (src/spade/paper/tables.py), the run mapping
+# Declared inputs: the script (the table's own logic), the shared spade.paper modules it imports (PAPER_TABLE_LIBS:
+# src/spade/paper/table_runs.py, tables.py and benchmark_tables.py or env_tables.py), the run mapping
 # (paper/table_runs.yaml), the reported CSV (paper/reported/) and, for Table 5, the two recipe files. Editing a
-# script or a reported CSV reruns that table only; editing the shared logic or the mapping reruns those using it.
+# script or a reported CSV reruns that table only; editing a shared module or the mapping reruns those using it.
 # The results of the runs a table maps are read, not declared, except those of the configured runs: see
 # rules/paper_common.smk, which also holds the paths and functions used here.
 
@@ -16,7 +17,7 @@ PAPER_TABLE_SHELL = (
 
 rule paper_table1:
     input:
-        lib=PAPER_TABLES_LIB,
+        lib=paper_table_lib("table1"),
         script=paper_table_script("table1"),
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table1"),
@@ -39,7 +40,7 @@ rule paper_table1:
 
 rule paper_table2:
     input:
-        lib=PAPER_TABLES_LIB,
+        lib=paper_table_lib("table2"),
         script=paper_table_script("table2"),
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table2"),
@@ -62,7 +63,7 @@ rule paper_table2:
 
 rule paper_table3:
     input:
-        lib=PAPER_TABLES_LIB,
+        lib=paper_table_lib("table3"),
         script=paper_table_script("table3"),
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table3"),
@@ -85,7 +86,7 @@ rule paper_table3:
 
 rule paper_table5:
     input:
-        lib=PAPER_TABLES_LIB,
+        lib=paper_table_lib("table5"),
         script=paper_table_script("table5"),
         games=str(RECIPE_DIR / "games.yaml"),
         tool_use=str(RECIPE_DIR / "tool_use.yaml"),
@@ -107,7 +108,7 @@ rule paper_table5:
 
 rule paper_table6:
     input:
-        lib=PAPER_TABLES_LIB,
+        lib=paper_table_lib("table6"),
         script=paper_table_script("table6"),
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table6"),
@@ -130,7 +131,7 @@ rule paper_table6:
 
 rule paper_table7:
     input:
-        lib=PAPER_TABLES_LIB,
+        lib=paper_table_lib("table7"),
         script=paper_table_script("table7"),
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table7"),
@@ -154,7 +155,7 @@ rule paper_table7:
 rule paper_table8:
     """SBERT embeddings on the CPU: minutes for thousands of environments; seconds when no run is mapped."""
     input:
-        lib=PAPER_TABLES_LIB,
+        lib=paper_table_lib("table8"),
         script=paper_table_script("table8"),
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table8"),

@@ -184,11 +184,11 @@ def test_paper_configs_load_and_estimate():
 def mapped_run_names() -> set:
     """Every run name the paper-scale mapping files name (tables, figures, numbers, the comparison), read by the
     loaders the rules use."""
-    from spade.paper import figures as paper_figures, tables as paper_tables
+    from spade.paper import figures as paper_figures
+    from spade.paper.table_runs import load_table_runs, mapped_runs
 
-    tables = paper_tables.load_table_runs(ROOT / "paper" / "table_runs.yaml")
-    names = {r for t in ("table1", "table2", "table3", "table6", "table7", "table8")
-             for r in paper_tables.mapped_runs(tables, t)}
+    tables = load_table_runs(ROOT / "paper" / "table_runs.yaml")
+    names = {r for t in ("table1", "table2", "table3", "table6", "table7", "table8") for r in mapped_runs(tables, t)}
     figures = paper_figures.load_figure_runs(ROOT / "paper" / "figure_runs.yaml")
     names |= {r for f in paper_figures.FIGURE_KINDS for r in paper_figures.figure_runs(figures, f)}
     numbers_file = ROOT / "paper" / "number_runs.yaml"

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from spade.paper import comparison as pc
-from spade.paper import tables as pt
 from spade.paper.report import NOT_RUN, ReportInputError, sidecar_path
+from spade.paper.tables import render_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 PROV = {"config_hash": "0123456789abcdef", "git_commit": "abc123", "seed": 0, "eval_seed": 5}
@@ -118,7 +118,7 @@ def test_rows_name_their_run_scale_and_a_toy_run_brings_the_banner(tmp_path, run
     table, _, _, data = pc.build_comparison(mapping, runs_root, {"tfidf_lsa": unit_embedder})
     assert table.lines()[0].labels[1] == "spade (smollm2-135m, 4 steps)"
     assert table.banner.startswith("TOY SCALE, NOT COMPARABLE: values of ours come from run spade: smollm2-135m")
-    assert data["banner"] == table.banner and "> **TOY SCALE" in pt.render_markdown(table)
+    assert data["banner"] == table.banner and "> **TOY SCALE" in render_markdown(table)
     figure = pc.draw_comparison(data)
     assert figure._suptitle is not None and "TOY SCALE" in figure._suptitle.get_text()
 

@@ -8,7 +8,7 @@ import yaml
 
 from spade.config import ConfigError, load_config
 from spade.paper.figures import load_figure_runs, series_of
-from spade.paper.tables import load_table_runs
+from spade.paper.table_runs import load_table_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 

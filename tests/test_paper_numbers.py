@@ -319,10 +319,10 @@ def test_shipped_mappings_load_and_name_the_same_runs_as_the_tables():
     paper = pn.load_number_runs(ROOT / "paper" / "number_runs.yaml")
     toy = pn.load_number_runs(ROOT / "paper" / "toy" / "number_runs.yaml")
     assert set(paper["numbers"]) == set(toy["numbers"]) == set(pn.GROUPS)
-    from spade.paper import tables as pt
+    from spade.paper.table_runs import BENCHMARK_TABLES, load_table_runs, mapped_runs
 
-    tables = pt.load_table_runs(ROOT / "paper" / "table_runs.yaml")
-    table_runs = {r for t in pt.BENCHMARK_TABLES + ("table7", "table8") for r in pt.mapped_runs(tables, t)}
+    tables = load_table_runs(ROOT / "paper" / "table_runs.yaml")
+    table_runs = {r for t in BENCHMARK_TABLES + ("table7", "table8") for r in mapped_runs(tables, t)}
     for group in pn.GROUPS:
         assert set(pn.group_runs(paper, group)) <= table_runs, group
         assert set(pn.group_runs(toy, group)) <= {"toy", "toy_tool_use"}, group  # the tool-use toy: tool_use_gain

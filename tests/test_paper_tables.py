@@ -1,8 +1,8 @@
-"""Paper tables 1, 2, 3, 5, 6, 7 and 8 (spade.paper.tables and paper/scripts/table*_*.py) on hand-made inputs."""
+"""Paper tables 1, 2, 3, 5, 6, 7 and 8 (paper/scripts/table*_*.py and the spade.paper modules they share) on hand-made
+inputs."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -13,8 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from paper_scripts import load_script
 
-from spade.paper import tables as pt
+from spade.paper.benchmark_tables import TABLE1, TABLE2, TABLE6, build_benchmark_table
+from spade.paper.env_tables import mean_pairwise_distance
 from spade.paper.report import (
     NOT_RUN,
     TIDY_COLUMNS,
@@ -22,6 +24,16 @@ from spade.paper.report import (
     sidecar_path,
     write_csv_atomic,
 )
+from spade.paper.table_runs import (
+    BENCHMARK_TABLES,
+    COLUMN_METRICS,
+    ResultIndex,
+    load_results,
+    load_table_runs,
+    mapped_runs,
+    run_fingerprint,
+)
+from spade.paper.tables import BLANK, DIFF, NOT_COMPUTED, OURS, PUBLISHED, render_latex, render_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "paper" / "scripts"
@@ -39,7 +51,7 @@ def tidy_csv(path: Path, rows: list[tuple]) -> Path:
     """A tidy results table of (run, step, paper column or (benchmark, metric), value) rows."""
     records = []
     for run, step, column, value in rows:
-        benchmark, metric = pt.COLUMN_METRICS[column] if isinstance(column, str) else column
+        benchmark, metric = COLUMN_METRICS[column] if isinstance(column, str) else column
         records.append({"run": run, "step": step, "benchmark": benchmark, "metric": metric, "value": value, "n": 10,
                         "stderr": 0.01, **PROV})
     write_csv_atomic(pd.DataFrame(records, columns=TIDY_COLUMNS), path)
@@ -97,13 +109,6 @@ def check_latex(tex: str) -> None:
             assert not re.search(r"(?<!\\)&", line), line
 
 
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def table1_mapping(tmp_path: Path, **row_overrides) -> Path:
     rows = []
     for backbone in (B4, "Qwen3-8B", B30):
@@ -138,17 +143,17 @@ def games_results(tmp_path):
 
 
 def build(spec, mapping_path, results_csv, runs_root, reported=None):
-    mapping = pt.load_table_runs(mapping_path)
-    tidy, _ = pt.load_results([results_csv] if results_csv else [], runs_root, pt.mapped_runs(mapping, spec.name))
+    mapping = load_table_runs(mapping_path)
+    tidy, _ = load_results([results_csv] if results_csv else [], runs_root, mapped_runs(mapping, spec.name))
     reported = reported or REPORTED / f"{STEMS[spec.name]}.csv"
-    return pt.build_benchmark_table(spec, mapping, reported, pt.ResultIndex(tidy), runs_root)
+    return build_benchmark_table(spec, mapping, reported, ResultIndex(tidy), runs_root)
 
 
 # ----- Table 1: cells, reported values, differences, marks ------------------------------------------------
 def test_table1_cells_reported_and_differences(tmp_path, games_results):
     results, runs_root = games_results
-    table, cells = build(pt.TABLE1, table1_mapping(tmp_path), results, runs_root)
-    groups = md_groups(pt.render_markdown(table))
+    table, cells = build(TABLE1, table1_mapping(tmp_path), results, runs_root)
+    groups = md_groups(render_markdown(table))
 
     ours, reported, diff = groups[(B30, "spade_games")]
     assert ours[0] == "ours, run g30, step 100"  # the selected checkpoint, not the later step 300
@@ -186,8 +191,8 @@ def test_table1_cells_reported_and_differences(tmp_path, games_results):
 
 def test_table1_latex_is_booktabs_and_escaped(tmp_path, games_results):
     results, runs_root = games_results
-    table, _ = build(pt.TABLE1, table1_mapping(tmp_path), results, runs_root)
-    tex = pt.render_latex(table, "paper/scripts/table1_games.py")
+    table, _ = build(TABLE1, table1_mapping(tmp_path), results, runs_root)
+    tex = render_latex(table, "paper/scripts/table1_games.py")
     check_latex(tex)
     assert r"fixed\_env\_grpo" in tex and r"\textit{not run}" in tex and r"$\Delta$" in tex
     assert "$-$0.3" in tex  # negative differences get a real minus sign
@@ -198,8 +203,8 @@ def test_toy_values_under_a_paper_backbone_carry_the_banner_and_no_difference(tm
     the table opens with the toy-scale banner (Markdown, LaTeX caption, sidecar) and no Δ is computed for it."""
     results, runs_root = games_results
     trained(runs_root, "g30", card="smollm2-135m", steps=4)  # same results, now a toy run
-    table, _ = build(pt.TABLE1, table1_mapping(tmp_path), results, runs_root)
-    text = pt.render_markdown(table)
+    table, _ = build(TABLE1, table1_mapping(tmp_path), results, runs_root)
+    text = render_markdown(table)
     groups = md_groups(text)
     ours, _, diff = groups[(B30, "spade_games")]
     assert ours[0] == "ours, run g30, step 100; TOY SCALE: smollm2-135m, 4 steps, not comparable"
@@ -210,19 +215,19 @@ def test_toy_values_under_a_paper_backbone_carry_the_banner_and_no_difference(tm
     assert "TOY SCALE" not in grpo[0] and grpo_diff[5] == "+1.9"  # a paper-scale run keeps its difference
     banner = "TOY SCALE, NOT COMPARABLE: values of ours come from run g30: smollm2-135m, 4 steps"
     assert text.split("\n")[2].startswith(f"> **{banner}") and "Qwen3-30B-A3B-Instruct-2507, 400 steps" in text
-    latex = pt.render_latex(table)
+    latex = render_latex(table)
     assert r"\caption{\textbf{TOY SCALE, NOT COMPARABLE" in latex
     # the same run at the paper's scale: no banner, differences back
     trained(runs_root, "g30")
-    table, _ = build(pt.TABLE1, table1_mapping(tmp_path), results, runs_root)
-    assert not table.banner and md_groups(pt.render_markdown(table))[(B30, "spade_games")][2][1] == "+0.2"
+    table, _ = build(TABLE1, table1_mapping(tmp_path), results, runs_root)
+    assert not table.banner and md_groups(render_markdown(table))[(B30, "spade_games")][2][1] == "+0.2"
 
 
 def test_a_run_without_its_scale_counts_as_not_comparable(tmp_path, games_results):
     results, runs_root = games_results
     (runs_root / "g30" / "summary.json").unlink()  # e.g. trained before summary.json named its model card
-    table, _ = build(pt.TABLE1, table1_mapping(tmp_path), results, runs_root)
-    ours = md_groups(pt.render_markdown(table))[(B30, "spade_games")][0]
+    table, _ = build(TABLE1, table1_mapping(tmp_path), results, runs_root)
+    ours = md_groups(render_markdown(table))[(B30, "spade_games")][0]
     assert ours[0].endswith("TOY SCALE: model unknown, steps unknown, not comparable") and table.banner
 
 
@@ -233,10 +238,10 @@ def test_step_rules_last_and_replicates(tmp_path, games_results):
     select(runs_root, "g30b", 100)
     trained(runs_root, "g30b")
     mapping = table1_mapping(tmp_path, r11={"run": ["g30", "g30b"]}, r10={"run": "g30", "step": "last"})
-    m = pt.load_table_runs(mapping)
-    tidy, _ = pt.load_results([results, second], runs_root, pt.mapped_runs(m, "table1"))
-    table, _ = pt.build_benchmark_table(pt.TABLE1, m, REPORTED / "table1_games.csv", pt.ResultIndex(tidy), runs_root)
-    groups = md_groups(pt.render_markdown(table))
+    m = load_table_runs(mapping)
+    tidy, _ = load_results([results, second], runs_root, mapped_runs(m, "table1"))
+    table, _ = build_benchmark_table(TABLE1, m, REPORTED / "table1_games.csv", ResultIndex(tidy), runs_root)
+    groups = md_groups(render_markdown(table))
     ours = groups[(B30, "spade_games")][0]
     assert ours[0] == "ours, run g30, run g30b, step 100, mean of 2 runs" and ours[1] == "64.0"  # mean of 63 and 65
     assert groups[(B30, "fixed_env_rlve")][0][:2] == ["ours, run g30, step 300", "99.0"]  # last = largest step
@@ -245,13 +250,13 @@ def test_step_rules_last_and_replicates(tmp_path, games_results):
 def test_selected_checkpoint_missing_or_malformed(tmp_path, games_results):
     results, runs_root = games_results
     (runs_root / "g30" / "selected_checkpoint.json").unlink()
-    table, _ = build(pt.TABLE1, table1_mapping(tmp_path), results, runs_root)
-    ours = md_groups(pt.render_markdown(table))[(B30, "spade_games")][0]
+    table, _ = build(TABLE1, table1_mapping(tmp_path), results, runs_root)
+    ours = md_groups(render_markdown(table))[(B30, "spade_games")][0]
     assert set(ours[1:]) == {NOT_RUN}  # never falls back to another checkpoint
     assert any("selected_checkpoint.json" in m for m in table.missing)
     (runs_root / "g30" / "selected_checkpoint.json").write_text(json.dumps({"step": "best"}))
     with pytest.raises(ReportInputError, match=r"selected_checkpoint.json: key 'step'"):
-        build(pt.TABLE1, table1_mapping(tmp_path), results, runs_root)
+        build(TABLE1, table1_mapping(tmp_path), results, runs_root)
 
 
 # ----- Tables 2, 3 and 6 ----------------------------------------------------------------------------------
@@ -268,18 +273,18 @@ def test_table2_published_rows_and_averages(tmp_path):
     rows[4]["run"] = "tu30"
     trained(tmp_path / "runs", "tu30")
     mapping = write_mapping(tmp_path / "map.yaml", {"table2": {"rows": rows}})
-    table, _ = build(pt.TABLE2, mapping, results, tmp_path / "runs")
-    text = pt.render_markdown(table)
+    table, _ = build(TABLE2, mapping, results, tmp_path / "runs")
+    text = render_markdown(table)
     assert "| AgentScaler-30B-A3B | reported (published) | — |" in text
-    published = [line for line in table.lines() if line.kind == pt.PUBLISHED]
-    assert len(published) == 7 and not any(l.kind == pt.OURS and l.labels[0].startswith("AWM") for l in table.lines())
-    groups = {tuple(l.labels): l for l in table.lines() if l.kind == pt.OURS}
+    published = [line for line in table.lines() if line.kind == PUBLISHED]
+    assert len(published) == 7 and not any(l.kind == OURS and l.labels[0].startswith("AWM") for l in table.lines())
+    groups = {tuple(l.labels): l for l in table.lines() if l.kind == OURS}
     ours = groups[(f"{B30} (base)",)].cells
     assert ours[4] == "49.0" and ours[8] == "49.0" and ours[11] == "62.0" and ours[12] == "53.3" and ours[13] == "—"
-    diff = next(l for l in table.lines() if l.kind == pt.DIFF and table.lines().index(l) > table.lines().index(
+    diff = next(l for l in table.lines() if l.kind == DIFF and table.lines().index(l) > table.lines().index(
         groups[(f"{B30} (base)",)]))
     assert diff.cells[12] == "+0.0"  # 53.33 - 53.3, from unrounded ours
-    check_latex(pt.render_latex(table))
+    check_latex(render_latex(table))
 
 
 def test_table3_and_table6_share_runs_and_show_checkpoint(tmp_path, games_results):
@@ -292,23 +297,24 @@ def test_table3_and_table6_share_runs_and_show_checkpoint(tmp_path, games_result
     rows6[1].update(run="g30")
     rows3 = [r for r in rows6 if r["reported"]["setting"] not in settings[2:4]]
     mapping = write_mapping(tmp_path / "map.yaml", {"table3": {"rows": rows3}, "table6": {"rows": rows6}})
-    m = pt.load_table_runs(mapping)
-    tidy, _ = pt.load_results([results, extra], runs_root, ["g30"])
-    t6, cells6 = pt.build_benchmark_table(pt.TABLE6, m, REPORTED / "table6_ablations_full.csv", pt.ResultIndex(tidy),
-                                          runs_root)
-    g6 = md_groups(pt.render_markdown(t6))
+    m = load_table_runs(mapping)
+    tidy, _ = load_results([results, extra], runs_root, ["g30"])
+    t6, cells6 = build_benchmark_table(TABLE6, m, REPORTED / "table6_ablations_full.csv", ResultIndex(tidy),
+                                       runs_root)
+    g6 = md_groups(render_markdown(t6))
     ours, reported, diff = g6[("spade",)]
     assert ours[1] == "100" and reported[1] == "303" and diff[1] == "—"  # checkpoint: ours, the paper's, no Δ
     assert ours[10] == "52.0" and diff[10] == "+1.8" and ours[11] == "58.5"  # GEM is not in the average
     assert g6[("2-skill curriculum",)][0][1:] == [NOT_RUN] * 11
     assert g6[("ED reward = learning potential",)][1][1] == "—"  # the paper gives no checkpoint
     assert any(c["column"] == "checkpoint" and c["sources"] for c in cells6)
-    t3, _ = pt.build_benchmark_table(pt.TABLE3, m, REPORTED / "table3_ablations.csv", pt.ResultIndex(tidy), runs_root)
-    g3 = md_groups(pt.render_markdown(t3))
+    t3, _ = build_benchmark_table(load_script("table3_ablations").TABLE3, m, REPORTED / "table3_ablations.csv",
+                                  ResultIndex(tidy), runs_root)
+    g3 = md_groups(render_markdown(t3))
     assert g3[("spade", "self", "yes", "yes", "yes")][0][1:] == ["63.0", "75.0", "76.0", "47.0", "64.0", "32.0",
                                                                    "38.0", "73.0", "58.5"]
-    check_latex(pt.render_latex(t3))
-    check_latex(pt.render_latex(t6))
+    check_latex(render_latex(t3))
+    check_latex(render_latex(t6))
 
 
 def test_results_from_run_folders(tmp_path):
@@ -321,8 +327,8 @@ def test_results_from_run_folders(tmp_path):
                  "stderr": 0.05} for m in ("math", "algorithmic", "cognition", "logic")]
         path.write_text(json.dumps({"run": "g30", "rows": rows, "provenance": PROV}))
     select(runs_root, "g30", 100)
-    table, cells = build(pt.TABLE1, table1_mapping(tmp_path), None, runs_root)
-    ours = md_groups(pt.render_markdown(table))[(B30, "spade_games")][0]
+    table, cells = build(TABLE1, table1_mapping(tmp_path), None, runs_root)
+    ours = md_groups(render_markdown(table))[(B30, "spade_games")][0]
     assert ours[1:5] == [NOT_RUN] * 4 and ours[5:9] == ["60.0"] * 4
     cell = next(c for c in cells if c["column"] == "rg_math" and "spade_games" in c["row"])
     assert cell["results"][0]["source"].endswith("eval/reasoning_gym_hard/step_000100.json")
@@ -342,11 +348,11 @@ def test_mapping_errors_name_file_and_key(tmp_path):
     for tables, key in cases:
         path = write_mapping(tmp_path / "bad.yaml", tables)
         with pytest.raises(ReportInputError, match=rf"bad\.yaml: key '{key}"):
-            pt.load_table_runs(path)
+            load_table_runs(path)
     with pytest.raises(ReportInputError, match=r"key 'metrics\.aime27'"):
-        pt.load_table_runs(write_mapping(tmp_path / "bad.yaml", {}, metrics={"aime27": "aime:x"}))
+        load_table_runs(write_mapping(tmp_path / "bad.yaml", {}, metrics={"aime27": "aime:x"}))
     with pytest.raises(ReportInputError, match="missing run mapping"):
-        pt.load_table_runs(tmp_path / "absent.yaml")
+        load_table_runs(tmp_path / "absent.yaml")
 
 
 def test_mapping_must_cover_the_reported_rows(tmp_path):
@@ -354,12 +360,12 @@ def test_mapping_must_cover_the_reported_rows(tmp_path):
     short = write_mapping(tmp_path / "m.yaml", {"table1": {"rows": [
         {"reported": {"backbone": B30, "method": "base"}, "run": "g30"}]}})
     with pytest.raises(ReportInputError, match=r"m\.yaml: key 'tables\.table1\.rows' has no entry for .*method=base"):
-        build(pt.TABLE1, short, results, None)
+        build(TABLE1, short, results, None)
     typo = table1_mapping(tmp_path, r0={"reported": {"backbone": "Qwen3-4B", "method": "base"}})
     with pytest.raises(ReportInputError, match=r"rows\[0\]\.reported' \(backbone=Qwen3-4B, method=base\) matches"):
-        build(pt.TABLE1, typo, results, None)
+        build(TABLE1, typo, results, None)
     with pytest.raises(ReportInputError, match=r"key 'tables\.table2' is missing"):
-        build(pt.TABLE2, short, results, None)
+        build(TABLE2, short, results, None)
 
 
 def test_reported_and_results_errors(tmp_path, games_results):
@@ -367,14 +373,14 @@ def test_reported_and_results_errors(tmp_path, games_results):
     bad = tmp_path / "reported.csv"
     bad.write_text((REPORTED / "table1_games.csv").read_text().replace("61.5", "sixty"))
     with pytest.raises(ReportInputError, match=r"reported\.csv, line 10, column aime25: 'sixty' is not a number"):
-        build(pt.TABLE1, table1_mapping(tmp_path), results, runs_root, reported=bad)
+        build(TABLE1, table1_mapping(tmp_path), results, runs_root, reported=bad)
     bad.write_text("backbone,method,aime25\n")
     with pytest.raises(ReportInputError, match=r"reported\.csv lacks the column\(s\) aime26"):
-        build(pt.TABLE1, table1_mapping(tmp_path), results, runs_root, reported=bad)
+        build(TABLE1, table1_mapping(tmp_path), results, runs_root, reported=bad)
     other = tidy_csv(tmp_path / "other.csv", [("g30", 0, "aime25", 0.1)])
     with pytest.raises(ReportInputError, match=r"different values in .*other\.csv and .*results\.csv"):
-        pt.load_results([results, other])
-    pt.load_results([results, results])  # the same values twice are fine
+        load_results([results, other])
+    load_results([results, results])  # the same values twice are fine
 
 
 def test_script_exit_codes_and_sidecar(tmp_path, games_results):
@@ -399,9 +405,10 @@ def test_script_exit_codes_and_sidecar(tmp_path, games_results):
 
 # ----- Table 5: from the recipes -------------------------------------------------------------------------
 def test_table5_matches_the_paper_and_follows_the_recipes(tmp_path):
+    build_table5 = load_script("table5_hyperparameters").build_table5
     reported = REPORTED / "table5_hyperparameters.csv"
     recipes = {"games": RECIPES / "games.yaml", "tool_use": RECIPES / "tool_use.yaml"}
-    table, _ = pt.build_table5(recipes, reported)
+    table, _ = build_table5(recipes, reported)
     rows = {line.labels[0]: line.cells for line in table.lines()}
     assert len(rows) == 24
     assert rows["learning_rate"] == ["1e-06 (constant)", "1e-06 (constant)", "1e-6 (constant)", "same", "same"]
@@ -410,12 +417,12 @@ def test_table5_matches_the_paper_and_follows_the_recipes(tmp_path):
     assert rows["ed_update_delay"][3:] == ["same", "differs"]  # the delay is k, and k is 8 for tool use
     others = {k for k, v in rows.items() if v[3] != "same"}
     assert others == {"reward_normalization"}
-    check_latex(pt.render_latex(table))
+    check_latex(render_latex(table))
 
     changed = tmp_path / "games.yaml"
     changed.write_text(recipes["games"].read_text().replace("learning_rate: 1.0e-6", "learning_rate: 2.0e-6")
                        .replace("cap: 200", "cap: 150"))
-    table2, _ = pt.build_table5({**recipes, "games": changed}, reported)
+    table2, _ = build_table5({**recipes, "games": changed}, reported)
     rows2 = {line.labels[0]: line.cells for line in table2.lines()}
     assert rows2["learning_rate"][0] == "2e-06 (constant)" and rows2["learning_rate"][3] == "differs"
     assert rows2["env_memory"][0] == "on (cap 150)" and rows2["env_memory"][3] == "differs"
@@ -423,14 +430,15 @@ def test_table5_matches_the_paper_and_follows_the_recipes(tmp_path):
 
     changed.write_text(recipes["games"].read_text().replace("group_size: 16", "group_sise: 16"))
     with pytest.raises(ReportInputError, match=r"recipe .*games\.yaml: .*group_sise"):
-        pt.build_table5({**recipes, "games": changed}, reported)
+        build_table5({**recipes, "games": changed}, reported)
 
 
 def test_hyperparameter_number_reading():
-    assert pt.text_numbers("15k docs (10k math + 5k science)") == [15000.0, 10000.0, 5000.0]
-    assert pt.text_numbers("0 (0.005 for Qwen3-8B)") == [0.0, 0.005]
-    assert pt.text_numbers("1e-6 (constant)") == [1e-6]
-    assert pt.text_numbers("0.20/0.28") == [0.2, 0.28]
+    text_numbers = load_script("table5_hyperparameters").text_numbers
+    assert text_numbers("15k docs (10k math + 5k science)") == [15000.0, 10000.0, 5000.0]
+    assert text_numbers("0 (0.005 for Qwen3-8B)") == [0.0, 0.005]
+    assert text_numbers("1e-6 (constant)") == [1e-6]
+    assert text_numbers("0.20/0.28") == [0.2, 0.28]
 
 
 # ----- Table 7: environment quality from a run folder ------------------------------------------------------
@@ -490,37 +498,40 @@ def table7_mapping(tmp_path, run="q30"):
 
 
 def test_table7_and_8_of_a_toy_run_carry_the_banner_and_no_difference(tmp_path):
+    build_table7 = load_script("table7_env_quality").build_table7
+    build_table8 = load_script("table8_diversity").build_table8
     runs_root = tmp_path / "runs"
     make_run(runs_root, "q30", {0: [env_row(0, "a", CODE_A, 0.5), env_row(0, "b", CODE_B, 0.9)]},
              [{"step": 0, "agent_win_rate": 0.25, "episodes": 8, "mean_turns": 3.0}])
     trained(runs_root, "q30", card="smollm2-135m", steps=4)
-    table, _, _ = pt.build_table7(pt.load_table_runs(table7_mapping(tmp_path)), REPORTED / "table7_env_quality.csv",
-                                  runs_root)
+    table, _, _ = build_table7(load_table_runs(table7_mapping(tmp_path)), REPORTED / "table7_env_quality.csv",
+                               runs_root)
     assert table.banner.startswith("TOY SCALE, NOT COMPARABLE: values of ours come from run q30: smollm2-135m, 4 steps")
-    ours = [line for line in table.lines() if line.kind == pt.OURS]
+    ours = [line for line in table.lines() if line.kind == OURS]
     assert all(line.detail == "run q30; TOY SCALE: smollm2-135m, 4 steps, not comparable" for line in ours)
-    diffs = [c for line in table.lines() if line.kind == pt.DIFF for c in line.cells]
+    diffs = [c for line in table.lines() if line.kind == DIFF for c in line.cells]
     assert not [c for c in diffs if c[:1] in "+-"]  # no difference against the 30B values
     mapping = write_mapping(tmp_path / "map8.yaml", {"table8": {
         "field": "code", "vendi": {"size": 2, "draws": 1, "balance_by": "skill", "seed": 0}, "collapsed_below": 0.2,
         "rows": [{"reported": {"run": label}, "run": "q30" if label == "spade (full)" else None}
                  for label in pd.read_csv(REPORTED / "table8_diversity.csv")["run"]]}})
     fake = {name: (lambda texts: [[1.0, float(i)] for i in range(len(texts))]) for name in ("sbert", "tfidf_lsa")}
-    table8, _, _ = pt.build_table8(pt.load_table_runs(mapping), REPORTED / "table8_diversity.csv", runs_root, fake)
+    table8, _, _ = build_table8(load_table_runs(mapping), REPORTED / "table8_diversity.csv", runs_root, fake)
     assert "run q30: smollm2-135m, 4 steps" in table8.banner
     (full,) = [i for i, line in enumerate(table8.lines()) if line.labels[0] == "spade (full)"]
-    assert "TOY SCALE" in table8.lines()[full].detail and set(table8.lines()[full + 2].cells) == {pt.BLANK}
+    assert "TOY SCALE" in table8.lines()[full].detail and set(table8.lines()[full + 2].cells) == {BLANK}
 
 
 def test_table7_quality_signals(tmp_path):
+    build_table7 = load_script("table7_env_quality").build_table7
     runs_root = tmp_path / "runs"
     make_run(runs_root, "q30", {0: [env_row(0, "a", CODE_A, 0.5, class_name="Alpha"), env_row(0, "b", CODE_B, 0.9),
                                     env_row(0, "c", None, None, valid=False),
                                     env_row(0, "d", CODE_A, 0.3, source="backfill:lib")]},
              [{"step": 0, "agent_win_rate": 0.25, "episodes": 8, "mean_turns": 3.0},
               {"step": 1, "agent_win_rate": 0.5, "episodes": 24, "mean_turns": 5.0}])
-    table, cells, inputs = pt.build_table7(pt.load_table_runs(table7_mapping(tmp_path)),
-                                           REPORTED / "table7_env_quality.csv", runs_root)
+    table, cells, inputs = build_table7(load_table_runs(table7_mapping(tmp_path)),
+                                        REPORTED / "table7_env_quality.csv", runs_root)
     groups = {line.labels[0]: i for i, line in enumerate(table.lines()) if line.labels[0]}
     lines = table.lines()
 
@@ -535,28 +546,29 @@ def test_table7_quality_signals(tmp_path):
     assert rows("interaction depth (turns per episode)")[0][0] == "4.5"  # (24 + 120) / 32
     assert rows("program length (LOC)")[0][0] == "9" and rows("program length (LOC)")[2][0] == "-307"
     assert rows("hidden state variables")[0][0] == "2.5"  # designer-written only: 2 and 3
-    assert rows("well-posed (LLM rubric)")[0] == [pt.NOT_COMPUTED] * 3
+    assert rows("well-posed (LLM rubric)")[0] == [NOT_COMPUTED] * 3
     assert rows("well-posed (LLM rubric)")[1] == ["0.98", "0.97", "0.97"]
     assert any("no environment set regenerated in steps 150-250" in m for m in table.missing)
     assert {p.name for p in inputs} == {"set_00000.json", "metrics.jsonl"}
     cell = next(c for c in cells if c["measure"] == "learnable_share")
     assert cell["n"] == 4 and cell["learnable"] == 2 and cell["config_hash"] == PROV["config_hash"]
-    check_latex(pt.render_latex(table))
+    check_latex(render_latex(table))
 
-    unmapped, _, _ = pt.build_table7(pt.load_table_runs(table7_mapping(tmp_path, None)),
-                                     REPORTED / "table7_env_quality.csv", runs_root)
+    unmapped, _, _ = build_table7(load_table_runs(table7_mapping(tmp_path, None)),
+                                  REPORTED / "table7_env_quality.csv", runs_root)
     first = unmapped.lines()[0]
-    assert first.cells == [NOT_RUN] * 3 and unmapped.lines()[6].cells == [pt.NOT_COMPUTED] * 3
+    assert first.cells == [NOT_RUN] * 3 and unmapped.lines()[6].cells == [NOT_COMPUTED] * 3
 
 
 # ----- Table 8: diversity with stand-in embeddings --------------------------------------------------------
 def test_mean_pairwise_distance():
-    assert pt.mean_pairwise_distance([[1, 0], [0, 1], [1, 1]]) == pytest.approx(1 - 2 * 2 ** -0.5 / 3)
-    assert pt.mean_pairwise_distance(np.eye(5)) == pytest.approx(1.0)
-    assert pt.mean_pairwise_distance([[1, 2], [2, 4]]) == pytest.approx(0.0)
+    assert mean_pairwise_distance([[1, 0], [0, 1], [1, 1]]) == pytest.approx(1 - 2 * 2 ** -0.5 / 3)
+    assert mean_pairwise_distance(np.eye(5)) == pytest.approx(1.0)
+    assert mean_pairwise_distance([[1, 2], [2, 4]]) == pytest.approx(0.0)
 
 
 def test_table8_diversity(tmp_path):
+    build_table8 = load_script("table8_diversity").build_table8
     runs_root = tmp_path / "runs"
     skills = ["logic", "math"] * 3
     make_run(runs_root, "d30", {0: [env_row(0, f"e{i}", f"code {i}", 0.5, skill=s) for i, s in enumerate(skills[:4])],
@@ -570,9 +582,9 @@ def test_table8_diversity(tmp_path):
             {"reported": {"run": "w/o corpus grounding"}, "run": "absent30"}]}})
     embedders = {"sbert": lambda texts: np.eye(len(texts)),  # orthogonal: Vendi of 4 draws = 4
                  "tfidf_lsa": lambda texts: np.ones((len(texts), 3))}  # identical: Vendi = 1
-    table, cells, inputs = pt.build_table8(pt.load_table_runs(mapping), REPORTED / "table8_diversity.csv", runs_root,
-                                           embedders)
-    groups = md_groups(pt.render_markdown(table))
+    table, cells, inputs = build_table8(load_table_runs(mapping), REPORTED / "table8_diversity.csv", runs_root,
+                                        embedders)
+    groups = md_groups(render_markdown(table))
     ours, reported, diff = groups[("spade (full)",)]
     assert ours[1:] == ["6", "1.00", "1.00", "0.25", "diverse"]  # backfilled environment left out
     assert reported[1:] == ["3310", "0.68", "0.94", "0.53", "diverse"]
@@ -584,7 +596,7 @@ def test_table8_diversity(tmp_path):
     assert len([p for p in inputs if p.parent.parent.name == "d30"]) == 2
     cell = next(c for c in cells if c["column"] == "vendi_per_n")
     assert cell["run"] == "d30" and cell["vendi"]["size"] == 4 and cell["git_commit"] == "abc123"
-    tex = pt.render_latex(table)
+    tex = render_latex(table)
     check_latex(tex)
     assert r"\textit{too few (n = 3)}" in tex
 
@@ -595,8 +607,8 @@ def test_every_script_renders_without_paper_runs(tmp_path):
     runs_root = tmp_path / "runs"
     make_run(runs_root, "toy", {0: [env_row(0, "a", CODE_A, 0.5)]}, [{"step": 0, "agent_win_rate": 0.5, "episodes": 4}])
     mapping = ROOT / "paper" / "table_runs.yaml"
-    assert "toy" not in {run for t in pt.BENCHMARK_TABLES + ("table7", "table8")
-                         for run in pt.mapped_runs(pt.load_table_runs(mapping), t)}
+    assert "toy" not in {run for t in BENCHMARK_TABLES + ("table7", "table8")
+                         for run in mapped_runs(load_table_runs(mapping), t)}
     for stem in STEMS.values():
         out = tmp_path / "out" / f"{stem}.md"
         load_script(stem).main(["--mapping", str(mapping), "--reported", str(REPORTED / f"{stem}.csv"),
@@ -605,7 +617,7 @@ def test_every_script_renders_without_paper_runs(tmp_path):
         for cells in md_groups(text).values():
             for row in cells:
                 if row[0].startswith(("ours", "Δ")):
-                    assert set(row[1:]) <= {NOT_RUN, pt.NOT_COMPUTED, "—"}, (stem, row)
+                    assert set(row[1:]) <= {NOT_RUN, NOT_COMPUTED, "—"}, (stem, row)
         check_latex(out.with_suffix(".tex").read_text())
         assert json.loads(sidecar_path(out).read_text())["cells"] == []
     out = tmp_path / "out" / "table5_hyperparameters.md"
@@ -626,15 +638,15 @@ def test_reported_copies_are_unchanged():
 def test_run_fingerprint_follows_result_files(tmp_path):
     runs_root = tmp_path / "runs"
     make_run(runs_root, "a", {0: [env_row(0, "x", CODE_A, 0.5)]})
-    before = {t: pt.run_fingerprint(runs_root, ["a", "missing"], t) for t in ("table1", "table8")}
-    assert pt.run_fingerprint(runs_root, ["a", "missing"], "table1") == before["table1"]
+    before = {t: run_fingerprint(runs_root, ["a", "missing"], t) for t in ("table1", "table8")}
+    assert run_fingerprint(runs_root, ["a", "missing"], "table1") == before["table1"]
     make_run(runs_root, "other", {0: []})  # a run the table does not map
-    assert pt.run_fingerprint(runs_root, ["a", "missing"], "table1") == before["table1"]
+    assert run_fingerprint(runs_root, ["a", "missing"], "table1") == before["table1"]
     (runs_root / "a" / "selected_checkpoint.json").write_text(json.dumps({"step": 4}))
-    assert pt.run_fingerprint(runs_root, ["a", "missing"], "table1") != before["table1"]
-    assert pt.run_fingerprint(runs_root, ["a", "missing"], "table8") == before["table8"]  # it reads no selection
+    assert run_fingerprint(runs_root, ["a", "missing"], "table1") != before["table1"]
+    assert run_fingerprint(runs_root, ["a", "missing"], "table8") == before["table8"]  # it reads no selection
     (runs_root / "a" / "envs" / "set_00004.json").write_text(json.dumps({"environments": []}))
-    assert pt.run_fingerprint(runs_root, ["a", "missing"], "table8") != before["table8"]
+    assert run_fingerprint(runs_root, ["a", "missing"], "table8") != before["table8"]
 
 
 def test_shipped_toy_mappings_never_show_toy_values_unmarked(tmp_path):
@@ -647,13 +659,13 @@ def test_shipped_toy_mappings_never_show_toy_values_unmarked(tmp_path):
     rows = [("toy", step, c, v) for step, values in ((0, BASE_30), (4, SPADE_30)) for c, v in zip(GAMES, values)]
     results = tidy_csv(tmp_path / "results.csv", rows)
     trained(runs_root, "toy", card="smollm2-135m", steps=4)
-    table, _ = build(pt.TABLE1, ROOT / "paper" / "toy" / "table_runs.yaml", results, runs_root)
-    ours = [line for line in table.lines() if line.kind == pt.OURS and any(c[:1].isdigit() for c in line.cells)]
+    table, _ = build(TABLE1, ROOT / "paper" / "toy" / "table_runs.yaml", results, runs_root)
+    ours = [line for line in table.lines() if line.kind == OURS and any(c[:1].isdigit() for c in line.cells)]
     assert ours and all("TOY SCALE: smollm2-135m, 4 steps" in line.detail for line in ours)
-    assert all(c[:1] not in "+-" for line in table.lines() if line.kind == pt.DIFF for c in line.cells)
-    assert table.banner and "run toy: smollm2-135m, 4 steps" in pt.render_markdown(table).split("|")[0]
+    assert all(c[:1] not in "+-" for line in table.lines() if line.kind == DIFF for c in line.cells)
+    assert table.banner and "run toy: smollm2-135m, 4 steps" in render_markdown(table).split("|")[0]
     for run, step in (("toy", 0), ("toy", 4)):  # the numbers read run folders: the same values as eval files
-        for (bench, metric), value in zip((pt.COLUMN_METRICS[c] for c in GAMES), BASE_30 if step == 0 else SPADE_30):
+        for (bench, metric), value in zip((COLUMN_METRICS[c] for c in GAMES), BASE_30 if step == 0 else SPADE_30):
             path = runs_root / run / "eval" / bench / f"step_{step:06d}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             old = json.loads(path.read_text())["rows"] if path.is_file() else []
@@ -675,14 +687,14 @@ def test_shipped_toy_mapping_puts_the_tool_use_toy_on_table_2_marked_toy(tmp_pat
     rows = [("toy_tool_use", step, c, v) for step in (0, 2) for c, v in bfcl.items()]
     results = tidy_csv(tmp_path / "results.csv", rows)
     trained(tmp_path / "runs", "toy_tool_use", card="smollm2-135m", steps=2)
-    table, _ = build(pt.TABLE2, ROOT / "paper" / "toy" / "table_runs.yaml", results, tmp_path / "runs")
-    ours = {tuple(line.labels): line for line in table.lines() if line.kind == pt.OURS}
+    table, _ = build(TABLE2, ROOT / "paper" / "toy" / "table_runs.yaml", results, tmp_path / "runs")
+    ours = {tuple(line.labels): line for line in table.lines() if line.kind == OURS}
     for model in (f"{B30} (base)", f"{B30} + SPADE (tool use)"):
         line = ours[(model,)]
         assert "run toy_tool_use" in line.detail and "TOY SCALE: smollm2-135m, 2 steps, not comparable" in line.detail
         assert line.cells[:5] == ["0.0", "100.0", "0.0", "0.0", "25.0"], line.cells  # the four BFCL columns, avg
         assert set(line.cells[5:12]) == {NOT_RUN}, line.cells  # tau2 and ACEBench: no offline run
-    diffs = [line for line in table.lines() if line.kind == pt.DIFF]
+    diffs = [line for line in table.lines() if line.kind == DIFF]
     assert all(c[:1] not in "+-" for line in diffs for c in line.cells)
     assert table.banner.startswith("TOY SCALE, NOT COMPARABLE: values of ours come from run toy_tool_use")
     for model in ("Qwen3-4B-Instruct-2507 (base)", "Qwen3-8B + SPADE (tool use)"):

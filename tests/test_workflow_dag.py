@@ -325,16 +325,17 @@ def test_pending_run_fails_at_once_saying_what_is_missing(tmp_path):
 def test_paper_config_covers_every_run_the_artifacts_map():
     """Every run a paper table (1, 2, 3, 6), figure or quoted number reads is configured (none is pending), and every run
     file under configs/paper/ is configured."""
-    from spade.paper import figures as paper_figures, numbers as paper_numbers, tables as paper_tables
+    from spade.paper import figures as paper_figures, numbers as paper_numbers
+    from spade.paper.table_runs import load_table_runs, mapped_runs
 
     paper = yaml.safe_load((ROOT / "configs/paper.yaml").read_text())
     configured = {yaml.safe_load((ROOT / path).read_text())["run_name"] for path in paper["runs"]}
     assert sorted(configured) == sorted(PAPER_RUNS) and "pending" not in paper
     assert sorted(paper["runs"]) == sorted(f"configs/paper/{p.name}" for p in (ROOT / "configs/paper").glob("*.yaml"))
-    tables = paper_tables.load_table_runs(ROOT / paper["paper"]["table_runs"])
+    tables = load_table_runs(ROOT / paper["paper"]["table_runs"])
     figures = paper_figures.load_figure_runs(ROOT / paper["paper"]["figure_runs"])
     numbers = paper_numbers.load_number_runs(ROOT / paper["paper"]["number_runs"])
-    mapped = {run for table in ("table1", "table2", "table3", "table6") for run in paper_tables.mapped_runs(tables, table)}
+    mapped = {run for table in ("table1", "table2", "table3", "table6") for run in mapped_runs(tables, table)}
     mapped |= {run for figure in figures["figures"] for run in paper_figures.figure_runs(figures, figure)}
     mapped |= {run for group in paper_numbers.GROUPS for run in paper_numbers.group_runs(numbers, group)}
     assert "fixed_env_rlve_4b" in mapped and "ablation_two_skills_30b" in mapped

@@ -39,37 +39,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spade.core.env_source import POOL_MODES  # modes whose environments come from a fixed pool
-from spade.paper.tables import (
+from spade.paper.env_tables import default_embedders, env_sets_with_paths
+from spade.paper.report import NOT_RUN, ReportInputError, files_fingerprint, read_json, read_metrics, read_yaml
+from spade.paper.scale import PAPER_30B, banner, off_scale, run_scale
+from spade.paper.table_runs import (
     COLUMN_METRICS,
-    NO_DATA,
-    PAPER_30B,
-    PERCENT,
-    TOO_FEW,
-    Line,
     ResultIndex,
-    Table,
-    _signed,
     check_keys,
-    default_embedders,
-    env_sets_with_paths,
     load_results,
     mapping_error,
     mapping_int,
     mapping_runs,
     mapping_step_rule,
-    report_written,
     resolve_step,
     run_provenance,
-    shown_path,
-    write_table,
 )
-from spade.paper.report import NOT_RUN, ReportInputError, files_fingerprint, read_json, read_metrics, read_yaml
-from spade.paper.scale import banner, off_scale, run_scale
+from spade.paper.tables import NO_DATA, PERCENT, TOO_FEW, Line, Table, report_written, shown_path, signed, write_table
 
 NA = "n/a"
 NO_VALID = "no valid env"
 KINDS = ("designer", "pool")  # designer: a model writes the environments; pool: a fixed procedural pool
-EMBEDDINGS = {"sbert": "sbert", "tfidf": "tfidf_lsa"}  # mapping value -> key of paper_tables.default_embedders
+EMBEDDINGS = {"sbert": "sbert", "tfidf": "tfidf_lsa"}  # mapping value -> key of env_tables.default_embedders
 BALANCE_BY = ("skill", "none")
 STEP_RULES = ("last", "selected")
 _TOP_KEYS = ("sources", "heldout", "base_run", "step", "learnable_band", "vendi", "embedding", "field", "confidence")
@@ -91,7 +81,7 @@ def _text(path, key: str, value) -> str:
 
 
 def _part(path, key: str, value) -> tuple[str, str]:
-    """A suite part: 'benchmark:metric', or a paper column of spade.paper.tables.COLUMN_METRICS."""
+    """A suite part: 'benchmark:metric', or a paper column of spade.paper.table_runs.COLUMN_METRICS."""
     if isinstance(value, str) and ":" in value:
         benchmark, _, metric = value.partition(":")
         if benchmark and metric:
@@ -502,7 +492,7 @@ def fill_gains(mapping: dict, data: list[SourceData], runs_root: Path | None) ->
                 d.cells[key] = _mark(NO_DATA, f"{suite['header']}: no result for {'; '.join(lacking)}")
                 continue
             gain = (mine - base_mean) * PERCENT
-            d.cells[key] = Cell(gain, f"{_signed(gain, 1)} (step {step})",
+            d.cells[key] = Cell(gain, f"{signed(gain, 1)} (step {step})",
                                 details={"step": step, "step_rule": mapping["step"], "base_run": base, "base_step": 0,
                                          "score": mine * PERCENT, "base_score": base_mean * PERCENT,
                                          "parts": [f"{b}:{m}" for b, m in parts], "results": found,
@@ -515,7 +505,7 @@ def build_comparison(mapping: dict, runs_root: str | Path | None,
                      embedders: dict | None = None) -> tuple[Table, list[dict], list[Path], dict]:
     """The comparison table, one provenance record per cell (marks included, with their reasons), the files
     read, and the data the figure draws (``{"columns", "sources"}``). ``embedders`` = {"sbert": f,
-    "tfidf_lsa": f} with f(texts) -> [n, d] (default :func:`spade.paper.tables.default_embedders`, loaded only
+    "tfidf_lsa": f} with f(texts) -> [n, d] (default :func:`spade.paper.env_tables.default_embedders`, loaded only
     when some source has environments to embed)."""
     runs_root = Path(runs_root) if runs_root is not None else None
     data = [read_source(mapping, entry, runs_root) for entry in mapping["sources"]]

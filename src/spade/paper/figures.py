@@ -145,7 +145,7 @@ def run_fingerprint(runs_root: str | Path, runs: Sequence[str], figure: str) -> 
 # ----- data preparation: evaluation curves ------------------------------------------------------------------
 def load_eval(runs_root: str | Path, runs: Sequence[str]) -> tuple[pd.DataFrame, list[Path]]:
     """Evaluation results of the runs (tidy rows) and the files read; missing folders are skipped."""
-    from spade.paper.tables import load_results
+    from spade.paper.table_runs import load_results
 
     return load_results(runs_root=runs_root, runs=[r for r in runs if r])
 
@@ -254,7 +254,7 @@ class FigureContext:
         """The legend (or title) text of values drawn from ``run``: the label, the run and its scale (model card,
         steps). A curve the paper gives to ``backbone`` (default: the paper's 30B) but drawn from a run that did
         not train it for the paper's steps puts the toy-scale banner on the figure (:meth:`banner_text`)."""
-        from spade.paper.tables import PAPER_30B
+        from spade.paper.scale import PAPER_30B
 
         backbone = backbone or PAPER_30B
         scale = run_scale(self.runs_root, run)
@@ -366,7 +366,7 @@ def figure_main(figure: str, script: str, draw: Callable[[FigureContext], object
         plt.close(fig)
     runs = figure_runs(mapping, figure)
     ctx.inputs += run_files(args.runs_root, runs, figure)
-    from spade.paper.tables import run_provenance
+    from spade.paper.table_runs import run_provenance
 
     write_json_atomic(sidecar_path(args.out), provenance_record(
         script, ctx.inputs, outputs, figure=figure, series=ctx.shown, embedding=args.embedding,
@@ -708,7 +708,7 @@ def draw_tool_transfer(ctx: FigureContext):
 def selected_gain(ctx: FigureContext, tidy, run: str, base_run: str) -> tuple[float | None, dict]:
     """Figure 12 (left): gain in points of ``run``'s selected checkpoint over step 0 of ``base_run``: the mean
     over the 8 benchmarks, and per benchmark (those evaluated at both)."""
-    from spade.paper.tables import ResultIndex, resolve_step
+    from spade.paper.table_runs import ResultIndex, resolve_step
 
     choice = resolve_step(run, "selected", ResultIndex(tidy), ctx.runs_root)
     if choice.step is None:

@@ -6,7 +6,7 @@ two macros, ``\\Num<Name>`` (ours) and ``\\Num<Name>Reported`` (the paper's). Th
 values come from the machinery of the tables and figures, reused, never re-implemented:
 
 * ``games_gain``: per backbone, the 8-benchmark average (percent) of base, SPADE, Fixed-env GRPO and
-  Fixed-env RLVE, exactly as the "Avg." column of Table 1 (:data:`spade.paper.tables.TABLE1`, its column
+  Fixed-env RLVE, exactly as the "Avg." column of Table 1 (:data:`spade.paper.benchmark_tables.TABLE1`, its column
   metrics and step rules ``selected``/``last``/``base``/<step>), SPADE's gain over base and its margin over
   each baseline (points). Reported: ``table1_games.csv`` (margins: the difference of the two reported averages).
 * ``tool_use_gain``: per backbone, Table 2's average (mean of the BFCL, tau2 and ACEBench averages) of base
@@ -15,10 +15,10 @@ values come from the machinery of the tables and figures, reused, never re-imple
   EMA learning potential, and the difference. Reported: ``table6_ablations_full.csv``.
 * ``learnable_share``: Table 7's learnable share per phase: learnable slots (RA win rate in [0.2, 0.8]) / all
   slots of the environment sets regenerated in the phase, empty slots counting 0
-  (:func:`spade.paper.tables.env_quality`; the 16-step windows of figure 6 pooled over the phase). Reported:
+  (:func:`spade.paper.env_tables.env_quality`; the 16-step windows of figure 6 pooled over the phase). Reported:
   ``table7_env_quality.csv``.
 * ``vendi_per_n``: Table 8's SBERT Vendi/n with and without corpus grounding
-  (:func:`spade.paper.tables.diversity`) and the number of environments. Reported: ``table8_diversity.csv``.
+  (:func:`spade.paper.env_tables.diversity`) and the number of environments. Reported: ``table8_diversity.csv``.
 * ``formula_reveal``: per phase, the share (percent) of physics environments whose first observation
   reveals the governing formula (:func:`spade.analysis.formula_reveal_rate` on
   :func:`spade.analysis.first_observation_text`; valid designer-written environments of the sets regenerated
@@ -50,7 +50,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spade.paper import tables as pt
+from spade.paper import table_runs
+from spade.paper.benchmark_tables import TABLE1, TABLE2, TABLE6, BenchmarkTable, ours_row
+from spade.paper.env_tables import TABLE7_SIGNALS, default_embedders, diversity, env_quality, env_sets_with_paths
 from spade.paper.report import (
     NOT_RUN,
     ReportInputError,
@@ -61,9 +63,22 @@ from spade.paper.report import (
     write_json_atomic,
     write_text_atomic,
 )
-from spade.paper.scale import banner, off_scale
+from spade.paper.scale import PAPER_30B, banner, off_scale
+from spade.paper.table_runs import (
+    BALANCE_BY,
+    COLUMN_METRICS,
+    VENDI_DEFAULTS,
+    ResultIndex,
+    check_keys,
+    load_results,
+    mapping_error,
+    mapping_int,
+    mapping_runs,
+    mapping_step_rule,
+    run_provenance,
+)
+from spade.paper.tables import NO_DATA, read_reported, reported_number, shown_path
 
-NO_DATA = pt.NO_DATA
 PERCENT = 100.0
 PCT = r"\,\%"  # the unit printed after a percentage
 QUOTED_CSV = "quoted_numbers.csv"  # numbers that appear only in the paper's text
@@ -93,34 +108,34 @@ _PHASE_NAME = re.compile(r"^[a-z]+$")
 def _roles(path, key: str, value, default_step) -> dict:
     """A run role: a run name, a list of replicate run names, null, or {run: ..., step: ...}."""
     if isinstance(value, dict):
-        pt.check_keys(path, key, value, _ROLE_KEYS)
+        check_keys(path, key, value, _ROLE_KEYS)
         if "run" not in value:
-            raise pt.mapping_error(path, f"{key}.run", "is missing (write `run: null` for a role we have no run for)")
-        step = pt.mapping_step_rule(path, f"{key}.step", value.get("step", default_step))
-        return {"runs": pt.mapping_runs(path, f"{key}.run", value["run"]), "step": step}
-    return {"runs": pt.mapping_runs(path, key, value), "step": default_step}
+            raise mapping_error(path, f"{key}.run", "is missing (write `run: null` for a role we have no run for)")
+        step = mapping_step_rule(path, f"{key}.step", value.get("step", default_step))
+        return {"runs": mapping_runs(path, f"{key}.run", value["run"]), "step": step}
+    return {"runs": mapping_runs(path, key, value), "step": default_step}
 
 
 def _one_run(path, key: str, value) -> str | None:
-    runs = pt.mapping_runs(path, key, value)
+    runs = mapping_runs(path, key, value)
     if len(runs) > 1:
-        raise pt.mapping_error(path, key, f"must name one run (or null), got {runs!r}")
+        raise mapping_error(path, key, f"must name one run (or null), got {runs!r}")
     return runs[0] if runs else None
 
 
 def _phases(path, key: str, value) -> dict[str, tuple[int, int]]:
     if not isinstance(value, dict) or not value:
-        raise pt.mapping_error(path, key, f"must map phase names (early, mid, late) to [first step, last step], got {value!r}")
+        raise mapping_error(path, key, f"must map phase names (early, mid, late) to [first step, last step], got {value!r}")
     parsed = {}
     for name, bounds in value.items():
         where = f"{key}.{name}"
         if not isinstance(name, str) or not _PHASE_NAME.match(name):
-            raise pt.mapping_error(path, where, "a phase name must be lower-case letters (it becomes part of a macro name)")
+            raise mapping_error(path, where, "a phase name must be lower-case letters (it becomes part of a macro name)")
         if not (isinstance(bounds, list) and len(bounds) == 2):
-            raise pt.mapping_error(path, where, f"must be [first step, last step], got {bounds!r}")
-        first, last = (pt.mapping_int(path, where, b, 0) for b in bounds)
+            raise mapping_error(path, where, f"must be [first step, last step], got {bounds!r}")
+        first, last = (mapping_int(path, where, b, 0) for b in bounds)
         if first > last:
-            raise pt.mapping_error(path, where, f"first step {first} is after last step {last}")
+            raise mapping_error(path, where, f"first step {first} is after last step {last}")
         parsed[name] = (first, last)
     return parsed
 
@@ -128,25 +143,25 @@ def _phases(path, key: str, value) -> dict[str, tuple[int, int]]:
 def _section(path, name: str, section, default_step, phases) -> dict:
     key = f"numbers.{name}"
     if not isinstance(section, dict):
-        raise pt.mapping_error(path, key, f"must be a mapping, got {section!r}")
-    pt.check_keys(path, key, section, _SECTION_KEYS[name])
+        raise mapping_error(path, key, f"must be a mapping, got {section!r}")
+    check_keys(path, key, section, _SECTION_KEYS[name])
     if name in _BACKBONE_ROLES:
         backbones = section.get("backbones")
         if not isinstance(backbones, dict) or not backbones:
-            raise pt.mapping_error(path, f"{key}.backbones", f"must map backbone names (4B, 8B, 30B) to roles, got {backbones!r}")
+            raise mapping_error(path, f"{key}.backbones", f"must map backbone names (4B, 8B, 30B) to roles, got {backbones!r}")
         parsed = {}
         for size, entry in backbones.items():
             where = f"{key}.backbones.{size}"
             word = macro_word(str(size))
             if not isinstance(entry, dict):
-                raise pt.mapping_error(path, where, f"must be a mapping, got {entry!r}")
+                raise mapping_error(path, where, f"must be a mapping, got {entry!r}")
             allowed = ("reported",) + _BACKBONE_ROLES[name]
-            pt.check_keys(path, where, entry, allowed)
+            check_keys(path, where, entry, allowed)
             missing = [k for k in allowed if k not in entry]
             if missing:
-                raise pt.mapping_error(path, f"{where}.{missing[0]}", "is missing (write null for a role we have no run for)")
+                raise mapping_error(path, f"{where}.{missing[0]}", "is missing (write null for a role we have no run for)")
             if not isinstance(entry["reported"], str) or not entry["reported"].strip():
-                raise pt.mapping_error(path, f"{where}.reported", f"must be the backbone as the reported CSV names it, got "
+                raise mapping_error(path, f"{where}.reported", f"must be the backbone as the reported CSV names it, got "
                               f"{entry['reported']!r}")
             roles = {role: _roles(path, f"{where}.{role}", entry[role], "base" if role == "base" else default_step)
                      for role in _BACKBONE_ROLES[name]}
@@ -155,44 +170,44 @@ def _section(path, name: str, section, default_step, phases) -> dict:
     if name == "designer_reward":
         for role in _SECTION_KEYS[name]:
             if role not in section:
-                raise pt.mapping_error(path, f"{key}.{role}", "is missing (write null for a role we have no run for)")
+                raise mapping_error(path, f"{key}.{role}", "is missing (write null for a role we have no run for)")
         return {role: _roles(path, f"{key}.{role}", section[role], default_step) for role in _SECTION_KEYS[name]}
     if name == "vendi_per_n":
         vendi = section.get("vendi") or {}
         if not isinstance(vendi, dict):
-            raise pt.mapping_error(path, f"{key}.vendi", f"must be a mapping, got {vendi!r}")
-        pt.check_keys(path, f"{key}.vendi", vendi, tuple(pt.VENDI_DEFAULTS))
-        vendi = {**pt.VENDI_DEFAULTS, **vendi}
-        vendi["size"] = pt.mapping_int(path, f"{key}.vendi.size", vendi["size"], 2)
-        vendi["draws"] = pt.mapping_int(path, f"{key}.vendi.draws", vendi["draws"], 1)
-        vendi["seed"] = pt.mapping_int(path, f"{key}.vendi.seed", vendi["seed"], 0)
-        if vendi["balance_by"] not in pt.BALANCE_BY:
-            raise pt.mapping_error(path, f"{key}.vendi.balance_by",
-                          f"must be one of {', '.join(pt.BALANCE_BY)}, got {vendi['balance_by']!r}")
+            raise mapping_error(path, f"{key}.vendi", f"must be a mapping, got {vendi!r}")
+        check_keys(path, f"{key}.vendi", vendi, tuple(VENDI_DEFAULTS))
+        vendi = {**VENDI_DEFAULTS, **vendi}
+        vendi["size"] = mapping_int(path, f"{key}.vendi.size", vendi["size"], 2)
+        vendi["draws"] = mapping_int(path, f"{key}.vendi.draws", vendi["draws"], 1)
+        vendi["seed"] = mapping_int(path, f"{key}.vendi.seed", vendi["seed"], 0)
+        if vendi["balance_by"] not in BALANCE_BY:
+            raise mapping_error(path, f"{key}.vendi.balance_by",
+                          f"must be one of {', '.join(BALANCE_BY)}, got {vendi['balance_by']!r}")
         text_field = section.get("field", "code")
         if not isinstance(text_field, str) or not text_field:
-            raise pt.mapping_error(path, f"{key}.field", f"must be an archive field name, got {text_field!r}")
+            raise mapping_error(path, f"{key}.field", f"must be an archive field name, got {text_field!r}")
         for role in ("corpus", "no_corpus"):
             if role not in section:
-                raise pt.mapping_error(path, f"{key}.{role}", "is missing (write null for a role we have no run for)")
+                raise mapping_error(path, f"{key}.{role}", "is missing (write null for a role we have no run for)")
         return {"corpus": _one_run(path, f"{key}.corpus", section["corpus"]),
                 "no_corpus": _one_run(path, f"{key}.no_corpus", section["no_corpus"]),
                 "field": text_field, "vendi": vendi}
     if "run" not in section:
-        raise pt.mapping_error(path, f"{key}.run", "is missing (write `run: null` if we have no run for it)")
+        raise mapping_error(path, f"{key}.run", "is missing (write `run: null` if we have no run for it)")
     out = {"run": _one_run(path, f"{key}.run", section["run"])}
     if name != "valid_env_rate":
         out["phases"] = _phases(path, f"{key}.phases", section["phases"]) if "phases" in section else phases
         if out["phases"] is None:
-            raise pt.mapping_error(path, f"{key}.phases", "is missing and the mapping has no top-level 'phases'")
+            raise mapping_error(path, f"{key}.phases", "is missing and the mapping has no top-level 'phases'")
     if name == "reward_levels" and not {"early", "late"} <= set(out["phases"]):
-        raise pt.mapping_error(path, f"{key}.phases", f"must name the phases early and late, got {', '.join(out['phases'])}")
+        raise mapping_error(path, f"{key}.phases", f"must name the phases early and late, got {', '.join(out['phases'])}")
     if name == "formula_reveal":
-        out["physics_min_terms"] = pt.mapping_int(path, f"{key}.physics_min_terms", section.get("physics_min_terms", 2), 1)
+        out["physics_min_terms"] = mapping_int(path, f"{key}.physics_min_terms", section.get("physics_min_terms", 2), 1)
     if name == "valid_env_rate":
         confidence = section.get("confidence", 0.95)
         if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0.0 < confidence < 1.0:
-            raise pt.mapping_error(path, f"{key}.confidence", f"must be a number in (0, 1), got {confidence!r}")
+            raise mapping_error(path, f"{key}.confidence", f"must be a number in (0, 1), got {confidence!r}")
         out["confidence"] = float(confidence)
     return out
 
@@ -207,13 +222,13 @@ def load_number_runs(path: str | Path) -> dict:
     data = read_yaml(path, "number run mapping")
     if not isinstance(data, dict):
         raise ReportInputError(f"{path} must hold a mapping at the top level")
-    pt.check_keys(path, "", data, _TOP_KEYS)
-    default_step = pt.mapping_step_rule(path, "default_step", data.get("default_step", "selected"))
+    check_keys(path, "", data, _TOP_KEYS)
+    default_step = mapping_step_rule(path, "default_step", data.get("default_step", "selected"))
     phases = _phases(path, "phases", data["phases"]) if "phases" in data else None
     numbers = data.get("numbers") or {}
     if not isinstance(numbers, dict):
-        raise pt.mapping_error(path, "numbers", f"must be a mapping of number group -> section, got {numbers!r}")
-    pt.check_keys(path, "numbers", numbers, GROUPS)
+        raise mapping_error(path, "numbers", f"must be a mapping of number group -> section, got {numbers!r}")
+    check_keys(path, "numbers", numbers, GROUPS)
     parsed = {name: _section(path, name, section, default_step, phases) for name, section in numbers.items()}
     return {"path": str(path), "default_step": default_step, "phases": phases, "numbers": parsed}
 
@@ -265,8 +280,8 @@ EVAL_GROUPS = ("games_gain", "tool_use_gain", "designer_reward")
 
 
 def run_fingerprint(runs_root: str | Path, runs: Sequence[str], group: str) -> str:
-    """:func:`spade.paper.tables.run_fingerprint` over the files this group reads (a Snakemake parameter)."""
-    return pt.run_fingerprint(runs_root, runs, GROUP_TABLE[group])
+    """:func:`spade.paper.table_runs.run_fingerprint` over the files this group reads (a Snakemake parameter)."""
+    return table_runs.run_fingerprint(runs_root, runs, GROUP_TABLE[group])
 
 
 # ----- macro names and formatting -------------------------------------------------------------------------------
@@ -353,7 +368,7 @@ class NumberContext:
         if not runs:
             return "no run mapped"
         gone = [r for r in runs if self.run_dir(r) is None]
-        return f"run {', '.join(gone)} not run (no folder under {pt.shown_path(self.runs_root)})" if gone else ""
+        return f"run {', '.join(gone)} not run (no folder under {shown_path(self.runs_root)})" if gone else ""
 
 
 def _missing(number: Number, mark: str, reason: str) -> Number:
@@ -365,10 +380,10 @@ def _missing(number: Number, mark: str, reason: str) -> Number:
 def reported_cell(reported_dir: Path, stem: str, key: dict, column: str) -> tuple[float | None, str]:
     """The number in the reported CSV ``stem`` at the row matching ``key`` (column -> text) and ``column``."""
     path = Path(reported_dir) / stem
-    rows = pt.read_reported(path, [*key, column])
+    rows = read_reported(path, [*key, column])
     for line, row in enumerate(rows, start=2):
         if all(row[k] == v for k, v in key.items()):
-            return pt.reported_number(path, line, column, row[column]), f"{stem}, line {line}, column {column}"
+            return reported_number(path, line, column, row[column]), f"{stem}, line {line}, column {column}"
     shown = ", ".join(f"{k}={v}" for k, v in key.items())
     raise ReportInputError(f"{path}: no row with {shown} (check the run mapping's 'reported' names)")
 
@@ -380,7 +395,7 @@ def quoted_value(reported_dir: Path, key: str) -> tuple[float | None, str]:
 
 def reported_column_of_phase(reported_dir: Path, stem: str, phase: str) -> str | None:
     """The reported column of a phase: the column of ``stem`` whose name starts with ``<phase>_``."""
-    columns = pt.read_reported(Path(reported_dir) / stem, [])
+    columns = read_reported(Path(reported_dir) / stem, [])
     names = list(columns[0]) if columns else []
     found = [c for c in names if c.startswith(f"{phase}_")]
     return found[0] if len(found) == 1 else None
@@ -391,25 +406,26 @@ def _difference(a: float | None, b: float | None) -> float | None:
 
 
 # ----- benchmark averages (Tables 1, 2, 6) -----------------------------------------------------------------
-def load_eval_results(ctx: NumberContext, runs: Sequence[str]) -> pt.ResultIndex:
-    """Evaluation results of ``runs`` (tidy) as a :class:`spade.paper.tables.ResultIndex`; files recorded."""
-    tidy, files = pt.load_results(runs_root=ctx.runs_root, runs=[r for r in runs if r])
+def load_eval_results(ctx: NumberContext, runs: Sequence[str]) -> ResultIndex:
+    """Evaluation results of ``runs`` (tidy) as a :class:`spade.paper.table_runs.ResultIndex`; files recorded."""
+    tidy, files = load_results(runs_root=ctx.runs_root, runs=[r for r in runs if r])
     ctx.inputs += files
     for run in runs:
         selected = Path(ctx.runs_root) / run / "selected_checkpoint.json"
         if selected.is_file():
             ctx.inputs.append(selected)
-    return pt.ResultIndex(tidy)
+    return ResultIndex(tidy)
 
 
-def benchmark_average(ctx: NumberContext, spec: pt.BenchmarkTable, role: dict, results: pt.ResultIndex,
-                      number: Number, backbone: str = pt.PAPER_30B) -> Number:
+def benchmark_average(ctx: NumberContext, spec: BenchmarkTable, role: dict, results: ResultIndex,
+                      number: Number, backbone: str = PAPER_30B) -> Number:
     """``number`` filled with the table's "avg" of the runs of ``role`` at the step its rule picks (the Table 1,
-    2 or 6 cell, via :func:`spade.paper.tables._ours_row`), marked when a run is not at ``backbone``'s scale."""
+    2 or 6 cell, via :func:`spade.paper.benchmark_tables.ours_row`), marked when a run is not at ``backbone``'s
+    scale."""
     ctx.runs.update(role["runs"])
     number.off = off_scale(ctx.runs_root, [r for r in role["runs"] if ctx.run_dir(r)], backbone,
                            model_only=role["step"] == "base")  # a base-model number: only the model must match
-    row = pt.ours_row(spec, {"runs": role["runs"], "step": role["step"]}, results, ctx.runs_root, pt.COLUMN_METRICS)
+    row = ours_row(spec, {"runs": role["runs"], "step": role["step"]}, results, ctx.runs_root, COLUMN_METRICS)
     number.detail = {"runs": role["runs"], "step_rule": role["step"],
                      "steps": [c.step for c in row["choices"]], "table": spec.name, "backbone": backbone}
     value = row["values"]["avg"]
@@ -450,7 +466,7 @@ def games_gain(ctx: NumberContext) -> list[Number]:
             reported, source = reported_cell(ctx.reported_dir, stem, {"backbone": backbone, "method": method}, "avg")
             number = Number(f"NumGamesAvg{name}{word}", f"8-benchmark average (percent), {method}, {size}", None, 1,
                             reported, source)
-            avg[role] = benchmark_average(ctx, pt.TABLE1, entry["roles"][role], results, number, backbone)
+            avg[role] = benchmark_average(ctx, TABLE1, entry["roles"][role], results, number, backbone)
             out.append(avg[role])
         reported, source = reported_cell(ctx.reported_dir, stem, {"backbone": backbone, "method": "spade_games"},
                                          "delta_vs_base")
@@ -480,7 +496,7 @@ def tool_use_gain(ctx: NumberContext) -> list[Number]:
             reported, source = reported_cell(ctx.reported_dir, stem, {"section": "ours", "model": models[role]}, "avg")
             number = Number(f"NumToolAvg{name}{word}", f"Table 2 average (percent), {models[role]}", None, 1,
                             reported, source)
-            avg[role] = benchmark_average(ctx, pt.TABLE2, entry["roles"][role], results, number, backbone)
+            avg[role] = benchmark_average(ctx, TABLE2, entry["roles"][role], results, number, backbone)
             out.append(avg[role])
         reported, source = reported_cell(ctx.reported_dir, stem, {"section": "ours", "model": models["spade"]},
                                          "delta_vs_base")
@@ -502,7 +518,7 @@ def designer_reward(ctx: NumberContext) -> list[Number]:
         reported, source = reported_cell(ctx.reported_dir, stem, {"setting": setting}, "avg")
         number = Number(f"NumDesignerAvg{name}", f"8-benchmark average (percent), designer reward {role}", None, 1,
                         reported, source)
-        avg[role] = benchmark_average(ctx, pt.TABLE6, section[role], results, number)
+        avg[role] = benchmark_average(ctx, TABLE6, section[role], results, number)
     margin = Number("NumDesignerRegretMargin", "hint-regret average minus EMA-learning-potential average (points)",
                     None, 1, _difference(avg["hint_regret"].reported, avg["learning_potential"].reported),
                     f"{stem}: avg of spade minus avg of ED reward = learning potential", signed=True)
@@ -521,7 +537,7 @@ def _run_or_missing(ctx: NumberContext, run: str | None, numbers: list[Number]) 
             _missing(number, NOT_RUN, ctx.absent([run] if run else []))
     else:  # the archive numbers quote the paper's 30B games run
         for number in numbers:
-            number.off = off_scale(ctx.runs_root, [run], pt.PAPER_30B)
+            number.off = off_scale(ctx.runs_root, [run], PAPER_30B)
     return folder
 
 
@@ -533,7 +549,7 @@ def learnable_share(ctx: NumberContext) -> list[Number]:
     """Per phase: learnable slots / all slots of the sets regenerated in the phase (Table 7's first row)."""
     section = number_section(ctx.mapping, "learnable_share")
     stem = GROUP_REPORTED["learnable_share"]
-    signal = next(s for s, (m, _) in pt.TABLE7_SIGNALS.items() if m == "learnable_share")
+    signal = next(s for s, (m, _) in TABLE7_SIGNALS.items() if m == "learnable_share")
     numbers = []
     for phase in section["phases"]:
         column = reported_column_of_phase(ctx.reported_dir, stem, phase)
@@ -545,7 +561,7 @@ def learnable_share(ctx: NumberContext) -> list[Number]:
     folder = _run_or_missing(ctx, section["run"], numbers)
     if folder is None:
         return numbers
-    measures, files, _ = pt.env_quality(folder, section["phases"])
+    measures, files, _ = env_quality(folder, section["phases"])
     ctx.inputs += files
     for number, phase in zip(numbers, section["phases"]):
         entry = measures["learnable_share"][phase]
@@ -578,8 +594,8 @@ def vendi_per_n(ctx: NumberContext, embedders: dict | None = None) -> list[Numbe
         if folder is None:
             continue
         if embedders is None:
-            embedders = pt.default_embedders(vendi["seed"])
-        ours, files = pt.diversity(folder, section["field"], vendi, 0.2, embedders)
+            embedders = default_embedders(vendi["seed"])
+        ours, files = diversity(folder, section["field"], vendi, 0.2, embedders)
         ctx.inputs += files
         detail = {"run": run, "field": section["field"], "vendi": vendi, "draw_sd": ours["draws"]}
         value.detail = sample.detail = detail
@@ -623,7 +639,7 @@ def formula_reveal(ctx: NumberContext) -> list[Number]:
     folder = _run_or_missing(ctx, section["run"], rates + counts)
     if folder is None:
         return rates + counts
-    sets = pt.env_sets_with_paths(folder)
+    sets = env_sets_with_paths(folder)
     ctx.inputs += [p for p, _ in sets]
     for rate, count, (phase, (first, last)) in zip(rates, counts, section["phases"].items()):
         observations, physics, skipped = [], [], []
@@ -667,7 +683,7 @@ def reward_levels(ctx: NumberContext) -> list[Number]:
     folder = _run_or_missing(ctx, section["run"], list(numbers.values()))
     if folder is None:
         return list(numbers.values())
-    ctx.inputs += [p for p, _ in pt.env_sets_with_paths(folder)]
+    ctx.inputs += [p for p, _ in env_sets_with_paths(folder)]
     try:
         rows = reward_level_rows(read_env_sets(folder))
     except ValueError as exc:
@@ -770,7 +786,7 @@ def valid_env_rate(ctx: NumberContext) -> list[Number]:
     folder = _run_or_missing(ctx, section["run"], numbers)
     if folder is None:
         return numbers
-    sets = pt.env_sets_with_paths(folder)
+    sets = env_sets_with_paths(folder)
     ctx.inputs += [p for p, _ in sets]
     reports = [r for _, s in sets for env in s["environments"] for r in env.get("reports") or []]
     detail = {"run": section["run"], "sets": len(sets), "attempts": len(reports)}
@@ -858,7 +874,7 @@ def render_macros(group: Group, numbers: Sequence[Number], script: str, mapping_
               (f"% \\<Name>Reported is the paper's value ({REPORTED_NONE} where the paper gives none). Sidecar: "
                "<this file>.provenance.json."), ""]
     off = list(dict.fromkeys(s for n in numbers if n.value is not None for s in n.off))
-    backbones = [n.detail.get("backbone", pt.PAPER_30B) for n in numbers if n.value is not None and n.off]
+    backbones = [n.detail.get("backbone", PAPER_30B) for n in numbers if n.value is not None and n.off]
     text = latex_escape(banner(off, backbones))
     lines.append(f"% \\{scale_macro(group)}: the toy-scale banner of the paragraph quoting these numbers "
                  "(empty when every value of ours comes from a run at the paper's scale; toy values also carry "
@@ -891,13 +907,13 @@ def write_numbers(group: Group, numbers: Sequence[Number], ctx: NumberContext, o
         raise ReportInputError(f"--out must name the macro file (.tex), got {out}")
     states = {run: ("present" if ctx.run_dir(run) else "not run") for run in ctx.runs}
     # the macro file prints paths relative to the repository root (the sidecar keeps them whole)
-    write_text_atomic(out, render_macros(group, numbers, pt.shown_path(script), pt.shown_path(mapping_path), states))
+    write_text_atomic(out, render_macros(group, numbers, shown_path(script), shown_path(mapping_path), states))
     records = [{"macro": n.macro, "what": n.what, "value": _plain(n.value), "shown": n.shown(),
                 "toy_scale": [s.label() for s in n.off],
                 "scale": n.scale, "reported": n.reported, "reported_shown": n.shown_reported(),
                 "reported_source": n.reported_source, "detail": n.detail} for n in numbers]
     missing = [{"macro": n.macro, "mark": n.mark, "reason": n.reason} for n in numbers if n.value is None]
-    runs = {run: pt.run_provenance(ctx.run_dir(run)) for run in sorted(ctx.runs) if ctx.run_dir(run)}
+    runs = {run: run_provenance(ctx.run_dir(run)) for run in sorted(ctx.runs) if ctx.run_dir(run)}
     summaries = [ctx.run_dir(run) / "summary.json" for run in ctx.runs if ctx.run_dir(run)]
     inputs = [Path(p) for p in [*ctx.inputs, *summaries] if Path(p).is_file()]
     record = provenance_record(script, inputs, [out], group=group.name, mapping=str(mapping_path), runs=runs,

@@ -17,6 +17,7 @@ from pathlib import Path
 from spade.configtools import load_yaml
 
 RECIPE_DIR = Path(__file__).resolve().parents[3] / "configs" / "recipes"
+PAPER_30B = "Qwen3-30B-A3B-Instruct-2507"  # the backbone of the paper's Tables 3, 6, 7 and 8
 
 
 @lru_cache(maxsize=None)
