@@ -159,9 +159,19 @@ def paper_figure_fingerprint(figure):
 
 # ----- quoted numbers (rules/paper_numbers.smk) -------------------------------------------------------------------
 NUMBER_RUNS = repo_path(SPADE.paper.number_runs)  # config key paper.number_runs
-PAPER_NUMBERS_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper" / "numbers.py")
 PAPER_NUMBERS_DIR = f"{PAPER_DIR}/numbers"
 PAPER_NUMBER_GROUPS = _paper_numbers.GROUPS
+# the shared spade.paper modules each group's script imports, directly or through another of them (the group's own
+# logic is in its script): an input, so editing one reruns the groups that use it
+PAPER_NUMBER_LIBS = {
+    **dict.fromkeys(
+        ["games_gain", "tool_use_gain", "designer_reward"], ["benchmark_tables", "numbers", "table_runs", "tables"]
+    ),
+    **dict.fromkeys(
+        ["learnable_share", "vendi_per_n", "formula_reveal", "reward_levels", "valid_env_rate"],
+        ["benchmark_tables", "env_tables", "numbers", "table_runs", "tables"],
+    ),
+}
 
 
 def paper_number_files(group):
@@ -171,6 +181,10 @@ def paper_number_files(group):
 
 def paper_number_reported(group):
     return str(REPORTED_DIR / _paper_numbers.GROUP_REPORTED[group])
+
+
+def paper_number_lib(group):
+    return paper_lib(*PAPER_NUMBER_LIBS[group])
 
 
 def paper_number_configured_run(group):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -10,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from paper_scripts import load_script
 
 from spade.paper import numbers as pn
 from spade.paper.report import ReportInputError, sidecar_path
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTED = ROOT / "paper" / "reported"
-SCRIPTS = ROOT / "paper" / "scripts"
 PROV = {"config_hash": "0123456789abcdef", "git_commit": "abc123", "seed": 7, "eval_seed": 99}
 B30 = "Qwen3-30B-A3B-Instruct-2507"
 # the 8 Table 1 columns as (benchmark, metric)
@@ -81,12 +80,9 @@ def macros(tex: str) -> dict[str, str]:
 
 
 def run_script(group: str, mapping: Path, runs_root: Path, out_dir: Path) -> tuple[dict, dict]:
-    spec = importlib.util.spec_from_file_location(group, SCRIPTS / f"num_{group}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     out = out_dir / f"{group}.tex"
-    module.main(["--mapping", str(mapping), "--runs-root", str(runs_root), "--reported-dir", str(REPORTED),
-                 "--out", str(out)])
+    load_script(f"num_{group}").main(["--mapping", str(mapping), "--runs-root", str(runs_root), "--reported-dir",
+                                      str(REPORTED), "--out", str(out)])
     return macros(out.read_text()), json.loads(sidecar_path(out).read_text())
 
 
@@ -220,12 +216,13 @@ def test_executability_classes():
                report("ok", [("escaped literal braces {answer} in f-string on line 4 ('answer' is not defined in "
                               "the module)")]),  # made to code that already compiled: raw
                report("syntax_error"), report("empty"), report("too_large"), report("syntax_error")]
-    got = pn.attempt_executability(reports)
+    attempt_executability = load_script("num_valid_env_rate").attempt_executability
+    got = attempt_executability(reports)
     assert (got["raw"], got["fence"], got["brace"], got["failed"], got["attempts"]) == (3, 1, 2, 4, 10)
     assert got["raw_share"] == 0.3 and got["after_fence_share"] == 0.4 and got["brace_share"] == 0.2
     assert got["compiled_share"] == 0.6
     with pytest.raises(ReportInputError, match="reason"):
-        pn.attempt_executability([{"valid": True}])
+        attempt_executability([{"valid": True}])
 
 
 def test_valid_env_rate_and_executability_from_archives(tmp_path):
@@ -256,7 +253,7 @@ def test_vendi_per_n_reuses_table8_with_given_embedders(tmp_path):
     mapping = write_mapping(tmp_path / "map.yaml", {"vendi_per_n": {
         "corpus": "c", "no_corpus": None, "vendi": {"size": 2, "draws": 3, "balance_by": "none", "seed": 0}}})
     same = {"sbert": lambda texts: np.ones((len(texts), 4)), "tfidf_lsa": lambda texts: np.ones((len(texts), 4))}
-    _, numbers, _ = pn.build_group("vendi_per_n", mapping, runs_root, REPORTED, embedders=same)
+    _, numbers, _ = pn.build_group(load_script("num_vendi_per_n").GROUP, mapping, runs_root, REPORTED, embedders=same)
     got = {n.macro: n.shown() for n in numbers}
     assert got["NumVendiPerNCorpus"] == "0.50"  # identical environments: Vendi score 1, per 2 environments
     assert got["NumVendiEnvsCorpus"] == "3"
@@ -302,7 +299,7 @@ def test_mapping_errors_name_file_key_and_allowed(tmp_path, numbers, top, key):
 def test_group_missing_from_mapping(tmp_path):
     path = write_mapping(tmp_path / "map.yaml", {})
     with pytest.raises(ReportInputError, match="numbers.valid_env_rate' is missing"):
-        pn.build_group("valid_env_rate", path, tmp_path, REPORTED)
+        pn.build_group(load_script("num_valid_env_rate").GROUP, path, tmp_path, REPORTED)
 
 
 def test_macro_words_and_formatting():
@@ -333,7 +330,5 @@ def test_shipped_mappings_load_and_name_the_same_runs_as_the_tables():
 
 def test_main_tex_prints_every_groups_toy_banner():
     """paper/main.tex opens each paragraph of quoted numbers with its group's banner macro, and only with those."""
-    from spade.paper.numbers import GROUP_SPECS, scale_macro
-
     used = set(re.findall(r"\\(Num[A-Za-z]+Scale)\b", (Path(__file__).resolve().parents[1] / "paper" / "main.tex").read_text()))
-    assert used == {scale_macro(group) for group in GROUP_SPECS.values()}
+    assert used == {pn.scale_macro(load_script(f"num_{group}").GROUP) for group in pn.GROUPS}

@@ -671,8 +671,8 @@ def test_shipped_toy_mappings_never_show_toy_values_unmarked(tmp_path):
             old = json.loads(path.read_text())["rows"] if path.is_file() else []
             path.write_text(json.dumps({"run": run, "rows": old + [{"run": run, "step": step, "benchmark": bench,
                                         "metric": metric, "value": value, "n": 10, "stderr": 0.01}], "provenance": PROV}))
-    group, numbers, ctx = pn.build_group("games_gain", ROOT / "paper" / "toy" / "number_runs.yaml", runs_root,
-                                         REPORTED)
+    games_gain = load_script("num_games_gain").GROUP
+    group, numbers, ctx = pn.build_group(games_gain, ROOT / "paper" / "toy" / "number_runs.yaml", runs_root, REPORTED)
     shown = [n for n in numbers if n.value is not None]
     assert shown and all(n.shown().endswith(r"\textsuperscript{toy}") for n in shown)
     text = pn.render_macros(group, numbers, "script", "mapping", {})

@@ -1,44 +1,27 @@
-"""The numbers the paper's text quotes, each written as a LaTeX macro beside the paper's own value.
+"""What the scripts of the paper's quoted numbers share (``paper/scripts/num_<group>.py``, one per group).
 
-One script per group of numbers (``paper/scripts/num_<group>.py``) writes ``<out>.tex``: a comment block
-(which script and rule wrote it, from which runs, and the exact definition of every number), then per number
-two macros, ``\\Num<Name>`` (ours) and ``\\Num<Name>Reported`` (the paper's). The logic lives here; the
-values come from the machinery of the tables and figures, reused, never re-implemented:
+Each script computes its group's numbers and holds their exact definitions; this module holds only what several
+of them share:
 
-* ``games_gain``: per backbone, the 8-benchmark average (percent) of base, SPADE, Fixed-env GRPO and
-  Fixed-env RLVE, exactly as the "Avg." column of Table 1 (:data:`spade.paper.benchmark_tables.TABLE1`, its column
-  metrics and step rules ``selected``/``last``/``base``/<step>), SPADE's gain over base and its margin over
-  each baseline (points). Reported: ``table1_games.csv`` (margins: the difference of the two reported averages).
-* ``tool_use_gain``: per backbone, Table 2's average (mean of the BFCL, tau2 and ACEBench averages) of base
-  and SPADE (tool use) and the gain. Reported: ``table2_tool_use.csv``.
-* ``designer_reward``: Table 6's 8-benchmark average with the hint-regret designer reward (SPADE) and with
-  EMA learning potential, and the difference. Reported: ``table6_ablations_full.csv``.
-* ``learnable_share``: Table 7's learnable share per phase: learnable slots (RA win rate in [0.2, 0.8]) / all
-  slots of the environment sets regenerated in the phase, empty slots counting 0
-  (:func:`spade.paper.env_tables.env_quality`; the 16-step windows of figure 6 pooled over the phase). Reported:
-  ``table7_env_quality.csv``.
-* ``vendi_per_n``: Table 8's SBERT Vendi/n with and without corpus grounding
-  (:func:`spade.paper.env_tables.diversity`) and the number of environments. Reported: ``table8_diversity.csv``.
-* ``formula_reveal``: per phase, the share (percent) of physics environments whose first observation
-  reveals the governing formula (:func:`spade.analysis.formula_reveal_rate` on
-  :func:`spade.analysis.first_observation_text`; valid designer-written environments of the sets regenerated
-  in the phase; physics = the archive row's ``domain`` names physics, else the keyword label
-  :func:`spade.analysis.is_physics_text` of the environment's code). Reported: ``quoted_numbers.csv``.
-* ``reward_levels``: mean distinct reward levels per environment, and mean strictly partial (0 < r < 1)
-  levels, early vs late (:func:`spade.analysis.reward_level_rows` and :func:`spade.analysis.phase_mean`, the
-  rows of figure 16: every valid, played environment). Reported: ``quoted_numbers.csv``.
-* ``valid_env_rate``: the valid-environment rate of the designer's attempts with its Wilson interval
-  (:func:`spade.analysis.valid_env_rate_from_sets`) and the executability of raw designer output, from the
-  per-attempt validation reports (:func:`attempt_executability`). Reported: ``quoted_numbers.csv``.
+* the run mapping ``paper/number_runs.yaml`` (its header documents every key; :func:`load_number_runs` validates
+  it), the groups' names (:data:`GROUPS`), the reported CSV each reads (:data:`GROUP_REPORTED`) and which run files
+  each reads (:func:`group_runs`, :func:`group_step_rules`, :func:`run_fingerprint`): rules/paper_common.smk uses
+  them when it parses the workflow;
+* one number (:class:`Number`: ours, the paper's, the mark and reason of a missing one), macro names and formatting;
+* the paper's values (:func:`reported_cell`, :func:`quoted_value`);
+* the benchmark averages of Tables 1, 2 and 6 (:func:`benchmark_average`, reused from spade.paper.tables, never
+  re-implemented) and numbers derived from others (:func:`derived`); the run folder of an archive number
+  (:func:`run_or_missing`);
+* writing ``<out>.tex`` (:func:`write_numbers`): a comment block (which script and rule wrote it, from which runs,
+  and the group's definitions), then per number two macros, ``\\Num<Name>`` (ours) and ``\\Num<Name>Reported``
+  (the paper's), and a provenance sidecar ``<out>.provenance.json`` (:func:`spade.paper.report.provenance_record`:
+  the files read with their SHA-256, each run's config hash, git commit and seed, and per number its value, the
+  text shown, the reported value and where each came from); the command line of every script
+  (:func:`number_main`).
 
-Which run stands for what is set in the run mapping ``paper/number_runs.yaml`` (its header documents every
-key; :func:`load_number_runs` validates it). A number whose run is not mapped or has no folder prints
-``\\textit{not run}``; one whose run exists but lacks the data prints ``\\textit{no data}``. Both are listed
-under ``missing`` in the sidecar with the reason. A number is never taken from elsewhere.
-
-Every ``.tex`` gets a provenance sidecar ``<out>.provenance.json`` (:func:`spade.paper.report.provenance_record`):
-the files read with their SHA-256, each run's config hash, git commit and seed, and per number its value,
-the text shown, the reported value and where each came from.
+A number whose run is not mapped or has no folder prints ``\\textit{not run}``; one whose run exists but lacks
+the data prints ``\\textit{no data}``. Both are listed under ``missing`` in the sidecar with the reason. A number
+is never taken from elsewhere.
 """
 
 from __future__ import annotations
@@ -51,8 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spade.paper import table_runs
-from spade.paper.benchmark_tables import TABLE1, TABLE2, TABLE6, BenchmarkTable, ours_row
-from spade.paper.env_tables import TABLE7_SIGNALS, default_embedders, diversity, env_quality, env_sets_with_paths
+from spade.paper.benchmark_tables import BenchmarkTable, ours_row
 from spade.paper.report import (
     NOT_RUN,
     ReportInputError,
@@ -125,12 +107,14 @@ def _one_run(path, key: str, value) -> str | None:
 
 def _phases(path, key: str, value) -> dict[str, tuple[int, int]]:
     if not isinstance(value, dict) or not value:
-        raise mapping_error(path, key, f"must map phase names (early, mid, late) to [first step, last step], got {value!r}")
+        raise mapping_error(path, key, "must map phase names (early, mid, late) to [first step, last step], got "
+                                          f"{value!r}")
     parsed = {}
     for name, bounds in value.items():
         where = f"{key}.{name}"
         if not isinstance(name, str) or not _PHASE_NAME.match(name):
-            raise mapping_error(path, where, "a phase name must be lower-case letters (it becomes part of a macro name)")
+            raise mapping_error(path, where,
+                                   "a phase name must be lower-case letters (it becomes part of a macro name)")
         if not (isinstance(bounds, list) and len(bounds) == 2):
             raise mapping_error(path, where, f"must be [first step, last step], got {bounds!r}")
         first, last = (mapping_int(path, where, b, 0) for b in bounds)
@@ -148,7 +132,8 @@ def _section(path, name: str, section, default_step, phases) -> dict:
     if name in _BACKBONE_ROLES:
         backbones = section.get("backbones")
         if not isinstance(backbones, dict) or not backbones:
-            raise mapping_error(path, f"{key}.backbones", f"must map backbone names (4B, 8B, 30B) to roles, got {backbones!r}")
+            raise mapping_error(path, f"{key}.backbones",
+                                   f"must map backbone names (4B, 8B, 30B) to roles, got {backbones!r}")
         parsed = {}
         for size, entry in backbones.items():
             where = f"{key}.backbones.{size}"
@@ -159,10 +144,11 @@ def _section(path, name: str, section, default_step, phases) -> dict:
             check_keys(path, where, entry, allowed)
             missing = [k for k in allowed if k not in entry]
             if missing:
-                raise mapping_error(path, f"{where}.{missing[0]}", "is missing (write null for a role we have no run for)")
+                raise mapping_error(path, f"{where}.{missing[0]}",
+                                       "is missing (write null for a role we have no run for)")
             if not isinstance(entry["reported"], str) or not entry["reported"].strip():
-                raise mapping_error(path, f"{where}.reported", f"must be the backbone as the reported CSV names it, got "
-                              f"{entry['reported']!r}")
+                raise mapping_error(path, f"{where}.reported",
+                                       f"must be the backbone as the reported CSV names it, got {entry['reported']!r}")
             roles = {role: _roles(path, f"{where}.{role}", entry[role], "base" if role == "base" else default_step)
                      for role in _BACKBONE_ROLES[name]}
             parsed[str(size)] = {"word": word, "reported": entry["reported"], "roles": roles}
@@ -201,9 +187,11 @@ def _section(path, name: str, section, default_step, phases) -> dict:
         if out["phases"] is None:
             raise mapping_error(path, f"{key}.phases", "is missing and the mapping has no top-level 'phases'")
     if name == "reward_levels" and not {"early", "late"} <= set(out["phases"]):
-        raise mapping_error(path, f"{key}.phases", f"must name the phases early and late, got {', '.join(out['phases'])}")
+        raise mapping_error(path, f"{key}.phases",
+                               f"must name the phases early and late, got {', '.join(out['phases'])}")
     if name == "formula_reveal":
-        out["physics_min_terms"] = mapping_int(path, f"{key}.physics_min_terms", section.get("physics_min_terms", 2), 1)
+        out["physics_min_terms"] = mapping_int(path, f"{key}.physics_min_terms",
+                                                  section.get("physics_min_terms", 2), 1)
     if name == "valid_env_rate":
         confidence = section.get("confidence", 0.95)
         if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0.0 < confidence < 1.0:
@@ -371,7 +359,8 @@ class NumberContext:
         return f"run {', '.join(gone)} not run (no folder under {shown_path(self.runs_root)})" if gone else ""
 
 
-def _missing(number: Number, mark: str, reason: str) -> Number:
+def mark_missing(number: Number, mark: str, reason: str) -> Number:
+    """``number`` without a value of ours: ``mark`` (not run, no data) is printed, ``reason`` goes to the sidecar."""
     number.value, number.mark, number.reason = None, mark, reason
     return number
 
@@ -393,15 +382,8 @@ def quoted_value(reported_dir: Path, key: str) -> tuple[float | None, str]:
     return reported_cell(reported_dir, QUOTED_CSV, {"key": key}, "value")
 
 
-def reported_column_of_phase(reported_dir: Path, stem: str, phase: str) -> str | None:
-    """The reported column of a phase: the column of ``stem`` whose name starts with ``<phase>_``."""
-    columns = read_reported(Path(reported_dir) / stem, [])
-    names = list(columns[0]) if columns else []
-    found = [c for c in names if c.startswith(f"{phase}_")]
-    return found[0] if len(found) == 1 else None
-
-
-def _difference(a: float | None, b: float | None) -> float | None:
+def difference(a: float | None, b: float | None) -> float | None:
+    """``a - b``, or None when either is missing."""
     return None if a is None or b is None else a - b
 
 
@@ -431,13 +413,13 @@ def benchmark_average(ctx: NumberContext, spec: BenchmarkTable, role: dict, resu
     value = row["values"]["avg"]
     if value is None:
         gone = ctx.absent(role["runs"])
-        return _missing(number, NOT_RUN if gone else NO_DATA, gone or "; ".join(row["missing"]) or "no average")
+        return mark_missing(number, NOT_RUN if gone else NO_DATA, gone or "; ".join(row["missing"]) or "no average")
     number.value = value
     number.detail["cells"] = {k: v for k, v in row["cells"].items()}
     return number
 
 
-def _derived(number: Number, value: float | None, parts: Sequence[Number]) -> Number:
+def derived(number: Number, value: float | None, parts: Sequence[Number]) -> Number:
     """``number`` = ``value`` computed from ``parts``; when a part is missing, the worst mark of the parts."""
     number.detail = {"from": [p.macro for p in parts]}
     number.off = list(dict.fromkeys(s for p in parts for s in p.off))
@@ -446,411 +428,35 @@ def _derived(number: Number, value: float | None, parts: Sequence[Number]) -> Nu
         return number
     marks = [p.mark for p in parts if p.value is None]
     reasons = [f"{p.macro}: {p.reason}" for p in parts if p.value is None]
-    return _missing(number, NOT_RUN if NOT_RUN in marks else NO_DATA, "; ".join(reasons))
-
-
-def games_gain(ctx: NumberContext) -> list[Number]:
-    """Per backbone: Table 1 averages of base, SPADE, Fixed-env GRPO, Fixed-env RLVE; SPADE - base; SPADE -
-    each baseline (points)."""
-    section = number_section(ctx.mapping, "games_gain")
-    stem = GROUP_REPORTED["games_gain"]
-    runs = sorted({r for e in section["backbones"].values() for role in e["roles"].values() for r in role["runs"]})
-    results = load_eval_results(ctx, runs)
-    names = {"base": ("Base", "base"), "spade": ("Spade", "spade_games"),
-             "fixed_env_grpo": ("Grpo", "fixed_env_grpo"), "fixed_env_rlve": ("Rlve", "fixed_env_rlve")}
-    out = []
-    for size, entry in section["backbones"].items():
-        word, backbone = entry["word"], entry["reported"]
-        avg = {}
-        for role, (name, method) in names.items():
-            reported, source = reported_cell(ctx.reported_dir, stem, {"backbone": backbone, "method": method}, "avg")
-            number = Number(f"NumGamesAvg{name}{word}", f"8-benchmark average (percent), {method}, {size}", None, 1,
-                            reported, source)
-            avg[role] = benchmark_average(ctx, TABLE1, entry["roles"][role], results, number, backbone)
-            out.append(avg[role])
-        reported, source = reported_cell(ctx.reported_dir, stem, {"backbone": backbone, "method": "spade_games"},
-                                         "delta_vs_base")
-        gain = Number(f"NumGamesGainSpade{word}", f"SPADE average minus base average (points), {size}", None, 1,
-                      reported, source, signed=True)
-        out.append(_derived(gain, _difference(avg["spade"].value, avg["base"].value), [avg["spade"], avg["base"]]))
-        for role, name in (("fixed_env_grpo", "Grpo"), ("fixed_env_rlve", "Rlve")):
-            margin = Number(f"NumGamesMargin{name}{word}", f"SPADE average minus {role} average (points), {size}",
-                            None, 1, _difference(avg["spade"].reported, avg[role].reported),
-                            f"{stem}: avg of spade_games minus avg of {role} ({backbone})", signed=True)
-            out.append(_derived(margin, _difference(avg["spade"].value, avg[role].value), [avg["spade"], avg[role]]))
-    return out
-
-
-def tool_use_gain(ctx: NumberContext) -> list[Number]:
-    """Per backbone: Table 2 averages of base and SPADE (tool use) and the gain (points)."""
-    section = number_section(ctx.mapping, "tool_use_gain")
-    stem = GROUP_REPORTED["tool_use_gain"]
-    runs = sorted({r for e in section["backbones"].values() for role in e["roles"].values() for r in role["runs"]})
-    results = load_eval_results(ctx, runs)
-    out = []
-    for size, entry in section["backbones"].items():
-        word, backbone = entry["word"], entry["reported"]
-        models = {"base": f"{backbone} (base)", "spade": f"{backbone} + SPADE (tool use)"}
-        avg = {}
-        for role, name in (("base", "Base"), ("spade", "Spade")):
-            reported, source = reported_cell(ctx.reported_dir, stem, {"section": "ours", "model": models[role]}, "avg")
-            number = Number(f"NumToolAvg{name}{word}", f"Table 2 average (percent), {models[role]}", None, 1,
-                            reported, source)
-            avg[role] = benchmark_average(ctx, TABLE2, entry["roles"][role], results, number, backbone)
-            out.append(avg[role])
-        reported, source = reported_cell(ctx.reported_dir, stem, {"section": "ours", "model": models["spade"]},
-                                         "delta_vs_base")
-        gain = Number(f"NumToolGainSpade{word}", f"SPADE (tool use) average minus base average (points), {size}",
-                      None, 1, reported, source, signed=True)
-        out.append(_derived(gain, _difference(avg["spade"].value, avg["base"].value), [avg["spade"], avg["base"]]))
-    return out
-
-
-def designer_reward(ctx: NumberContext) -> list[Number]:
-    """Table 6 averages with the hint-regret designer reward and with EMA learning potential; their difference."""
-    section = number_section(ctx.mapping, "designer_reward")
-    stem = GROUP_REPORTED["designer_reward"]
-    results = load_eval_results(ctx, sorted({r for role in section.values() for r in role["runs"]}))
-    settings = {"hint_regret": ("Regret", "spade"), "learning_potential": ("LearningPotential",
-                                                                           "ED reward = learning potential")}
-    avg = {}
-    for role, (name, setting) in settings.items():
-        reported, source = reported_cell(ctx.reported_dir, stem, {"setting": setting}, "avg")
-        number = Number(f"NumDesignerAvg{name}", f"8-benchmark average (percent), designer reward {role}", None, 1,
-                        reported, source)
-        avg[role] = benchmark_average(ctx, TABLE6, section[role], results, number)
-    margin = Number("NumDesignerRegretMargin", "hint-regret average minus EMA-learning-potential average (points)",
-                    None, 1, _difference(avg["hint_regret"].reported, avg["learning_potential"].reported),
-                    f"{stem}: avg of spade minus avg of ED reward = learning potential", signed=True)
-    parts = [avg["hint_regret"], avg["learning_potential"]]
-    return parts + [_derived(margin, _difference(parts[0].value, parts[1].value), parts)]
+    return mark_missing(number, NOT_RUN if NOT_RUN in marks else NO_DATA, "; ".join(reasons))
 
 
 # ----- environment archives (Tables 7, 8; figures 8, 16) ---------------------------------------------------
-def _run_or_missing(ctx: NumberContext, run: str | None, numbers: list[Number]) -> Path | None:
-    """The run folder, or None after marking every number "not run"."""
+def run_or_missing(ctx: NumberContext, run: str | None, numbers: list[Number]) -> Path | None:
+    """The run folder of an archive number, or None after marking every number "not run"; the numbers of a run off
+    the paper's 30B scale are marked toy."""
     if run:
         ctx.runs.add(run)
     folder = ctx.run_dir(run)
     if folder is None:
         for number in numbers:
-            _missing(number, NOT_RUN, ctx.absent([run] if run else []))
+            mark_missing(number, NOT_RUN, ctx.absent([run] if run else []))
     else:  # the archive numbers quote the paper's 30B games run
         for number in numbers:
             number.off = off_scale(ctx.runs_root, [run], PAPER_30B)
     return folder
 
 
-def _sets_in(sets: list, first: int, last: int) -> list:
-    return [(p, s) for p, s in sets if first <= s["_step"] <= last]
-
-
-def learnable_share(ctx: NumberContext) -> list[Number]:
-    """Per phase: learnable slots / all slots of the sets regenerated in the phase (Table 7's first row)."""
-    section = number_section(ctx.mapping, "learnable_share")
-    stem = GROUP_REPORTED["learnable_share"]
-    signal = next(s for s, (m, _) in TABLE7_SIGNALS.items() if m == "learnable_share")
-    numbers = []
-    for phase in section["phases"]:
-        column = reported_column_of_phase(ctx.reported_dir, stem, phase)
-        reported, source = (reported_cell(ctx.reported_dir, stem, {"signal": signal}, column) if column
-                            else (None, f"{stem} has no column for phase {phase}"))
-        first, last = section["phases"][phase]
-        numbers.append(Number(f"NumLearnableShare{macro_word(phase)}", f"learnable share, {phase} (steps {first}-"
-                              f"{last})", None, 2, reported, source))
-    folder = _run_or_missing(ctx, section["run"], numbers)
-    if folder is None:
-        return numbers
-    measures, files, _ = env_quality(folder, section["phases"])
-    ctx.inputs += files
-    for number, phase in zip(numbers, section["phases"]):
-        entry = measures["learnable_share"][phase]
-        number.detail = {"run": section["run"], "steps": section["phases"][phase], "learnable": entry["learnable"],
-                         "slots": entry["n"], "inputs": entry["inputs"]}
-        if entry["value"] is None:
-            first, last = section["phases"][phase]
-            _missing(number, NO_DATA, f"run {section['run']} regenerated no environment set in steps {first}-{last}")
-        else:
-            number.value = entry["value"]
-    return numbers
-
-
-def vendi_per_n(ctx: NumberContext, embedders: dict | None = None) -> list[Number]:
-    """SBERT Vendi/n (Table 8) with and without corpus grounding, and the environments counted."""
-    section = number_section(ctx.mapping, "vendi_per_n")
-    stem = GROUP_REPORTED["vendi_per_n"]
-    vendi = section["vendi"]
-    labels = {"corpus": ("Corpus", "spade (full)"), "no_corpus": ("NoCorpus", "w/o corpus grounding")}
-    out = []
-    for role, (name, label) in labels.items():
-        reported, source = reported_cell(ctx.reported_dir, stem, {"run": label}, "vendi_per_n")
-        value = Number(f"NumVendiPerN{name}", f"SBERT Vendi/n, {label}", None, 2, reported, source)
-        reported, source = reported_cell(ctx.reported_dir, stem, {"run": label}, "sample")
-        sample = Number(f"NumVendiEnvs{name}", f"valid designer-written environments, {label}", None, 0, reported,
-                        source)
-        out += [value, sample]
-        run = section[role]
-        folder = _run_or_missing(ctx, run, [value, sample])
-        if folder is None:
-            continue
-        if embedders is None:
-            embedders = default_embedders(vendi["seed"])
-        ours, files = diversity(folder, section["field"], vendi, 0.2, embedders)
-        ctx.inputs += files
-        detail = {"run": run, "field": section["field"], "vendi": vendi, "draw_sd": ours["draws"]}
-        value.detail = sample.detail = detail
-        sample.value = float(ours["sample"])
-        if ours["vendi_per_n"] is None:
-            _missing(value, NO_DATA, f"run {run} has {ours['sample']} valid designer-written environments; Vendi/n "
-                     f"needs {vendi['size']}")
-        else:
-            value.value = ours["vendi_per_n"]
-    return out
-
-
-def is_physics_environment(env: dict, min_terms: int) -> bool:
-    """The archive row's ``domain`` when it has one (physics iff it names physics), else the keyword label of
-    the environment's code (:func:`spade.analysis.is_physics_text`)."""
-    from spade.analysis import is_physics_text
-
-    domain = env.get("domain")
-    if isinstance(domain, str) and domain.strip():
-        return "physics" in domain.lower()
-    return is_physics_text(env.get("code") or "", min_terms)
-
-
-def formula_reveal(ctx: NumberContext) -> list[Number]:
-    """Per phase: revealing physics environments / physics environments (percent), and the physics count."""
-    from spade.analysis import (
-        designer_written,
-        first_observation_text,
-        formula_reveal_rate,
-    )
-
-    section = number_section(ctx.mapping, "formula_reveal")
-    rates, counts = [], []
-    for phase, (first, last) in section["phases"].items():
-        reported, source = quoted_value(ctx.reported_dir, f"formula_reveal_{phase}")
-        rates.append(Number(f"NumFormulaReveal{macro_word(phase)}", f"formula-reveal rate of physics environments "
-                            f"(percent), {phase} (steps {first}-{last})", None, 0, reported, source, scale=PERCENT,
-                            unit=PCT))
-        counts.append(Number(f"NumFormulaPhysicsEnvs{macro_word(phase)}", f"physics environments, {phase}", None, 0,
-                             None, "the paper gives no count"))
-    folder = _run_or_missing(ctx, section["run"], rates + counts)
-    if folder is None:
-        return rates + counts
-    sets = env_sets_with_paths(folder)
-    ctx.inputs += [p for p, _ in sets]
-    for rate, count, (phase, (first, last)) in zip(rates, counts, section["phases"].items()):
-        observations, physics, skipped = [], [], []
-        for path, env_set in _sets_in(sets, first, last):
-            for env in env_set["environments"]:
-                if not designer_written(env) or not isinstance(env.get("code"), str):
-                    continue
-                try:
-                    text = first_observation_text(env["code"], env.get("class_name"))
-                except (ValueError, SyntaxError) as exc:
-                    skipped.append(f"{path.name} {env.get('env_id')}: {exc}")
-                    continue
-                observations.append(text)
-                physics.append(is_physics_environment(env, section["physics_min_terms"]))
-        estimate = formula_reveal_rate(observations, physics)
-        rate.detail = count.detail = {"run": section["run"], "steps": [first, last], "environments": len(observations),
-                                      "physics": sum(physics), "not_analysed": skipped}
-        count.value = float(sum(physics))
-        if estimate is None:
-            _missing(rate, NO_DATA, f"run {section['run']} has no valid designer-written physics environment in "
-                     f"steps {first}-{last} ({len(observations)} designer-written environments analysed)")
-        else:
-            rate.value = estimate.rate
-            rate.detail.update(revealing=estimate.successes, wilson=[estimate.low, estimate.high])
-    return rates + counts
-
-
-def reward_levels(ctx: NumberContext) -> list[Number]:
-    """Early vs late: mean distinct reward levels per environment and mean strictly partial levels (figure 16)."""
-    from spade.analysis import phase_mean, read_env_sets, reward_level_rows
-
-    section = number_section(ctx.mapping, "reward_levels")
-    numbers = {}
-    for key, name, what in (("levels", "RewardLevels", "distinct reward levels per environment"),
-                            ("partial_levels", "PartialLevels", "strictly partial (0 < r < 1) reward levels")):
-        for phase in ("early", "late"):
-            first, last = section["phases"][phase]
-            reported, source = quoted_value(ctx.reported_dir, f"{key}_{phase}")
-            numbers[key, phase] = Number(f"Num{name}{macro_word(phase)}", f"mean {what}, {phase} (steps {first}-"
-                                         f"{last})", None, 1, reported, source)
-    folder = _run_or_missing(ctx, section["run"], list(numbers.values()))
-    if folder is None:
-        return list(numbers.values())
-    ctx.inputs += [p for p, _ in env_sets_with_paths(folder)]
-    try:
-        rows = reward_level_rows(read_env_sets(folder))
-    except ValueError as exc:
-        raise ReportInputError(f"environment archives of {folder}: {exc}") from None
-    steps = [r["step"] for r in rows]
-    for (key, phase), number in numbers.items():
-        first, last = section["phases"][phase]
-        value = phase_mean(steps, [r[key] for r in rows], first, last)
-        count = sum(first <= s <= last for s in steps)
-        number.detail = {"run": section["run"], "steps": [first, last], "environments": count}
-        if value is None:
-            _missing(number, NO_DATA, f"run {section['run']} has no valid, played environment in steps {first}-{last}")
-        else:
-            number.value = value
-    return list(numbers.values())
-
-
-# ----- valid-environment rate and executability ---------------------------------------------------------------
-NOT_COMPILED = ("syntax_error", "empty", "too_large")  # intake reasons after which no compiling code exists
-_FENCE_NOTE = re.compile(r"^removed \d+ stray fence line\(s\)$")
-_BOXED_NOTE = "is not defined in the module)"  # escapes of \boxed{NAME} made to code that already compiles
-
-
-def is_fence_repair(note: str) -> bool:
-    return bool(_FENCE_NOTE.match(note))
-
-
-def is_brace_repair(note: str) -> bool:
-    """An intake change that made an f-string compile (spade.envs.intake.repair_fstring_braces)."""
-    return note.startswith("escaped ") and " in f-string on line " in note and not note.endswith(_BOXED_NOTE)
-
-
-def attempt_executability(reports: Sequence[dict]) -> dict:
-    """Executability of raw designer output, one validation report per design attempt.
-
-    Each attempt falls in one class:
-
-    * ``raw``: its code compiled (the report's reason is not one of :data:`NOT_COMPILED`) with neither a
-      stray-fence removal nor an f-string brace repair among the intake changes (extracting the fenced block,
-      dropping ``<think>`` text, line ends or indentation are not repairs);
-    * ``fence``: compiled after a stray-fence removal ("removed N stray fence line(s)") and no brace repair;
-    * ``brace``: compiled with an f-string brace repair ("escaped ... in f-string on line ...", not the escapes
-      of undefined ``\\boxed{NAME}`` fields, which are made to code that already compiles);
-    * ``failed``: did not compile (syntax_error, empty, too_large).
-
-    Returns the counts, ``attempts`` and the shares ``raw_share`` = raw / attempts, ``after_fence_share`` =
-    (raw + fence) / attempts, ``brace_share`` = brace / attempts (the further share the brace repair fixes) and
-    ``compiled_share`` = (raw + fence + brace) / attempts (None without attempts).
-    """
-    counts = {"raw": 0, "fence": 0, "brace": 0, "failed": 0}
-    for i, report in enumerate(reports):
-        if not isinstance(report, dict) or not isinstance(report.get("reason"), str):
-            raise ReportInputError(f"validation report {i} has no 'reason' (is it a report of spade.envs.validate?)")
-        changes = report.get("changes") or []
-        if report["reason"] in NOT_COMPILED:
-            counts["failed"] += 1
-        elif any(is_brace_repair(c) for c in changes):
-            counts["brace"] += 1
-        elif any(is_fence_repair(c) for c in changes):
-            counts["fence"] += 1
-        else:
-            counts["raw"] += 1
-    n = len(reports)
-
-    def share(k):
-        return k / n if n else None
-
-    return {**counts, "attempts": n, "raw_share": share(counts["raw"]),
-            "after_fence_share": share(counts["raw"] + counts["fence"]), "brace_share": share(counts["brace"]),
-            "compiled_share": share(n - counts["failed"])}
-
-
-def valid_env_rate(ctx: NumberContext) -> list[Number]:
-    """Valid-environment rate of the design attempts (Wilson interval) and the executability shares."""
-    from spade.analysis import valid_env_rate_from_sets
-
-    section = number_section(ctx.mapping, "valid_env_rate")
-    conf = section["confidence"]
-    pct = f"{conf * 100:g}%"
-    none = "the paper gives no value"
-    rate = Number("NumValidEnvRate", "valid-environment rate of design attempts (percent)", None, 1, None, none,
-                  scale=PERCENT, unit=PCT)
-    low = Number("NumValidEnvRateLow", f"lower end of its Wilson {pct} interval (percent)", None, 1, None, none,
-                 scale=PERCENT, unit=PCT)
-    high = Number("NumValidEnvRateHigh", f"upper end of its Wilson {pct} interval (percent)", None, 1, None, none,
-                  scale=PERCENT, unit=PCT)
-    attempts = Number("NumDesignAttempts", "design attempts (validation reports)", None, 0, None, none)
-    shares = []
-    for key, name, what, signed in (
-            ("raw_share", "NumExecRaw", "compiled with no repair (percent of attempts)", False),
-            ("after_fence_share", "NumExecAfterFence", "compiled after stray-fence removal (percent)", False),
-            ("brace_share", "NumExecBraceFurther", ("further share compiled by f-string brace repair (percent of "
-                                                    "attempts)"), True),
-            ("compiled_share", "NumExecCompiled", "compiled after all intake repairs (percent)", False)):
-        quoted = {"raw_share": "exec_raw", "after_fence_share": "exec_after_fence", "brace_share": "exec_brace_further"}
-        reported, source = quoted_value(ctx.reported_dir, quoted[key]) if key in quoted else (None, none)
-        shares.append((key, Number(name, what, None, 1, reported, source, signed=signed, scale=PERCENT,
-                                          unit=PCT)))
-    numbers = [rate, low, high, attempts] + [n for _, n in shares]
-    folder = _run_or_missing(ctx, section["run"], numbers)
-    if folder is None:
-        return numbers
-    sets = env_sets_with_paths(folder)
-    ctx.inputs += [p for p, _ in sets]
-    reports = [r for _, s in sets for env in s["environments"] for r in env.get("reports") or []]
-    detail = {"run": section["run"], "sets": len(sets), "attempts": len(reports)}
-    for number in numbers:
-        number.detail = dict(detail)
-    if not reports:
-        for number in numbers:
-            _missing(number, NO_DATA, f"run {section['run']} has no validation reports in envs/set_*.json")
-        return numbers
-    estimate = valid_env_rate_from_sets([s for _, s in sets], conf)
-    rate.value, low.value, high.value = estimate.rate, estimate.low, estimate.high
-    rate.detail.update(valid=estimate.successes, confidence=conf)
-    attempts.value = float(len(reports))
-    classes = attempt_executability(reports)
-    for key, number in shares:
-        number.value = classes[key]
-        number.detail.update({k: classes[k] for k in ("raw", "fence", "brace", "failed")})
-    return numbers
-
-
 # ----- writing -----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Group:
+    """A group of quoted numbers, as its script defines it: the name (one of :data:`GROUPS`), the title, the
+    computation ``compute(ctx, **kwargs) -> [Number]`` and the definitions printed in the macro file."""
+
     name: str
     title: str
     compute: Callable
     definitions: tuple
-
-
-GROUP_SPECS = {g.name: g for g in (
-    Group("games_gain", "Games transfer: SPADE's gain over base and margins over the fixed-environment baselines",
-          games_gain, (
-              ("Avg: the unweighted mean of the 8 Table 1 columns (AIME25, AIME26, GPQA-D, LCB-v6, RG-Math, RG-Algo, "
-               "RG-Cog, RG-Logic) in percent, at the checkpoint the role's step rule picks (as Table 1; base = step 0)."),
-              ("Gain: SPADE Avg minus base Avg; Margin: SPADE Avg minus the baseline's Avg (points, from unrounded "
-               "values). Reported margins are differences of the paper's rounded averages."))),
-    Group("tool_use_gain", "Tool use: SPADE's Table 2 average gain over base", tool_use_gain, (
-        ("Avg: mean of the BFCL v4 multi-turn, tau2 and ACEBench-Agent averages (Table 2), percent; Gain: SPADE minus "
-         "base (points)."),)),
-    Group("designer_reward", "Designer reward: hint regret vs EMA learning potential at 30B", designer_reward, (
-        ("Avg: 8-benchmark average of Table 6 (percent) at the role's checkpoint; Margin: regret minus learning "
-         "potential (points)."),)),
-    Group("learnable_share", "Learnable share of the environment sets per training phase", learnable_share, (
-        ("Learnable share: slots whose RA win rate lies in [0.2, 0.8] / all slots of the environment sets "
-         "regenerated in the phase (empty slots count 0); Table 7's first row, the 16-step windows of figure 6 "
-         "pooled."),)),
-    Group("vendi_per_n", "Diversity: SBERT Vendi/n with and without corpus grounding", vendi_per_n, (
-        ("Vendi/n: Vendi score (cosine kernel, SBERT all-MiniLM-L6-v2 embeddings of the code) / draw size, mean "
-         "over balanced draws of valid designer-written environments (Table 8). Envs: environments counted."),)),
-    Group("formula_reveal", "Formula reveal in the first observation of physics environments", formula_reveal, (
-        ("Rate: physics environments whose first observation (static stand-in: string literals reached from "
-         "reset) prints a formula / physics environments (percent), over valid designer-written environments of the "
-         "sets regenerated in the phase; physics = the row's domain label, else at least physics_min_terms physics "
-         "terms in the code (spade.analysis.is_physics_text)."),)),
-    Group("reward_levels", "Reward levels per environment early and late in training", reward_levels, (
-        ("Levels: distinct final rewards an environment paid (6 decimals); partial: those strictly between 0 and "
-         "1; mean over the valid, played environments of the sets regenerated in the phase (figure 16's rows)."),)),
-    Group("valid_env_rate", "Valid-environment rate and executability of raw designer output", valid_env_rate, (
-        "Valid rate: validation reports with valid true / all reports (one per design attempt), Wilson interval.",
-        ("Raw: attempts whose code compiled with neither a stray-fence removal nor an f-string brace repair; "
-         "after fence: raw plus those compiled after removing stray fence lines (and no brace repair); brace "
-         "further: compiled with an f-string brace repair; compiled: all that compiled. Not compiled: reasons "
-         "syntax_error, empty, too_large. Every share is of all design attempts."))),
-)}
 
 
 def _ascii(text: str) -> str:
@@ -922,30 +528,28 @@ def write_numbers(group: Group, numbers: Sequence[Number], ctx: NumberContext, o
     return [out, sidecar_path(out)]
 
 
-def build_group(group_name: str, mapping_path: str | Path, runs_root: str | Path, reported_dir: str | Path,
+def build_group(group: Group, mapping_path: str | Path, runs_root: str | Path, reported_dir: str | Path,
                 **kwargs) -> tuple[Group, list[Number], NumberContext]:
     """Compute the numbers of one group (``kwargs`` go to its computation, e.g. ``embedders`` for Vendi/n)."""
-    if group_name not in GROUP_SPECS:
-        raise ReportInputError(f"unknown number group {group_name!r} (known: {', '.join(GROUPS)})")
-    group = GROUP_SPECS[group_name]
+    if group.name not in GROUPS:
+        raise ReportInputError(f"unknown number group {group.name!r} (known: {', '.join(GROUPS)})")
     mapping = load_number_runs(mapping_path)
     ctx = NumberContext(mapping, Path(runs_root), Path(reported_dir))
-    reported = Path(reported_dir) / GROUP_REPORTED[group_name]
+    reported = Path(reported_dir) / GROUP_REPORTED[group.name]
     ctx.inputs += [Path(mapping_path), reported]
     numbers = group.compute(ctx, **kwargs)
     return group, numbers, ctx
 
 
-def number_main(group_name: str, script: str, argv=None, **kwargs) -> None:
-    """The command line of every ``paper/scripts/num_<group>.py``."""
-    group = GROUP_SPECS[group_name]
+def number_main(group: Group, script: str, argv=None, **kwargs) -> None:
+    """The command line of every ``paper/scripts/num_<group>.py``: computes ``group`` and writes its files."""
     parser = argparse.ArgumentParser(description=f"Quoted numbers: {group.title}")
     parser.add_argument("--mapping", type=Path, required=True, help="run mapping (paper/number_runs.yaml)")
     parser.add_argument("--runs-root", type=Path, required=True, help="folder of the run folders (results/runs)")
     parser.add_argument("--reported-dir", type=Path, required=True, help="the paper's values (paper/reported)")
     parser.add_argument("--out", type=Path, required=True, help="macro file to write (.tex; sidecar beside)")
     args = parser.parse_args(argv)
-    group, numbers, ctx = build_group(group_name, args.mapping, args.runs_root, args.reported_dir, **kwargs)
+    group, numbers, ctx = build_group(group, args.mapping, args.runs_root, args.reported_dir, **kwargs)
     outputs = write_numbers(group, numbers, ctx, args.out, script, args.mapping)
     for number in numbers:
         print(f"\\{number.macro} = {number.shown()} (reported {number.shown_reported()})"
