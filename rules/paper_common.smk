@@ -217,7 +217,6 @@ def paper_number_fingerprint(group):
 
 # ----- the environment-source comparison (rules/paper_comparison.smk) ---------------------------------------------
 COMPARISON_RUNS = repo_path(SPADE.paper.comparison_runs)  # config key paper.comparison_runs
-PAPER_COMPARISON_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper" / "comparison.py")
 COMPARISON_TABLE_STEM = f"{PAPER_TABLES_DIR}/env_sources"
 COMPARISON_FIGURE_STEM = f"{PAPER_FIGURES_DIR}/env_sources"
 

@@ -6,13 +6,14 @@
 #
 # As for the tables: the run folders of other configs are read, not declared (a fingerprint parameter reruns the
 # table when one of their files changes); the configured runs the mapping names are declared, so they are built
-# first (rules/paper_common.smk). The figure draws the table's sidecar only.
+# first (rules/paper_common.smk). The figure draws the table's sidecar only. Each artifact's own logic is in its
+# script; the `lib` inputs are the shared spade.paper modules the script imports, directly or through another of them.
 
 
 rule paper_env_sources_table:
     """SBERT embeddings of every source's environments on the CPU: seconds to minutes."""
     input:
-        lib=PAPER_COMPARISON_LIB,
+        lib=paper_lib("comparison"),
         tables_lib=paper_lib("env_tables", "table_runs", "tables"),
         script=script("table_env_sources.py"),
         mapping=COMPARISON_RUNS,
@@ -34,7 +35,7 @@ rule paper_env_sources_table:
 
 rule paper_env_sources_figure:
     input:
-        lib=PAPER_COMPARISON_LIB,
+        lib=paper_lib("figures", "table_runs"),
         script=script("fig_env_sources.py"),
         table=f"{COMPARISON_TABLE_STEM}.md.provenance.json",
     output:

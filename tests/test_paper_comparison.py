@@ -10,12 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from paper_scripts import load_script
 
 from spade.paper import comparison as pc
 from spade.paper.report import NOT_RUN, ReportInputError, sidecar_path
-from spade.paper.tables import render_markdown
+from spade.paper.tables import TOO_FEW, render_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
+TABLE = load_script("table_env_sources")
+FIGURE = load_script("fig_env_sources")
 PROV = {"config_hash": "0123456789abcdef", "git_commit": "abc123", "seed": 0, "eval_seed": 5}
 CODE = "class Env{i}:\n    def reset(self, seed=None):\n        return 'x{i}', {{}}\n"
 
@@ -85,7 +88,7 @@ def unit_embedder(texts):
 
 def test_every_cell_from_the_run_files(tmp_path, runs_root):
     mapping = pc.load_comparison_runs(mapping_file(tmp_path))
-    _, cells, inputs, data = pc.build_comparison(mapping, runs_root, {"tfidf_lsa": unit_embedder})
+    _, cells, inputs, data = TABLE.build_comparison(mapping, runs_root, {"tfidf_lsa": unit_embedder})
     spade, pool, rlve = (by_source(data)[k] for k in ("SPADE", "Library pool", "RLVE"))
 
     assert spade["valid_env_rate"]["value"] == pytest.approx(2 / 6)
@@ -96,7 +99,8 @@ def test_every_cell_from_the_run_files(tmp_path, runs_root):
     assert spade["games"]["value"] == pytest.approx(15.0) and spade["games"]["step"] == 4  # (0.45 - 0.30) x 100
 
     # a pool generates nothing: n/a with the reason, never 0; its environments are counted once, not per window
-    assert pool["valid_env_rate"]["status"] == pc.NA and "generates no environment" in pool["valid_env_rate"]["reason"]
+    assert pool["valid_env_rate"]["status"] == TABLE.NA
+    assert "generates no environment" in pool["valid_env_rate"]["reason"]
     assert pool["tokens_per_valid_env"]["value"] is None
     assert pool["learnable_share"]["value"] == pytest.approx(2 / 4)  # 0.25 and 0.75 are learnable, 1.0 twice not
     assert pool["vendi_per_n"]["n_envs"] == 2 and pool["games"]["value"] == pytest.approx(-5.0)  # base: spade step 0
@@ -111,15 +115,15 @@ def test_every_cell_from_the_run_files(tmp_path, runs_root):
 
 def test_rows_name_their_run_scale_and_a_toy_run_brings_the_banner(tmp_path, runs_root):
     mapping = pc.load_comparison_runs(mapping_file(tmp_path))
-    table, _, _, data = pc.build_comparison(mapping, runs_root, {"tfidf_lsa": unit_embedder})
+    table, _, _, data = TABLE.build_comparison(mapping, runs_root, {"tfidf_lsa": unit_embedder})
     assert not table.banner and table.lines()[0].labels[1] == "spade (qwen3-30b-a3b-instruct-2507, 400 steps)"
     summary = runs_root / "spade" / "summary.json"
     summary.write_text(json.dumps({**json.loads(summary.read_text()), "model_card": "smollm2-135m", "steps": 4}))
-    table, _, _, data = pc.build_comparison(mapping, runs_root, {"tfidf_lsa": unit_embedder})
+    table, _, _, data = TABLE.build_comparison(mapping, runs_root, {"tfidf_lsa": unit_embedder})
     assert table.lines()[0].labels[1] == "spade (smollm2-135m, 4 steps)"
     assert table.banner.startswith("TOY SCALE, NOT COMPARABLE: values of ours come from run spade: smollm2-135m")
     assert data["banner"] == table.banner and "> **TOY SCALE" in render_markdown(table)
-    figure = pc.draw_comparison(data)
+    figure = FIGURE.draw_comparison(data)
     assert figure._suptitle is not None and "TOY SCALE" in figure._suptitle.get_text()
 
 
@@ -129,11 +133,11 @@ def test_designer_that_never_validates_and_too_few_environments(tmp_path, runs_r
               {0: [env_row(0, "x", 0.5, source="backfill:crt")]}, {})
     mapping = pc.load_comparison_runs(mapping_file(tmp_path, sources=[
         {"label": "Broken", "kind": "designer", "run": "broken"}, {"label": "SPADE", "kind": "designer", "run": "spade"}]))
-    table, _, _, data = pc.build_comparison(mapping, runs_root, {"tfidf_lsa": unit_embedder})
+    table, _, _, data = TABLE.build_comparison(mapping, runs_root, {"tfidf_lsa": unit_embedder})
     broken = by_source(data)["Broken"]
     assert broken["valid_env_rate"]["value"] == 0.0
-    assert broken["tokens_per_valid_env"]["shown"] == f"{pc.NO_VALID} (900 tokens)"
-    assert broken["vendi_per_n"]["shown"] == f"{pc.TOO_FEW} (n = 0)"
+    assert broken["tokens_per_valid_env"]["shown"] == f"{TABLE.NO_VALID} (900 tokens)"
+    assert broken["vendi_per_n"]["shown"] == f"{TOO_FEW} (n = 0)"
     assert "no trained checkpoint" in broken["games"]["reason"]
     assert any(line.startswith("Broken, games") for line in table.missing)
 
@@ -141,7 +145,7 @@ def test_designer_that_never_validates_and_too_few_environments(tmp_path, runs_r
 def test_kind_must_match_what_the_run_logged(tmp_path, runs_root):
     path = mapping_file(tmp_path, sources=[{"label": "Pool as designer", "kind": "designer", "run": "pool"}])
     with pytest.raises(ReportInputError, match=r"sources\[0\]\.kind.*fixed_pool.*write kind: pool"):
-        pc.build_comparison(pc.load_comparison_runs(path), runs_root, {"tfidf_lsa": unit_embedder})
+        TABLE.build_comparison(pc.load_comparison_runs(path), runs_root, {"tfidf_lsa": unit_embedder})
 
 
 @pytest.mark.parametrize("changes, fragment", [
@@ -175,18 +179,15 @@ def test_shipped_mappings_load_and_name_configured_runs():
 
 
 def test_scripts_write_table_and_figure_with_the_same_numbers(tmp_path, runs_root):
-    from spade.paper.comparison import figure_main, table_main
-
     out = tmp_path / "out" / "env_sources.md"
-    table_main("paper/scripts/table_env_sources.py", ["--mapping", str(mapping_file(tmp_path)), "--runs-root",
-                                                      str(runs_root), "--out", str(out)])
+    TABLE.main(["--mapping", str(mapping_file(tmp_path)), "--runs-root", str(runs_root), "--out", str(out)])
     text = out.read_text()
     assert "0.33 [" in text and "(2/6)" in text and "| 600 |" in text and "+15.0 (step 4)" in text
     assert out.with_suffix(".tex").read_text().count("\\midrule") >= 1
     sidecar = json.loads(sidecar_path(out).read_text())
     assert {c["column"] for c in sidecar["cells"]} >= {"valid_env_rate", "vendi_per_n", "games"}
     figure = tmp_path / "out" / "env_sources.pdf"
-    figure_main("paper/scripts/fig_env_sources.py", ["--table", str(sidecar_path(out)), "--out", str(figure)])
+    FIGURE.main(["--table", str(sidecar_path(out)), "--out", str(figure)])
     assert figure.is_file() and figure.with_suffix(".png").is_file()
     drawn = json.loads(sidecar_path(figure).read_text())
     assert drawn["series"] == {"SPADE": "spade", "Library pool": "pool"}

@@ -12,8 +12,8 @@ Tables 7 and 8 read run folders, not evaluation results: the environment archive
 * the row detail of a run off the paper's scale (:func:`scale_detail`) and the command line of both scripts
   (:func:`run_folder_table_main`).
 
-The quoted numbers (:mod:`spade.paper.numbers`) reuse the measures and the environment-source comparison
-(:mod:`spade.paper.comparison`) the archive reader and the embedders.
+The quoted numbers (``paper/scripts/num_<group>.py``) reuse the measures and the environment-source table
+(``paper/scripts/table_env_sources.py``) the archive reader and the embedders.
 """
 
 from __future__ import annotations

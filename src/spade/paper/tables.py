@@ -1,7 +1,7 @@
 """The paper tables as the scripts print them: ours beside the paper's reported values, with the difference.
 
-What every table script (``paper/scripts/table<N>_<name>.py``) and the environment-source comparison
-(:mod:`spade.paper.comparison`) share:
+What every table script (``paper/scripts/table<N>_<name>.py``) and the environment-source comparison's table
+(``paper/scripts/table_env_sources.py``) share:
 
 * the marks printed instead of numbers: ``not run`` (no result of ours for the cell: no run mapped, no run folder,
   no selected checkpoint, or no result for that benchmark at that step), ``no data`` (the run exists but has
