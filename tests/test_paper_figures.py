@@ -1,4 +1,7 @@
-"""Paper figure scripts (paper/scripts/fig*_*.py) on small hand-made run folders."""
+"""Paper figure scripts (paper/scripts/fig*_*.py) on small hand-made run folders.
+
+What the scripts share is tested through spade.paper.figures; a figure's own functions through its script
+(tests/paper_scripts.py: load_script)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from paper_scripts import load_script
 from spade.paper import figures as pf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,9 +152,12 @@ def test_series_equal_hand_computed(runs):
     steps, values, incomplete = pf.suite_average_curve(tidy, "spade_games_30b")
     # base: (0.1 + 0.2 + 0.5 + 0.3 + 0.2 + 0.3 + 0.4 + 0.5) / 8 = 0.3125 -> 31.25 %; +0.1 everywhere -> 41.25
     assert steps == [0, 10] and values == pytest.approx([31.25, 41.25]) and incomplete == []
-    steps, values, incomplete = pf.suite_average_curve(tidy, "fixed_env_grpo_30b", pf.SIX_BENCHMARKS)
+    six = load_script("fig11_designer_reward").SIX_BENCHMARKS
+    steps, values, incomplete = pf.suite_average_curve(tidy, "fixed_env_grpo_30b", six)
     assert steps == [] and incomplete == [10]
-    steps, values, problems = pf.relative_curve(tidy, "spade_games_30b", [pf.PANEL_METRIC[k] for k in ("gpqa_diamond", "rg_logic")])
+    relative_curve = load_script("fig1_middle_games_transfer").relative_curve
+    parts = [pf.PANEL_METRIC[k] for k in ("gpqa_diamond", "rg_logic")]
+    steps, values, problems = relative_curve(tidy, "spade_games_30b", parts)
     # (0.6 - 0.5) / 0.5 = 20 %, (0.6 - 0.5) / 0.5 = 20 % -> mean 20 %
     assert steps == [0, 10] and values == pytest.approx([0.0, 20.0]) and problems == []
 
@@ -158,11 +165,11 @@ def test_series_equal_hand_computed(runs):
 def test_learnable_share_series_hand_computed(runs):
     sets = pf.env_sets(pf.FigureContext("fig6", pf.load_figure_runs(ROOT / "paper" / "figure_runs.yaml"), runs),
                        "spade_games_30b")
-    steps, shares = pf.learnable_share_series(sets, 16)
+    steps, shares = load_script("fig6_learnable_share").learnable_share_series(sets, 16)
     # each set: 6 slots, learnable (0.2 <= w <= 0.8): 0.5, 0.3, 0.7 -> 3/6 = 50 %, every window
     assert steps == [0, 16, 32] and shares == pytest.approx([50.0, 50.0, 50.0])
     records = [json.loads(line) for line in (runs / "spade_games_30b" / "metrics.jsonl").read_text().splitlines()]
-    by_skill = pf.skill_win_rates(records)
+    by_skill = load_script("fig17_skill_win_rates").skill_win_rates(records)
     assert by_skill["math"] == (list(range(8)), [0.5] * 8)
 
 
@@ -249,7 +256,7 @@ def test_model_size_compares_each_size_with_its_backbone(runs, tmp_path):
     # a 30B run at the paper's scale drawn on the 4B curve is not the paper's 4B run
     mapping = tmp_path / "mapping.yaml"
     mapping.write_text(yaml.safe_dump({"figures": {"fig12": {"sizes": {"4B": {"spade": "spade_games_30b"}}}}}))
-    fig, ctx = draw_in_process(pf.draw_model_size, "fig12", runs, mapping)
+    fig, ctx = draw_in_process(load_script("fig12_model_size").draw_model_size, "fig12", runs, mapping)
     assert "Qwen3-4B-Instruct-2507" in ctx.banner_text() and "run spade_games_30b" in ctx.banner_text()
     plt.close(fig)
 
@@ -263,10 +270,11 @@ def write_quoted(folder: Path, rows: str) -> Path:
 def test_vendi_reference_line_comes_from_reported_file(runs, tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    lines, path = pf.reported_vendi_lines()  # the repository's copy: the paper's 21.3
+    fig18 = load_script("fig18_windowed_diversity")
+    lines, path = fig18.reported_vendi_lines()  # the repository's copy: the paper's 21.3
     assert path.name == "quoted_numbers.csv" and lines[0][0] == pytest.approx(21.3)
-    monkeypatch.setattr(pf, "REPORTED_DIR", write_quoted(tmp_path / "reported", "vendi_window_spade,7.5,x,y\n"))
-    fig, ctx = draw_in_process(pf.draw_windowed_vendi, "fig18", runs, ROOT / "paper" / "figure_runs.yaml",
+    monkeypatch.setattr(fig18, "REPORTED_DIR", write_quoted(tmp_path / "reported", "vendi_window_spade,7.5,x,y\n"))
+    fig, ctx = draw_in_process(fig18.draw_windowed_vendi, "fig18", runs, ROOT / "paper" / "figure_runs.yaml",
                                embedding="tfidf")
     references = sorted(float(line.get_ydata()[0]) for line in fig.axes[0].lines if line.get_linestyle() == ":")
     assert references == [1.0, 7.5]
@@ -277,12 +285,13 @@ def test_vendi_reference_line_comes_from_reported_file(runs, tmp_path, monkeypat
 
 
 def test_vendi_reference_missing_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(pf, "REPORTED_DIR", write_quoted(tmp_path / "reported", "other,1,x,y\n"))
+    fig18 = load_script("fig18_windowed_diversity")
+    monkeypatch.setattr(fig18, "REPORTED_DIR", write_quoted(tmp_path / "reported", "other,1,x,y\n"))
     with pytest.raises(pf.ReportInputError, match=r"quoted_numbers.csv: no numeric value for key 'vendi_window_spade'"):
-        pf.reported_vendi_lines()
-    monkeypatch.setattr(pf, "REPORTED_DIR", tmp_path / "nowhere")
+        fig18.reported_vendi_lines()
+    monkeypatch.setattr(fig18, "REPORTED_DIR", tmp_path / "nowhere")
     with pytest.raises(pf.ReportInputError, match="missing reported file .*quoted_numbers.csv"):
-        pf.reported_vendi_lines()
+        fig18.reported_vendi_lines()
 
 
 def test_reward_levels_step_ticks_are_integers(tmp_path):
@@ -294,7 +303,7 @@ def test_reward_levels_step_ticks_are_integers(tmp_path):
     for step in range(3):
         (envs / f"set_{step:05d}.json").write_text(json.dumps(env_set(step, [0.5, 0.1, 0.9, 0.3])))
     write_summary(tmp_path / "runs", "toy", TOY_SCALE)
-    fig, ctx = draw_in_process(pf.draw_reward_levels, "fig16", tmp_path / "runs")
+    fig, ctx = draw_in_process(load_script("fig16_reward_levels").draw_reward_levels, "fig16", tmp_path / "runs")
     fig.canvas.draw()
     ticks = fig.axes[0].get_xticks()
     assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks)

@@ -1,11 +1,23 @@
-"""Shared code of the paper figure scripts (paper/scripts/fig<N>_<name>.py; figure list: FIGURES.md).
+"""What the paper figure scripts share (paper/scripts/fig<N>_<name>.py; figure list: paper/reported/FIGURES.md).
+
+Each figure's own drawing (and the helpers and constants only it uses) is in its script; this module holds only what
+several scripts, the figure rules (rules/paper_common.smk) or other packages use:
+
+* the run mapping (:func:`load_figure_runs`, :func:`figure_runs`) and the files of a run folder each figure reads
+  (:data:`FIGURE_KINDS`, :func:`run_files`, :func:`run_fingerprint`: the Snakemake fingerprint parameter);
+* evaluation loading and curves (:func:`load_eval`, :func:`curve`, :func:`mean_curve`, :func:`suite_average_curve`)
+  and the run-folder readers (:func:`env_sets`, :func:`metrics`, :func:`env_texts`, :func:`embed`);
+* :class:`FigureContext`, :func:`figure_main` (the command line, the rendering and the provenance sidecar of every
+  script), the styling, the toy-scale banner, the "missing" note, the legends and the "no data" mark;
+* the drawings of more than one figure: :func:`draw_eval_panels` (figures 5, 10, 14), :func:`draw_suite_average`
+  (figures 11, 13) and :func:`relative_axes` (figure 1, middle and right).
 
 Every figure is drawn only from our own run folders, ``<runs_root>/<run>/`` (evaluation results
 ``eval/<benchmark>/step_NNNNNN.json``, ``metrics.jsonl``, ``envs/set_*.json``, ``selected_checkpoint.json``),
 for the runs that ``paper/figure_runs.yaml`` maps to the figure. A run or a value that is not there is drawn as
 nothing; the figure says so in a note and the sidecar JSON lists it under ``missing``. The data preparation
-(:func:`curve`, :func:`suite_average_curve`, :func:`relative_curve`, ...) is separate from the drawing so that
-it can be tested on hand-made folders.
+(:func:`curve`, :func:`suite_average_curve`, ...) is separate from the drawing so that it can be tested on hand-made
+folders.
 
 Every legend entry (or the panel title, where the legend names something else) names the run that drew it and
 its scale (model card, steps, from ``summary.json``). A run that is not the paper's backbone of its curve at the
@@ -16,14 +28,12 @@ sidecar's ``banner`` (empty when every drawn run is at the paper's scale).
 from __future__ import annotations
 
 import argparse
-import math
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from matplotlib.ticker import MaxNLocator
 
 from spade.paper.report import (
     COLUMN_WIDTH_IN,
@@ -41,7 +51,6 @@ from spade.paper.scale import banner, comparable, run_scale
 PERCENT = 100.0
 GREY = "#555555"
 BANNER_RED = "#b00000"  # as the toy-scale banner of spade.paper.comparison
-REPORTED_DIR = Path(__file__).resolve().parents[3] / "paper" / "reported"
 PALETTE = ("#1f77b4", "#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#a6761d", "#e6ab02")
 
 # the 8 benchmark panels of figures 5, 10 and 14: (paper key, title, benchmark, metric) — as Table 1
@@ -55,17 +64,8 @@ GAMES_PANELS = (
     ("rg_cognition", "RG-Cog", "reasoning_gym_hard", "cognition"),
     ("rg_logic", "RG-Logic", "reasoning_gym_hard", "logic"),
 )
-SIX_BENCHMARKS = ("gpqa_diamond", "lcb_v6", "rg_math", "rg_algorithmic", "rg_cognition", "rg_logic")  # figure 11
 EIGHT_BENCHMARKS = tuple(p[0] for p in GAMES_PANELS)
 PANEL_METRIC = {p[0]: (p[2], p[3]) for p in GAMES_PANELS}
-# figure 1 (right): benchmark families, each the mean of its parts (as Table 2)
-TOOL_FAMILIES = (
-    ("tau2", [("tau2", "pass^1/retail"), ("tau2", "pass^1/airline"), ("tau2", "pass^1/telecom")]),
-    ("BFCL v4 MT", [("bfcl_multi_turn", "accuracy/base"), ("bfcl_multi_turn", "accuracy/miss_func"),
-                    ("bfcl_multi_turn", "accuracy/miss_param"), ("bfcl_multi_turn", "accuracy/long_context")]),
-    ("ACEBench-Agent", [("acebench", "multi_step"), ("acebench", "multi_turn")]),
-)
-
 # which files of a run folder each kind of figure reads (for the Snakemake fingerprint and the sidecar)
 RUN_FILE_PATTERNS = {
     "eval": ("summary.json", "eval/*/step_*.json"),
@@ -73,7 +73,8 @@ RUN_FILE_PATTERNS = {
     "metrics": ("summary.json", "metrics.jsonl"),
     "envs": ("summary.json", "envs/set_*.json"),
 }
-# figure 12: the paper backbone of each model size (the backbone column of Table 1, reported/table1_games.csv)
+# figure 12: the paper backbone of each model size (the backbone column of Table 1, reported/table1_games.csv);
+# also read by spade.paper.env_cards and spade.paper.workflow_report
 SIZE_BACKBONES = {"4B": "Qwen3-4B-Instruct-2507", "8B": "Qwen3-8B", "30B": "Qwen3-30B-A3B-Instruct-2507"}
 FIGURE_KINDS = {"fig1_middle": "eval", "fig1_right": "eval", "fig5": "eval", "fig6": "envs", "fig7": "envs",
                 "fig10": "eval", "fig11": "eval", "fig12": ("selected", "metrics"), "fig13": "eval", "fig14": "eval",
@@ -159,8 +160,8 @@ def curve(tidy: pd.DataFrame, run: str, benchmark: str, metric: str) -> tuple[li
     return [int(s) for s in rows["step"]], [float(v) for v in rows["value"]]
 
 
-def _values_by_step(tidy, run, parts) -> dict[int, list]:
-    """step -> [value of each part or None]."""
+def values_by_step(tidy, run, parts) -> dict[int, list]:
+    """step -> [value of each part (benchmark, metric) of ``run``, or None where it has none]."""
     table: dict[int, list] = {}
     for i, (benchmark, metric) in enumerate(parts):
         for step, value in zip(*curve(tidy, run, benchmark, metric)):
@@ -172,7 +173,7 @@ def mean_curve(tidy: pd.DataFrame, run: str, parts: Sequence[tuple[str, str]]) -
     """Mean of ``parts`` [(benchmark, metric)] per step, only at steps where every part has a value.
     Returns (steps, means, incomplete steps)."""
     steps, means, incomplete = [], [], []
-    for step, values in sorted(_values_by_step(tidy, run, parts).items()):
+    for step, values in sorted(values_by_step(tidy, run, parts).items()):
         if any(v is None for v in values):
             incomplete.append(step)
             continue
@@ -187,38 +188,8 @@ def suite_average_curve(tidy: pd.DataFrame, run: str, keys: Sequence[str] = EIGH
     return steps, [m * PERCENT for m in means], incomplete
 
 
-def relative_curve(tidy: pd.DataFrame, run: str, parts: Sequence[tuple[str, str]], base_run: str | None = None):
-    """Figure 1: per trained step, the mean over ``parts`` of (score - base) / base in percent, the base being
-    step 0 of ``base_run`` (default ``run``). Needs every part at the step and a nonzero base for each.
-    Returns (steps, values, problems) with the reasons a step or the base is left out."""
-    base = _values_by_step(tidy, base_run or run, parts).get(0)
-    problems = []
-    if base is None or any(v is None for v in base):
-        return [], [], [f"base evaluation (step 0) of run {base_run or run} for every one of {len(parts)} parts"]
-    if any(v == 0 for v in base):
-        return [], [], [f"a nonzero base score for every part (run {base_run or run}); relative change undefined"]
-    steps, values = [], []
-    for step, scores in sorted(_values_by_step(tidy, run, parts).items()):
-        if step == 0:
-            continue
-        if any(v is None for v in scores):
-            problems.append(f"run {run} step {step}: not every part evaluated")
-            continue
-        steps.append(step)
-        values.append(sum((s - b) / b for s, b in zip(scores, base)) / len(parts) * PERCENT)
-    return [0] + steps, [0.0] + values, problems
 
 
-def family_relative_curve(tidy: pd.DataFrame, run: str, parts: Sequence[tuple[str, str]]):
-    """Figure 1 (right): relative improvement (%) of the family mean over step 0 of the same run."""
-    steps, means, incomplete = mean_curve(tidy, run, parts)
-    if 0 not in steps:
-        return [], [], [f"base evaluation (step 0) of run {run}"]
-    base = means[steps.index(0)]
-    if base == 0:
-        return [], [], [f"run {run}: base score 0, relative improvement undefined"]
-    problems = [f"run {run} step {s}: not every part evaluated" for s in incomplete]
-    return steps, [(m - base) / base * PERCENT for m in means], problems
 
 
 # ----- drawing helpers --------------------------------------------------------------------------------------
@@ -395,7 +366,7 @@ def finish_legend(fig, axes) -> None:
         fig.legend([handles[lab] for lab in labels], labels, loc="outside upper center", ncol=min(len(labels), 6))
 
 
-# ----- eval figures --------------------------------------------------------------------------------------
+# ----- evaluation figures drawn by several scripts -------------------------------------------------------------
 def draw_eval_panels(ctx: FigureContext):
     """Figures 5, 10, 14: 2 x 4 benchmark panels."""
     series = check_runs(ctx)
@@ -444,7 +415,7 @@ def draw_suite_average(ctx: FigureContext, keys: Sequence[str], ylabel: str):
     return fig
 
 
-# ----- run-folder figures ----------------------------------------------------------------------------------
+# ----- run-folder readers ---------------------------------------------------------------------------------------
 def env_sets(ctx: FigureContext, run: str) -> list[dict]:
     from spade.analysis import read_env_sets
 
@@ -461,31 +432,14 @@ def metrics(ctx: FigureContext, run: str) -> list[dict]:
     return read_metrics(path)
 
 
-def learnable_share_series(sets: Sequence[dict], window: int = 16) -> tuple[list[int], list[float]]:
-    """Figure 6: (window starts, learnable share in percent) of archived sets."""
-    from spade.analysis import learnable_share_from_sets
+def env_texts(ctx: FigureContext, run: str, fld: str):
+    """Figures 7 and 18: spade.analysis.environment_texts (texts, steps, skills) of the run's valid environments."""
+    from spade.analysis import environment_texts
 
-    rows = learnable_share_from_sets(sets, window=window)
-    return [r["window_start"] for r in rows], [r["share"] * PERCENT for r in rows]
-
-
-def skill_win_rates(records: Sequence[dict]) -> dict[str, tuple[list[int], list[float]]]:
-    """Figure 17: skill -> (steps, RA win rate) from ``win_rate_by_skill`` of the metrics records."""
-    out: dict[str, tuple[list[int], list[float]]] = {}
-    for record in sorted(records, key=lambda r: r.get("step", 0)):
-        for skill, value in (record.get("win_rate_by_skill") or {}).items():
-            if isinstance(value, (int, float)) and math.isfinite(value):
-                steps, values = out.setdefault(skill, ([], []))
-                steps.append(int(record["step"]))
-                values.append(float(value))
-    return out
-
-
-def metric_series(records: Sequence[dict], key: str) -> tuple[list[int], list[float]]:
-    pairs = sorted((int(r["step"]), float(r[key])) for r in records
-                   if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)
-                   and math.isfinite(r[key]) and "step" in r)
-    return [s for s, _ in pairs], [v for _, v in pairs]
+    try:
+        return environment_texts(env_sets(ctx, run), fld)
+    except ValueError as exc:
+        raise ReportInputError(f"run {run}: {exc}") from None
 
 
 def embed(texts: Sequence[str], method: str, seed: int = 0):
@@ -498,157 +452,7 @@ def embed(texts: Sequence[str], method: str, seed: int = 0):
     raise ReportInputError(f"unknown embedding {method!r} (sbert or tfidf)")
 
 
-# ----- figures 6, 7, 18 -----------------------------------------------------------------------------------
-def draw_learnable_share(ctx: FigureContext):
-    """Figure 6: share of the rollout budget with RA win rate in [0.2, 0.8], per 16-step window."""
-    window = int(ctx.section.get("window", 16))
-    fig, axes = subplots(1, 1, 2.3, COLUMN_WIDTH_IN)
-    ax = axes[0, 0]
-    drawn = False
-    for i, label, run in check_runs(ctx):
-        steps, shares = learnable_share_series(env_sets(ctx, run), window)
-        if not steps:
-            ctx.miss(f"{label}: run {run} has no environment-set archives (envs/set_*.json)")
-            continue
-        ax.plot(steps, shares, color=PALETTE[i % len(PALETTE)], marker=".", label=ctx.series_label(label, run))
-        ctx.shown[label] = run
-        drawn = True
-    if not drawn:
-        no_data(ax, "environment-set archives of the mapped runs")
-    ax.set_xlabel(f"training step ({window}-step window start)")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # windows start at whole steps
-    ax.set_ylabel("learnable share (% of slots)")
-    ax.legend(loc="best")
-    return fig
-
-
-def _run_texts(ctx: FigureContext, run: str, fld: str):
-    from spade.analysis import environment_texts
-
-    try:
-        return environment_texts(env_sets(ctx, run), fld)
-    except ValueError as exc:
-        raise ReportInputError(f"run {run}: {exc}") from None
-
-
-def draw_tsne(ctx: FigureContext):
-    """Figure 7: joint t-SNE of the environment embeddings of the runs, ``sample`` per run; Vendi/n in legend."""
-    import numpy as np
-
-    from spade.analysis import tsne_2d, vendi_per_n
-
-    section = ctx.section
-    sample, seed, fld = int(section.get("sample", 330)), int(section.get("seed", 0)), section.get("field", "code")
-    rng = np.random.default_rng(seed)
-    texts, owner = [], []
-    for i, label, run in check_runs(ctx):
-        run_texts = _run_texts(ctx, run, fld)[0]
-        if len(run_texts) < 2:
-            ctx.miss(f"{label}: run {run} has {len(run_texts)} valid environment(s); t-SNE needs 2 or more")
-            continue
-        if len(run_texts) < sample:
-            ctx.miss(f"{label}: run {run} has only {len(run_texts)} valid environments (figure samples {sample})")
-        idx = np.sort(rng.choice(len(run_texts), size=min(sample, len(run_texts)), replace=False))
-        texts += [run_texts[j] for j in idx]
-        owner += [(i, label, run)] * len(idx)
-    fig, axes = subplots(1, 1, 2.6, COLUMN_WIDTH_IN)
-    ax = axes[0, 0]
-    if len(texts) < 4:
-        no_data(ax, "valid environments of the mapped runs")
-        return fig
-    x = embed(texts, ctx.embedding, seed)
-    points = tsne_2d(x, seed=seed)
-    for i, label, run in dict.fromkeys(owner):
-        members = np.array([k for k, o in enumerate(owner) if o[0] == i])
-        size = min(100, len(members))
-        vendi = vendi_per_n(x[members], size=size, draws=20, seed=seed).mean
-        ax.scatter(points[members, 0], points[members, 1], s=3, alpha=0.6, color=PALETTE[i % len(PALETTE)],
-                   label=ctx.series_label(f"{label} (Vendi/n {vendi:.2f}, n={size})", run), linewidths=0)
-        ctx.shown[label] = run
-    ax.set_xlabel("t-SNE 1")
-    ax.set_ylabel("t-SNE 2")
-    ax.set_title(f"{ctx.embedding} embeddings of {fld}", loc="left")
-    ax.legend(loc="best", markerscale=2)
-    return fig
-
-
-VENDI_FLOOR = 1.0  # the Vendi score of identical environments, its least value: a bound, not a reported number
-VENDI_REPORTED = ("quoted_numbers.csv", "vendi_window_spade")  # the reported file and key of the SPADE line
-
-
-def reported_vendi_lines(path: str | Path | None = None) -> tuple[list[tuple[float, str]], Path]:
-    """Figure 18's reference lines as [(value, label)] and the file read: the paper's windowed Vendi score of
-    SPADE (``paper/reported/quoted_numbers.csv``, key vendi_window_spade: 21.3, from the figure 18 row of
-    FIGURES.md) and the floor 1.0. Table 8's vendi_per_n is not that value: it is Vendi/n of the whole sample
-    (0.68 of 3310 envs), while figure 18 draws the Vendi score of 24 environments (21.3 = 0.89 per environment)."""
-    name, key = VENDI_REPORTED
-    path = Path(path) if path is not None else REPORTED_DIR / name
-    if not path.is_file():
-        raise ReportInputError(f"missing reported file {path} (figure 18's reported Vendi reference line)")
-    rows = [row for row in pd.read_csv(path, dtype=str, keep_default_na=False).to_dict("records") if row["key"] == key]
-    try:
-        value = float(rows[0]["value"]) if rows else None
-    except ValueError:
-        value = None
-    if value is None:
-        raise ReportInputError(f"{path}: no numeric value for key {key!r} (column value; the paper's Vendi score of 24 "
-                               "SPADE environments per window, figure 18)")
-    floor = (VENDI_FLOOR, f"{VENDI_FLOOR:.1f} (lower bound: identical envs)")
-    return [(value, f"{value:g} (reported, SPADE)"), floor], path
-
-
-def windowed_vendi_series(x, steps, window: int, size: int, draws: int, seed: int):
-    """Figure 18: (window starts, means, sds, windows too small to draw) from :func:`windowed_vendi`."""
-    from spade.analysis import windowed_vendi
-
-    rows = windowed_vendi(x, steps, window=window, size=size, draws=draws, seed=seed)
-    kept = [r for r in rows if r["mean"] is not None]
-    return ([r["window_start"] for r in kept], [r["mean"] for r in kept], [r["sd"] for r in kept],
-            [r["window_start"] for r in rows if r["mean"] is None])
-
-
-def draw_windowed_vendi(ctx: FigureContext):
-    """Figure 18: Vendi score of 24 environments per 40-step window (mean +- sd over 12 draws)."""
-    import numpy as np
-
-    section = ctx.section
-    window, size = int(section.get("window", 40)), int(section.get("size", 24))
-    draws, seed, fld = int(section.get("draws", 12)), int(section.get("seed", 0)), section.get("field", "code")
-    fig, axes = subplots(1, 1, 2.4, COLUMN_WIDTH_IN)
-    ax = axes[0, 0]
-    lines, reported = reported_vendi_lines()
-    ctx.inputs.append(reported)
-    for value, label in lines:
-        ax.axhline(value, color=GREY, linestyle=":", linewidth=0.8)
-        ax.annotate(label, (0.99, value), xycoords=("axes fraction", "data"), ha="right", va="bottom",
-                    fontsize=5.5, color=GREY)
-    drawn = False
-    for i, label, run in check_runs(ctx):
-        texts, steps, _ = _run_texts(ctx, run, fld)
-        if len(texts) < size:
-            ctx.miss(f"{label}: run {run} has {len(texts)} valid environments, fewer than one draw of {size}")
-            continue
-        starts, means, sds, small = windowed_vendi_series(embed(texts, ctx.embedding, seed), steps, window, size,
-                                                          draws, seed)
-        for start in small:
-            ctx.miss(f"{label}: window {start}-{start + window - 1} has fewer than {size} environments")
-        if starts:
-            color = PALETTE[i % len(PALETTE)]
-            ax.plot(starts, means, color=color, marker=".", label=ctx.series_label(label, run))
-            ax.fill_between(starts, np.subtract(means, sds), np.add(means, sds), color=color, alpha=0.2,
-                            linewidth=0)
-            ctx.shown[label] = run
-            drawn = True
-    if not drawn:
-        no_data(ax, "windows with enough valid environments")
-    ax.set_xlabel(f"training step ({window}-step window start)")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # windows start at whole steps
-    ax.set_ylabel(f"Vendi score of {size} envs ({ctx.embedding})")
-    ax.legend(loc="center left")
-    return fig
-
-
-# ----- figures 1, 12, 16, 17 ------------------------------------------------------------------------------
+# ----- figure 1 (middle and right) ---------------------------------------------------------------------------
 def relative_axes(ctx: FigureContext):
     """Figure 1 panels: the present series, their evaluations, and one axis with the base line at 0 %."""
     series = check_runs(ctx)
@@ -657,239 +461,3 @@ def relative_axes(ctx: FigureContext):
     fig, axes = subplots(1, 1, 2.3, COLUMN_WIDTH_IN)
     base_line(axes[0, 0], 0.0)
     return series, tidy, fig, axes[0, 0]
-
-
-def draw_games_transfer(ctx: FigureContext):
-    """Figure 1 (middle): mean over the 8 benchmarks of (score - base) / base (%) per step, base line at 0."""
-    series, tidy, fig, ax = relative_axes(ctx)
-    parts = [PANEL_METRIC[k] for k in EIGHT_BENCHMARKS]
-    drawn = False
-    for i, label, run in series:
-        steps, values, problems = relative_curve(tidy, run, parts)
-        for p in problems:
-            ctx.miss(f"{label}: {p}")
-        if len(steps) > 1:
-            ax.plot(steps, values, color=PALETTE[i % len(PALETTE)], marker=".", label=ctx.series_label(label, run))
-            ctx.shown[label] = run
-            drawn = True
-    if not drawn:
-        no_data(ax, "all 8 benchmarks at step 0 and a trained step")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("mean relative change vs base (%)")
-    ax.legend(loc="best")
-    return fig
-
-
-def draw_tool_transfer(ctx: FigureContext):
-    """Figure 1 (right): relative improvement (%) of tau2, BFCL v4 multi-turn and ACEBench-Agent per step."""
-    series, tidy, fig, ax = relative_axes(ctx)
-    drawn = False
-    for _, label, run in series[:1]:
-        title = None  # every curve is of this one run: the title names it and its scale
-        for j, (family, parts) in enumerate(TOOL_FAMILIES):
-            steps, values, problems = family_relative_curve(tidy, run, parts)
-            for p in problems:
-                ctx.miss(f"{family}: {p}")
-            if steps:
-                ax.plot(steps, values, color=PALETTE[j], marker=".", label=family)
-                ctx.shown[f"{label} / {family}"] = run
-                title = title or ctx.series_label(label, run, width=60)
-                drawn = True
-        if title:
-            ax.set_title(title, loc="left")
-    if not drawn:
-        no_data(ax, "tool-use evaluations at step 0 and later")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("relative improvement (%)")
-    ax.legend(loc="best")
-    return fig
-
-
-def selected_gain(ctx: FigureContext, tidy, run: str, base_run: str) -> tuple[float | None, dict]:
-    """Figure 12 (left): gain in points of ``run``'s selected checkpoint over step 0 of ``base_run``: the mean
-    over the 8 benchmarks, and per benchmark (those evaluated at both)."""
-    from spade.paper.table_runs import ResultIndex, resolve_step
-
-    choice = resolve_step(run, "selected", ResultIndex(tidy), ctx.runs_root)
-    if choice.step is None:
-        ctx.miss(choice.reason)
-        return None, {}
-    gains = {}
-    for key in EIGHT_BENCHMARKS:
-        benchmark, metric = PANEL_METRIC[key]
-        s_steps, s_vals = curve(tidy, run, benchmark, metric)
-        b_steps, b_vals = curve(tidy, base_run, benchmark, metric)
-        if choice.step in s_steps and 0 in b_steps:
-            gains[key] = (s_vals[s_steps.index(choice.step)] - b_vals[b_steps.index(0)]) * PERCENT
-        else:
-            ctx.miss(f"run {run} step {choice.step} or base: {key}")
-    mean = sum(gains.values()) / len(gains) if len(gains) == len(EIGHT_BENCHMARKS) else None
-    return mean, gains
-
-
-def size_backbone(ctx: FigureContext, size: str) -> str:
-    """Figure 12: the paper backbone that the curves of ``size`` stand for."""
-    if size not in SIZE_BACKBONES:
-        raise ReportInputError(f"{ctx.mapping['path']}: figures.{ctx.figure}.sizes.{size}: the paper has no backbone "
-                               f"of that size (known: {', '.join(SIZE_BACKBONES)})")
-    return SIZE_BACKBONES[size]
-
-
-def draw_model_size(ctx: FigureContext):
-    """Figure 12: (left) gain over base vs model size at the selected checkpoints; (right) hint regret."""
-    from spade.analysis import ema
-
-    sizes = ctx.section.get("sizes") or {}
-    alpha = float(ctx.section.get("ema_alpha", 0.1))
-    runs = [r for entry in sizes.values() for r in entry.values() if r]
-    for run in runs:
-        if ctx.run_dir(run) is None:
-            ctx.miss(f"run {run} not run (no folder under {ctx.runs_root})")
-    tidy, files = load_eval(ctx.runs_root, [r for r in runs if ctx.run_dir(r)])
-    ctx.inputs += files + [ctx.runs_root / r / "selected_checkpoint.json" for r in runs
-                           if (ctx.runs_root / r / "selected_checkpoint.json").is_file()]
-    fig, axes = subplots(1, 2, 2.3)
-    left, right = axes[0]
-    left.axhline(0.0, color=GREY, linewidth=0.6)
-    drawn_left = drawn_right = False
-    for x, (size, entry) in enumerate(sizes.items()):
-        spade_run, grpo_run = entry.get("spade"), entry.get("grpo")
-        for j, (label, run) in enumerate((("SPADE", spade_run), ("Fixed-env GRPO", grpo_run))):
-            if not run or ctx.run_dir(run) is None or not spade_run:
-                continue
-            mean, gains = selected_gain(ctx, tidy, run, spade_run)
-            offset = -0.12 if j == 0 else 0.12
-            # one legend entry per size: each point is a different run, compared with that size's backbone
-            text = ctx.series_label(f"{label} {size}", run, size_backbone(ctx, size), width=36) if gains else None
-            if gains:
-                left.scatter([x + offset] * len(gains), list(gains.values()), s=6, color=PALETTE[j], alpha=0.4,
-                             linewidths=0)
-            if mean is not None:
-                left.scatter([x + offset], [mean], s=22, color=PALETTE[j], marker="D", label=text)
-                ctx.shown[f"{label} {size}"] = run
-                drawn_left = True
-        if spade_run and ctx.run_dir(spade_run):
-            steps, regret = metric_series(metrics(ctx, spade_run), "mean_regret")
-            if steps:
-                color = PALETTE[x % len(PALETTE)]
-                right.plot(steps, regret, color=color, alpha=0.3, linewidth=0.6)
-                right.plot(steps, ema(regret, alpha), color=color,
-                           label=ctx.series_label(size, spade_run, size_backbone(ctx, size), width=36))
-                ctx.shown[f"regret {size}"] = spade_run
-                drawn_right = True
-            else:
-                ctx.miss(f"run {spade_run}: no mean_regret in metrics.jsonl")
-    left.set_xticks(range(len(sizes)), list(sizes))
-    left.set_ylabel("gain over base (points)")
-    left.set_title("(a) gain vs model size (selected checkpoint)", loc="left")
-    right.set_title(f"(b) hint regret (raw, EMA alpha={alpha})", loc="left")
-    right.set_xlabel("training step")
-    right.set_ylabel("regret")
-    for ax, drawn, what in ((left, drawn_left, "selected checkpoints with all 8 benchmarks"),
-                            (right, drawn_right, "mean_regret in metrics.jsonl")):
-        if drawn:
-            handles, labels = ax.get_legend_handles_labels()
-            unique = dict(zip(labels, handles))
-            ax.legend(unique.values(), unique.keys(), loc="best")
-        else:
-            no_data(ax, what)
-    return fig
-
-
-def draw_reward_levels(ctx: FigureContext):
-    """Figure 16: (a) distinct and strictly partial reward levels per environment over training; (b) early vs
-    late mean levels per skill (our archive labels skills, not the paper's corpus domains) and for all."""
-
-    from spade.analysis import phase_mean, reward_level_rows
-
-    early, late = ctx.section.get("early", [0, 130]), ctx.section.get("late", [261, 396])
-    fig, axes = subplots(1, 2, 2.4)
-    a, b = axes[0]
-    series = check_runs(ctx)[:1]
-    rows, title = [], "(a) reward levels per environment"
-    for _, label, run in series:
-        try:
-            rows = reward_level_rows(env_sets(ctx, run))
-        except ValueError as exc:
-            raise ReportInputError(f"run {run}: {exc}") from None
-        if not rows:
-            ctx.miss(f"{label}: run {run} has no played valid environments in envs/set_*.json")
-        else:
-            ctx.shown[label] = run
-            # both panels are of this one run; the legend names the levels, so the title names the run
-            title += "\n" + ctx.series_label(label, run, width=60)
-    a.set_title(title, loc="left")
-    b.set_title(f"(b) early {early[0]}-{early[1]} vs late {late[0]}-{late[1]}", loc="left")
-    if not rows:
-        no_data(a, "environment archives")
-        no_data(b, "environment archives")
-        return fig
-    steps = sorted({r["step"] for r in rows})
-    for key, color, label in (("levels", PALETTE[0], "all levels"), ("partial_levels", PALETTE[1], "strictly partial")):
-        a.scatter([r["step"] for r in rows], [r[key] for r in rows], s=3, alpha=0.25, color=color, linewidths=0)
-        means = [sum(r[key] for r in rows if r["step"] == s) / sum(1 for r in rows if r["step"] == s) for s in steps]
-        a.plot(steps, means, color=color, label=f"{label} (mean)")
-    a.set_xlabel("training step")
-    a.xaxis.set_major_locator(MaxNLocator(integer=True))  # archives are per step: no ticks between steps
-    a.set_ylabel("distinct reward values")
-    a.legend(loc="best")
-    groups = sorted({str(r["skill"]) for r in rows}) + ["all"]
-    for y, group in enumerate(groups):
-        members = [r for r in rows if group == "all" or str(r["skill"]) == group]
-        xs, vs = [r["step"] for r in members], [r["levels"] for r in members]
-        e, lt = phase_mean(xs, vs, *early), phase_mean(xs, vs, *late)
-        if e is None or lt is None:
-            ctx.miss(f"{group}: no environment in the {'early' if e is None else 'late'} phase")
-        if e is not None and lt is not None:
-            b.plot([e, lt], [y, y], color=GREY, linewidth=0.8)
-        if e is not None:
-            b.scatter([e], [y], color=PALETTE[0], s=12, label="early", zorder=3)
-        if lt is not None:
-            b.scatter([lt], [y], color=PALETTE[1], s=12, label="late", zorder=3)
-    b.set_yticks(range(len(groups)), groups)
-    b.set_xlabel("mean distinct reward levels")
-    handles, labels = b.get_legend_handles_labels()
-    if labels:
-        b.legend(dict(zip(labels, handles)).values(), dict(zip(labels, handles)).keys(), loc="best")
-    return fig
-
-
-def draw_skill_win_rates(ctx: FigureContext):
-    """Figure 17: (a) per-skill RA win rate over training (EMA); (b) gain, last 25% minus first 25% of steps."""
-    from spade.analysis import early_late_gain, ema
-
-    alpha = float(ctx.section.get("ema_alpha", 0.1))
-    fig, axes = subplots(1, 2, 2.3)
-    a, b = axes[0]
-    by_skill, title = {}, f"(a) RA win rate per skill (EMA alpha={alpha})"
-    for _, label, run in check_runs(ctx)[:1]:
-        by_skill = skill_win_rates(metrics(ctx, run))
-        if not by_skill:
-            ctx.miss(f"{label}: run {run} has no win_rate_by_skill in metrics.jsonl")
-        else:
-            ctx.shown[label] = run
-            # both panels are of this one run; the legend names the skills, so the title names the run
-            title += "\n" + ctx.series_label(label, run, width=60)
-    a.set_title(title, loc="left")
-    b.set_title("(b) gain: last 25% - first 25%", loc="left")
-    if not by_skill:
-        no_data(a, "win_rate_by_skill")
-        no_data(b, "win_rate_by_skill")
-        return fig
-    gains = {}
-    for j, (skill, (steps, values)) in enumerate(sorted(by_skill.items())):
-        a.plot(steps, ema(values, alpha), color=PALETTE[j % len(PALETTE)], label=skill)
-        if len(values) >= 2:
-            gains[skill] = early_late_gain(values)
-        else:
-            ctx.miss(f"{skill}: fewer than 2 steps, no gain")
-    a.set_xlabel("training step")
-    a.set_ylabel("win rate")
-    a.legend(loc="best")
-    names = list(gains)
-    b.barh(range(len(names)), [gains[n] for n in names],
-           color=[PALETTE[sorted(by_skill).index(n) % len(PALETTE)] for n in names])
-    b.set_yticks(range(len(names)), names)
-    b.axvline(0.0, color=GREY, linewidth=0.6)
-    b.set_xlabel("win-rate gain")
-    return fig
