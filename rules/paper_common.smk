@@ -100,7 +100,6 @@ def mapped_runs_fingerprint(table):
 
 # ----- figures (rules/paper_figures.smk) --------------------------------------------------------------------------
 FIGURE_RUNS = repo_path(SPADE.paper.figure_runs)  # config key paper.figure_runs
-PAPER_FIGURES_LIB = str(Path(workflow.basedir) / "src" / "spade" / "paper" / "figures.py")
 PAPER_FIGURES_DIR = f"{PAPER_DIR}/figures"
 PAPER_FIGURE_STEMS = {
     "fig1_middle": "fig1_middle_games_transfer",
@@ -129,6 +128,28 @@ def paper_figure_files(stem):
         "png": f"{PAPER_FIGURES_DIR}/{stem}.png",
         "provenance": f"{PAPER_FIGURES_DIR}/{stem}.pdf.provenance.json",
     }
+
+
+def paper_figure_lib(stem):
+    """The `lib` input of a figure's rule: the shared spade.paper modules its script imports, read from the script's
+    import statements (those inside functions included), so that editing one reruns exactly the figures that import it.
+    A figure's own code is its script, the `script` input."""
+    import ast
+
+    path = SCRIPT_DIR / f"{stem}.py"
+    try:
+        tree = ast.parse(path.read_text(), str(path))
+    except SyntaxError:  # the script's run reports it; every figure script imports spade.paper.figures
+        return paper_lib("figures")
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "spade.paper":
+            modules |= {alias.name for alias in node.names}  # from spade.paper import figures
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("spade.paper."):
+            modules.add(node.module.split(".")[2])  # from spade.paper.figures import ...
+        elif isinstance(node, ast.Import):
+            modules |= {a.name.split(".")[2] for a in node.names if a.name.startswith("spade.paper.")}
+    return paper_lib(*sorted(m for m in modules if (PAPER_LIB_DIR / f"{m}.py").is_file()))
 
 
 def paper_figure_reported(figure):

@@ -2,9 +2,12 @@
 # (paper/scripts/fig<N>_<name>.py). `snakemake paper_figures` writes <results_dir>/paper/figures/<stem>.pdf,
 # <stem>.png and <stem>.pdf.provenance.json (inputs with SHA-256, run provenance, and "missing").
 #
-# As for the tables, the run folders a figure reads (paper/figure_runs.yaml) are NOT declared inputs, except the
-# configured runs' (rules/paper_common.smk, which also holds the paths and functions used here). Editing a script
-# reruns that figure only; editing the shared logic (src/spade/paper/figures.py) or the mapping reruns all figures.
+# Declared inputs: the script (the figure's own logic), the shared spade.paper modules it imports (paper_figure_lib,
+# read from the script's imports: src/spade/paper/figures.py and report.py, for Figure 12 table_runs.py too), the run
+# mapping (paper/figure_runs.yaml) and, for Figure 18, its reported CSV. Editing a script reruns that figure only;
+# editing a shared module or the mapping reruns the figures using it (src/spade/paper/figures.py: all of them).
+# As for the tables, the run folders a figure reads are NOT declared inputs, except the configured runs' (see
+# rules/paper_common.smk, which also holds the paths and functions used here).
 
 
 for _figure, _stem in PAPER_FIGURES_PRESENT.items():
@@ -13,7 +16,7 @@ for _figure, _stem in PAPER_FIGURES_PRESENT.items():
         name:
             f"paper_{_figure}"
         input:
-            lib=PAPER_FIGURES_LIB,
+            lib=paper_figure_lib(_stem),
             script=script(f"{_stem}.py"),
             mapping=FIGURE_RUNS,
             configured_run=paper_figure_configured_run(_figure),
