@@ -33,11 +33,11 @@ from snakemake.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from spade import paths
-from spade.config import ConfigError, SpadeConfig, deep_merge, resolve_layers
-from spade.configtools import from_dict, load_yaml, retype_workflow_overrides
+from spade.config import ConfigError, SpadeConfig, resolve_layers
+from spade.configtools import deep_merge, from_dict, load_yaml, retype_workflow_overrides
 from spade.evals.registry import registry
 from spade.io import atomic_write_text
-from spade.rlhf.launch import resolve_openrlhf
+from spade.rlhf.config import resolve_openrlhf
 
 # `--config 'selfplay={total_steps: 2}'`: Snakemake reads such a mapping's scalars as strings; read them as a file would
 retype_workflow_overrides(config, workflow.config_settings.overwrite_config or {})

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import pytest
 from scripted_backend import ScriptedBackend
 
-from spade.config import SpadeConfig, deep_merge, resolve_layers
-from spade.configtools import from_dict
+from spade.config import SpadeConfig, resolve_layers
+from spade.configtools import deep_merge, from_dict
 from spade.designer.memory import EnvironmentMemory
 from spade.designer.prompts import DESIGNER_SYSTEM, HINT_SYSTEM
 from spade.designer.skills import GAME_SKILLS, SKILLS

@@ -48,7 +48,7 @@ SPADE_GOLDEN = "05b9468eeed88fdd71e143c701bcca4225ef4ced953f0fef9b18014416693505
 
 def config_with(*layers: dict):
     """``load_config(overrides=...)`` with the baseline section: recipe < model card < merged layers."""
-    from spade.config import deep_merge
+    from spade.configtools import deep_merge
 
     data: dict = {}
     for layer in (TINY,) + layers:

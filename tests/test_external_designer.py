@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from spade.core import env_source
-from spade.config import SpadeConfig, deep_merge, resolve_layers
-from spade.configtools import ConfigError, from_dict
+from spade.config import SpadeConfig, resolve_layers
+from spade.configtools import ConfigError, deep_merge, from_dict
 from spade.designer.corpus import CorpusSampler, Document
 from spade.designer.external import ExternalDesignerBackend, ExternalDesignerError
 from spade.designer.memory import EnvironmentMemory

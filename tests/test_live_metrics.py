@@ -202,11 +202,12 @@ def test_wandb_switched_on_without_the_package_stops_before_any_model(monkeypatc
     err = capsys.readouterr().err
     assert rc == 2 and "config key 'logging.wandb' is true" in err and "Traceback" not in err
     # the OpenRLHF launcher checks the same before anything starts
-    from spade.rlhf import launch as L
+    from spade.rlhf.command import LaunchError
+    from spade.rlhf.launch import check_logger_modules
 
-    with pytest.raises(L.LaunchError, match=r"config key 'logging\.wandb' is true, but the wandb package is missing"):
-        L.check_logger_modules(config)
-    L.check_logger_modules(load_config(overrides=TINY))  # W&B off: nothing to check beyond TensorBoard
+    with pytest.raises(LaunchError, match=r"config key 'logging\.wandb' is true, but the wandb package is missing"):
+        check_logger_modules(config)
+    check_logger_modules(load_config(overrides=TINY))  # W&B off: nothing to check beyond TensorBoard
 
 
 def test_logging_keys_are_checked():
@@ -283,39 +284,41 @@ def _toy(**logging):
 
 def test_openrlhf_command_turns_on_openrlhfs_loggers_with_the_run_name(tmp_path):
     pytest.importorskip("openrlhf", reason="openrlhf is not installed (pip install --no-deps openrlhf==0.11.2)")
-    from spade.rlhf import launch as L
+    from spade.rlhf.command import WANDB_OFFLINE_KEY, check_command, openrlhf_command, probe_parser
+    from spade.rlhf.script import logger_env
 
     run = tmp_path / "runs" / "toy"
-    argvs = {name: L.openrlhf_command(config, run, tmp_path / "m", "c.jsonl", python="py") for name, config in
+    argvs = {name: openrlhf_command(config, run, tmp_path / "m", "c.jsonl", python="py") for name, config in
              (("default", _toy()), ("wandb", _toy(wandb=True)), ("off", _toy(tensorboard=False)))}
-    table = L.probe_parser(list(argvs.values()))  # OpenRLHF 0.11.2's own parser
+    table = probe_parser(list(argvs.values()))  # OpenRLHF 0.11.2's own parser
     parsed = {}
     for (name, argv), result in zip(argvs.items(), table["results"]):
-        assert L.check_command(argv, table, result) == [], name
+        assert check_command(argv, table, result) == [], name
         parsed[name] = result["parsed"]["logger"]
     assert parsed["default"]["tensorboard_dir"] == str(run / "openrlhf" / "tensorboard")
     assert parsed["default"]["wandb"]["run_name"] == "toy" and parsed["default"]["wandb"]["key"] is None
     wandb = parsed["wandb"]["wandb"]
     assert (wandb["run_name"], wandb["group"], wandb["project"], wandb["key"]) == ("toy", "toy", "spade",
-                                                                                  L.WANDB_OFFLINE_KEY)
+                                                                                  WANDB_OFFLINE_KEY)
     assert parsed["off"]["tensorboard_dir"] is None and parsed["off"]["wandb"]["run_name"] == "toy"
-    assert L.logger_env(_toy(), run) == {}
-    assert L.logger_env(_toy(wandb=True), run) == {"WANDB_MODE": "offline", "WANDB_DIR": str(run)}
+    assert logger_env(_toy(), run) == {}
+    assert logger_env(_toy(wandb=True), run) == {"WANDB_MODE": "offline", "WANDB_DIR": str(run)}
 
 
 def test_launch_scripts_send_the_wandb_environment_to_rays_workers(tmp_path):
-    from spade.rlhf import launch as L
+    from spade.rlhf.config import resolve_openrlhf
+    from spade.rlhf.script import launch_script
 
     config = load_config(CONFIG_DIR / "paper" / "spade_games_4b.yaml", overrides={"logging": {"wandb": True}})
     run = tmp_path / "run"
-    local = L.launch_script(config, run, tmp_path / "m", "c.jsonl")
+    local = launch_script(config, run, tmp_path / "m", "c.jsonl")
     exports = f"export WANDB_DIR={run}\nexport WANDB_MODE=offline\n"
     assert exports in local and local.index(exports) < local.index("RAY_START=")  # before Ray starts
-    remote = L.launch_script(config, run, tmp_path / "m", "c.jsonl",
-                             L.resolve_openrlhf(config, {"ray_address": "http://head:8265"}))
+    remote = launch_script(config, run, tmp_path / "m", "c.jsonl",
+                           resolve_openrlhf(config, {"ray_address": "http://head:8265"}))
     env = json.dumps({"env_vars": {"WANDB_DIR": str(run), "WANDB_MODE": "offline"}}, sort_keys=True)
     assert f"--runtime-env-json '{env}' -- " in remote
-    plain = L.launch_script(load_config(CONFIG_DIR / "paper" / "spade_games_4b.yaml"), run, tmp_path / "m", "c.jsonl")
+    plain = launch_script(load_config(CONFIG_DIR / "paper" / "spade_games_4b.yaml"), run, tmp_path / "m", "c.jsonl")
     assert "WANDB_MODE" not in plain and "--runtime-env-json" not in plain
     for text in (local, remote):
         (tmp_path / "s.sh").write_text(text)
@@ -342,13 +345,14 @@ for logger in loggers:
 def test_openrlhfs_own_loggers_write_into_the_run_folder_with_the_run_name(tmp_path):
     pytest.importorskip("openrlhf", reason="openrlhf is not installed (pip install --no-deps openrlhf==0.11.2)")
     pytest.importorskip("wandb", reason="logging.wandb needs the wandb extra (pip install -e '.[wandb]')")
-    from spade.rlhf import launch as L
+    from spade.rlhf.command import openrlhf_command, probe_parser
+    from spade.rlhf.script import logger_env
 
     config = _toy(wandb=True)
     run = tmp_path / "runs" / "toy"
-    argv = L.openrlhf_command(config, run, tmp_path / "m", "c.jsonl", python="py")
-    parsed = L.probe_parser([argv])["results"][0]["parsed"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")} | L.logger_env(config, run)
+    argv = openrlhf_command(config, run, tmp_path / "m", "c.jsonl", python="py")
+    parsed = probe_parser([argv])["results"][0]["parsed"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")} | logger_env(config, run)
     done = subprocess.run([sys.executable, "-c", _OPENRLHF_LOGGERS], input=json.dumps(parsed), capture_output=True,
                           text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

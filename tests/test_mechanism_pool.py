@@ -38,7 +38,7 @@ POOL = {"baseline": {"mode": "fixed_pool", "pool_source": "mechanisms", "mechani
 
 
 def config_with(*layers: dict):
-    from spade.config import deep_merge
+    from spade.configtools import deep_merge
 
     data: dict = {}
     for layer in (TINY,) + layers:

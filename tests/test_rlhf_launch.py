@@ -1,4 +1,4 @@
-"""The OpenRLHF launcher (spade.rlhf.launch) against OpenRLHF 0.11.2's own argument parser.
+"""The OpenRLHF launcher (spade.rlhf.launch, .command, .script) against OpenRLHF 0.11.2's own argument parser.
 
 ``probe_parser`` executes the installed ``openrlhf/cli/train_ppo_ray.py`` as ``__main__`` in a subprocess with
 ray, vLLM and the Ray actor modules stubbed: OpenRLHF's code builds its parser, argparse parses our argv, the
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,22 +20,26 @@ pytest.importorskip("openrlhf", reason="openrlhf is not installed (pip install -
 from spade.cli import main  # noqa: E402
 from spade.config import CONFIG_DIR, load_config  # noqa: E402
 from spade.configtools import ConfigError, from_dict  # noqa: E402
-from spade.rlhf import AGENT_FUNC_PATH, prepare_run  # noqa: E402
-from spade.rlhf import launch as L  # noqa: E402
+from spade.rlhf.command import (AGENT_FUNC_PATH, OPENRLHF_VERSION, WANDB_KEY, LaunchError, check_command,  # noqa: E402
+                                flag_groups, openrlhf_command, probe_parser, run_paths, shell_command, verify_command)
+from spade.rlhf.config import OpenRLHFConfig, load_preset, resolve_openrlhf  # noqa: E402
+from spade.rlhf.launch import link_checkpoints, missing_gpu_modules, prepare_run  # noqa: E402
+from spade.rlhf.placement import placement  # noqa: E402
 from spade.rlhf.plan import ticket_plan  # noqa: E402
+from spade.rlhf.script import launch_script  # noqa: E402
 
 PAPER_RUNS = sorted((CONFIG_DIR / "paper").glob("*.yaml"))
 TOY_OVERRIDES = {"seed": 7, "train": {"kl_coef": 0.01}}
 
 
-def small_orl(**changes) -> L.OpenRLHFConfig:
+def small_orl(**changes) -> OpenRLHFConfig:
     values = dict(enabled=True, num_nodes=1, gpus_per_node=2, actor_num_nodes=1, actor_num_gpus_per_node=2,
                   ref_num_nodes=1, ref_num_gpus_per_node=2, vllm_num_engines=2, vllm_tensor_parallel_size=1,
                   vllm_gpu_memory_utilization=0.5, colocate_all_models=True, zero_stage=2, gradient_checkpointing=False,
                   packing_samples=False, attn_implementation="sdpa", max_len=4096,
                   extra_args=["--ds.experts_implementation", "eager"])
     values.update(changes)
-    return from_dict(L.OpenRLHFConfig, values, "openrlhf")
+    return from_dict(OpenRLHFConfig, values, "openrlhf")
 
 
 @pytest.fixture(scope="module")
@@ -48,17 +53,17 @@ def paper():
     runs = []
     for path in PAPER_RUNS:
         config = load_config(path)
-        argv = L.openrlhf_command(config, f"/scratch/runs/{config.run_name}", f"/scratch/models/{config.model.name}",
-                                  "/scratch/corpus.jsonl")
+        argv = openrlhf_command(config, f"/scratch/runs/{config.run_name}", f"/scratch/models/{config.model.name}",
+                                "/scratch/corpus.jsonl")
         runs.append((path.stem, config, argv))
-    return runs, L.probe_parser([argv for _, _, argv in runs])
+    return runs, probe_parser([argv for _, _, argv in runs])
 
 
 def test_hand_written_command_for_a_small_config(toy, tmp_path):
     # toy: 2 active skills x 1 env = 2 slots, global batch 8 -> 2 tickets of 8 / 2 = 4 responses ('global_batch':
     # one global batch per rollout; designer packs take slot tickets); KL 0.01 > 0 -> reference on the actor's GPUs
     run, model = tmp_path / "run", tmp_path / "model"
-    argv = L.openrlhf_command(toy, run, model, "corpus.jsonl", small_orl(), python="py")
+    argv = openrlhf_command(toy, run, model, "corpus.jsonl", small_orl(), python="py")
     expected = [
         "py", "-m", "openrlhf.cli.train_ppo_ray",
         "--actor.num_nodes", "1", "--actor.num_gpus_per_node", "2", "--ref.num_nodes", "1", "--ref.num_gpus_per_node", "2",
@@ -88,14 +93,14 @@ def test_hand_written_command_for_a_small_config(toy, tmp_path):
         "--ds.experts_implementation", "eager",
     ]
     assert argv == expected
-    wandb = L.openrlhf_command(toy, run, model, "corpus.jsonl", small_orl(wandb_project="spade"), python="py")
+    wandb = openrlhf_command(toy, run, model, "corpus.jsonl", small_orl(wandb_project="spade"), python="py")
     at = wandb.index("--logger.wandb.run_name")  # the key stays a shell expansion, then the project
-    assert wandb[at:at + 6] == ["--logger.wandb.run_name", "toy", "--logger.wandb.key", L.WANDB_KEY,
+    assert wandb[at:at + 6] == ["--logger.wandb.run_name", "toy", "--logger.wandb.key", WANDB_KEY,
                                 "--logger.wandb.project", "spade"]
     assert wandb[:at] == argv[:at] and wandb[at + 6:] == argv[at + 2:]
-    table = L.probe_parser([argv])
-    assert table["version"] == L.OPENRLHF_VERSION
-    assert L.check_command(argv, table, table["results"][0]) == []
+    table = probe_parser([argv])
+    assert table["version"] == OPENRLHF_VERSION
+    assert check_command(argv, table, table["results"][0]) == []
     parsed = table["results"][0]["parsed"]
     assert parsed["rollout"]["batch_size"] == 2 and parsed["actor"]["eps_clip_low_high"] == [0.2, 0.28]
     assert parsed["reward"]["clip_range"] == [-1000.0, 1000.0]
@@ -104,10 +109,10 @@ def test_hand_written_command_for_a_small_config(toy, tmp_path):
 
 def test_every_paper_command_passes_openrlhf_parser(paper):
     runs, table = paper
-    assert table["version"] == L.OPENRLHF_VERSION
+    assert table["version"] == OPENRLHF_VERSION
     assert len(runs) == len(PAPER_RUNS) >= 11
     for (name, _, argv), result in zip(runs, table["results"]):
-        assert L.check_command(argv, table, result) == [], name
+        assert check_command(argv, table, result) == [], name
         assert result["parsed"] is not None, name
     assert "dr_grpo" in table["flags"]["--algo.advantage.estimator"]["choices"]
     assert "token" in table["flags"]["--algo.advantage.is_correction_level"]["choices"]
@@ -163,59 +168,59 @@ def test_paper_values_and_per_model_exceptions_reach_the_command(paper):
 
 
 def test_parser_check_catches_what_argparse_lets_through(toy, tmp_path):
-    argv = L.openrlhf_command(toy, tmp_path, tmp_path, "c.jsonl", small_orl())
+    argv = openrlhf_command(toy, tmp_path, tmp_path, "c.jsonl", small_orl())
     abbreviated = argv + ["--train.agent_func", "x.py"]  # argparse accepts the abbreviation
     short = list(argv)
     del short[short.index("--actor.eps_clip_low_high") + 2]
     renamed = [("--rollout_batch_size" if t == "--rollout.batch_size" else t) for t in argv]  # the old flat name
     group1 = list(argv)
     group1[group1.index("--rollout.n_samples_per_prompt") + 1] = "1"
-    table = L.probe_parser([abbreviated, short, renamed, group1])
+    table = probe_parser([abbreviated, short, renamed, group1])
     r = table["results"]
     assert r[0]["error"] is None
-    assert L.check_command(abbreviated, table, r[0]) == [
+    assert check_command(abbreviated, table, r[0]) == [
         f"--train.agent_func is not a flag of OpenRLHF 0.11.2 ({table['source']})"]
-    assert any("takes nargs=2" in p and "gets 1" in p for p in L.check_command(short, table, r[1]))
-    assert any("--rollout_batch_size is not a flag" in p for p in L.check_command(renamed, table, r[2]))
+    assert any("takes nargs=2" in p and "gets 1" in p for p in check_command(short, table, r[1]))
+    assert any("--rollout_batch_size is not a flag" in p for p in check_command(renamed, table, r[2]))
     assert "dr_grpo requires n_samples_per_prompt > 1" in r[3]["error"]
 
 
 def test_extra_args_are_validated(toy, tmp_path):
     with pytest.raises(ConfigError, match="--train.async_enable, which must stay off"):
-        L.openrlhf_command(toy, tmp_path, tmp_path, "c", small_orl(extra_args=["--train.async_enable"]))
+        openrlhf_command(toy, tmp_path, tmp_path, "c", small_orl(extra_args=["--train.async_enable"]))
     with pytest.raises(ConfigError, match=r"repeats --actor.adam.lr, which is set from train.learning_rate"):
-        L.openrlhf_command(toy, tmp_path, tmp_path, "c", small_orl(extra_args=["--actor.adam.lr", "1e-3"]))
+        openrlhf_command(toy, tmp_path, tmp_path, "c", small_orl(extra_args=["--actor.adam.lr", "1e-3"]))
     with pytest.raises(ConfigError, match="must start with a flag"):
         small_orl(extra_args=["grouped_mm"])
-    unknown = L.openrlhf_command(toy, tmp_path, tmp_path, "c", small_orl(extra_args=["--ds.no_such_flag", "1"]))
-    with pytest.raises(L.LaunchError, match="--ds.no_such_flag is not a flag"):
-        L.verify_command(unknown)
+    unknown = openrlhf_command(toy, tmp_path, tmp_path, "c", small_orl(extra_args=["--ds.no_such_flag", "1"]))
+    with pytest.raises(LaunchError, match="--ds.no_such_flag is not a flag"):
+        verify_command(unknown)
 
 
 def test_placement_rules(toy):
-    place = L.placement(toy, small_orl())
+    place = placement(toy, small_orl())
     assert (place["actor"]["gpus"], place["ref"]["gpus"], place["vllm"]["gpus"], place["gpus_used"]) == (2, 2, 2, 2)
     assert place["responses_per_step"] == 8 and not place["notes"]  # exactly one global batch of 8
     with pytest.raises(ConfigError, match=r"2 x 1 = 2\) must equal the actor's GPUs \(1\)"):
-        L.placement(toy, small_orl(actor_num_gpus_per_node=1, ref_num_gpus_per_node=1))
+        placement(toy, small_orl(actor_num_gpus_per_node=1, ref_num_gpus_per_node=1))
     with pytest.raises(ConfigError, match="ref_num_nodes'/'ref_num_gpus_per_node' \\(1 x 1\\)"):
-        L.placement(toy, small_orl(ref_num_gpus_per_node=1))
+        placement(toy, small_orl(ref_num_gpus_per_node=1))
     # separate GPUs: actor 2 + reference 2 + vLLM 2 = 6 > 2
     with pytest.raises(ConfigError, match="needs 6 GPUs but openrlhf.num_nodes x openrlhf.gpus_per_node is 1 x 2 = 2"):
-        L.placement(toy, small_orl(colocate_all_models=False))
+        placement(toy, small_orl(colocate_all_models=False))
     with pytest.raises(ConfigError, match="train.global_batch' \\(8\\) must be a multiple of .* \\(6\\)"):
-        L.placement(toy, small_orl(gpus_per_node=3, actor_num_gpus_per_node=3, ref_num_gpus_per_node=3,
-                                   vllm_num_engines=3, train_micro_batch_size=2))  # 2 x 3 GPUs
+        placement(toy, small_orl(gpus_per_node=3, actor_num_gpus_per_node=3, ref_num_gpus_per_node=3,
+                                 vllm_num_engines=3, train_micro_batch_size=2))  # 2 x 3 GPUs
     with pytest.raises(ConfigError, match="max_len' \\(1024\\) is below agent.max_context_tokens \\(2048\\)"):
-        L.placement(toy, small_orl(max_len=1024))
+        placement(toy, small_orl(max_len=1024))
     with pytest.raises(ConfigError, match="vllm_gpu_memory_utilization"):
         small_orl(vllm_gpu_memory_utilization=1.5)
 
 
 def test_command_agrees_with_prepare_run(toy, tmp_path):
-    argv = L.openrlhf_command(toy, tmp_path / "run", tmp_path / "m", "c.jsonl", small_orl())
+    argv = openrlhf_command(toy, tmp_path / "run", tmp_path / "m", "c.jsonl", small_orl())
     prepared = prepare_run(toy, tmp_path / "run", tmp_path / "m", "c.jsonl", engines=2)
-    groups = dict(L.flag_groups(argv))
+    groups = dict(flag_groups(argv))
     assert groups["--rollout.batch_size"] == [str(prepared["rollout_batch_size"])]
     assert groups["--rollout.n_samples_per_prompt"] == [str(prepared["n_samples_per_prompt"])]
     assert groups["--train.agent_func_path"] == [prepared["agent_func_path"]]
@@ -228,9 +233,9 @@ def test_relative_paths_as_snakemake_passes_them(toy, tmp_path, monkeypatch):
     """rules/train.smk passes relative --run-dir/--model: the command, the ticket prompts and the run spec must all
     carry the same absolute paths (Ray workers read them from another working directory)."""
     monkeypatch.chdir(tmp_path)
-    argv = L.openrlhf_command(toy, "results/runs/toy", "results/models/m", "results/corpus/games.jsonl", small_orl())
+    argv = openrlhf_command(toy, "results/runs/toy", "results/models/m", "results/corpus/games.jsonl", small_orl())
     prepared = prepare_run(toy, "results/runs/toy", "results/models/m", "results/corpus/games.jsonl", engines=2)
-    groups = dict(L.flag_groups(argv))
+    groups = dict(flag_groups(argv))
     run = str(tmp_path / "results" / "runs" / "toy")
     assert groups["--data.prompt_dataset"] == [prepared["prompt_dataset"]] == [run + "/tickets.jsonl"]
     first = json.loads(Path(prepared["prompt_dataset"]).read_text().splitlines()[0])
@@ -243,25 +248,25 @@ def test_relative_paths_as_snakemake_passes_them(toy, tmp_path, monkeypatch):
 def test_presets_cover_every_paper_backbone():
     for path in PAPER_RUNS:
         card = load_config(path).model_card
-        preset = L.load_preset(card)
+        preset = load_preset(card)
         assert preset, f"no configs/openrlhf/{card}.yaml"
-        orl = from_dict(L.OpenRLHFConfig, preset, "openrlhf")
+        orl = from_dict(OpenRLHFConfig, preset, "openrlhf")
         assert orl.enabled and orl.colocate_all_models
-    assert not from_dict(L.OpenRLHFConfig, L.load_preset("smollm2-135m"), "openrlhf").enabled  # toy stays local
+    assert not from_dict(OpenRLHFConfig, load_preset("smollm2-135m"), "openrlhf").enabled  # toy stays local
     # the run file's own openrlhf keys win over the preset (what resolve_layers does once the section exists)
     config = load_config(PAPER_RUNS[0])
-    assert L.resolve_openrlhf(config, {"num_nodes": 4}).num_nodes == 4
+    assert resolve_openrlhf(config, {"num_nodes": 4}).num_nodes == 4
 
 
 def test_launch_scripts(tmp_path):
     config = load_config(CONFIG_DIR / "paper" / "spade_games_30b.yaml")
-    script = L.launch_script(config, tmp_path / "run", tmp_path / "m", "c.jsonl")
-    argv = L.openrlhf_command(config, tmp_path / "run", tmp_path / "m", "c.jsonl", python=L.sys.executable)
-    assert L.shell_command(argv) in script
+    script = launch_script(config, tmp_path / "run", tmp_path / "m", "c.jsonl")
+    argv = openrlhf_command(config, tmp_path / "run", tmp_path / "m", "c.jsonl", python=sys.executable)
+    assert shell_command(argv) in script
     assert "scontrol show hostnames" in script and '"${STEP[@]}" -w "$node"' in script  # run: test_rlhf_launch_script
     assert "GPUS_WANTED=16" in script
-    remote = L.resolve_openrlhf(config, {"ray_address": "http://head:8265", "wandb_project": "spade"})
-    submitted = L.launch_script(config, tmp_path / "run", tmp_path / "m", "c.jsonl", remote)
+    remote = resolve_openrlhf(config, {"ray_address": "http://head:8265", "wandb_project": "spade"})
+    submitted = launch_script(config, tmp_path / "run", tmp_path / "m", "c.jsonl", remote)
     assert "job submit --address \"$ADDRESS\"" in submitted and "srun" not in submitted
     assert '"${WANDB_API_KEY:?set WANDB_API_KEY for wandb logging}"' in submitted  # expanded at run time only
     for text in (script, submitted):
@@ -272,8 +277,8 @@ def test_launch_scripts(tmp_path):
 def test_ray_temp_dir_keeps_its_socket_paths_under_the_unix_limit(tmp_path):
     """Ray puts its plasma socket at <temp dir>/session_<date>_<time>_<us>_<pid>/sockets/plasma_store and rejects paths
     over 107 bytes: the launch script falls back from a long $TMPDIR to /tmp (run here in bash, as on a node)."""
-    script = L.launch_script(load_config(CONFIG_DIR / "paper" / "spade_games_4b.yaml"), tmp_path / "run", tmp_path / "m",
-                             "c.jsonl")
+    script = launch_script(load_config(CONFIG_DIR / "paper" / "spade_games_4b.yaml"), tmp_path / "run", tmp_path / "m",
+                           "c.jsonl")
     lines = [line for line in script.splitlines() if line.lstrip().startswith(("TMP_RAY=", "if [ \"${#TMP_RAY}\""))]
     assert len(lines) == 2
     socket = "/session_2026-12-02_06-50-40_123456_4194304/sockets/plasma_store"
@@ -288,15 +293,15 @@ def test_ray_temp_dir_keeps_its_socket_paths_under_the_unix_limit(tmp_path):
 
 
 def test_link_checkpoints(toy, tmp_path):
-    ckpt = L.run_paths(tmp_path)["ckpt"]
+    ckpt = run_paths(tmp_path)["ckpt"]
     for step in toy.selfplay.checkpoint_steps():  # [2, 4]
         (ckpt / f"global_step{step}_hf").mkdir(parents=True)
         (ckpt / f"global_step{step}_hf" / "config.json").write_text("{}")
-    assert L.link_checkpoints(toy, tmp_path) == ["step_000002", "step_000004"]
+    assert link_checkpoints(toy, tmp_path) == ["step_000002", "step_000004"]
     assert (tmp_path / "checkpoints" / "step_000004" / "config.json").is_file()
     (ckpt / "global_step4_hf" / "config.json").unlink()
-    with pytest.raises(L.LaunchError, match="global_step4_hf"):
-        L.link_checkpoints(toy, tmp_path)
+    with pytest.raises(LaunchError, match="global_step4_hf"):
+        link_checkpoints(toy, tmp_path)
 
 
 def test_cli_dry_run_prints_and_writes_nothing(tmp_path, capsys):
@@ -310,7 +315,7 @@ def test_cli_dry_run_prints_and_writes_nothing(tmp_path, capsys):
     assert "parser check: every flag exists" in out
 
 
-@pytest.mark.skipif(not L.missing_gpu_modules(), reason="the GPU stack is installed here")
+@pytest.mark.skipif(not missing_gpu_modules(), reason="the GPU stack is installed here")
 def test_cli_without_gpu_stack_says_what_to_install(tmp_path, capsys):
     rc = main(["train", "--config", str(CONFIG_DIR / "paper" / "spade_games_4b.yaml"), "--model", str(tmp_path / "m"),
                "--corpus", "c.jsonl", "--run-dir", str(tmp_path / "run")])

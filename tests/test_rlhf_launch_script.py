@@ -1,4 +1,4 @@
-"""The launch script ``spade.rlhf.launch.launch_script`` writes, run by bash as a SLURM job would run it.
+"""The launch script ``spade.rlhf.script.launch_script`` writes, run by bash as a SLURM job would run it.
 
 There is no SLURM cluster, GPU or Apptainer here, so the commands the script calls on the host (``srun``,
 ``scontrol``, ``apptainer``, ``hostname``, ``ip``) and the ones it starts in the image (``ray``, ``python``) are small
@@ -12,16 +12,24 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+import spade
 from spade.config import CONFIG_DIR, load_config
-from spade.rlhf import launch as L
+from spade.rlhf.command import ENTRY_POINT, LaunchError, openrlhf_command, shell_command
+from spade.rlhf.config import OpenRLHFConfig, resolve_openrlhf
+from spade.rlhf.launch import launch, missing_gpu_modules
+from spade.rlhf.script import launch_script
+
+SRC = Path(spade.__file__).resolve().parents[1]  # our code: first on the image's path, its repository bound
 
 # Each fake appends one JSON line {"tool", "argv", "node", env...} to $FAKE_LOG.
 LOGGER = r'''
@@ -113,9 +121,9 @@ def run_script(tmp_path, config, env: dict, image: str = "containers/spade-gpu.s
     (tmp_path / "containers").mkdir(exist_ok=True)
     bin_dir = tmp_path / "bin"
     script = tmp_path / "launch.sh"
-    script.write_text(L.launch_script(config, tmp_path / "run", tmp_path / "model", tmp_path / "corpus.jsonl",
-                                      python=str(bin_dir / "python"), image=str(tmp_path / image) if image else "",
-                                      apptainer_args=apptainer_args))
+    script.write_text(launch_script(config, tmp_path / "run", tmp_path / "model", tmp_path / "corpus.jsonl",
+                                    python=str(bin_dir / "python"), image=str(tmp_path / image) if image else "",
+                                    apptainer_args=apptainer_args))
     if not bin_dir.exists():
         fake_bin(bin_dir)
     log = tmp_path / "calls.jsonl"
@@ -141,7 +149,7 @@ def test_two_node_launch_runs_srun_on_the_host_and_every_ray_process_in_the_imag
     assert done.returncode == 0, done.stderr
     sruns = [c for c in calls if c["tool"] == "srun"]
     starts = [c for c in calls if c["tool"] == "ray"]
-    drivers = [c for c in calls if c["tool"] == "python" and c["argv"][:2] == ["-m", L.ENTRY_POINT]]
+    drivers = [c for c in calls if c["tool"] == "python" and c["argv"][:2] == ["-m", ENTRY_POINT]]
     # one srun step per Ray node, each bound to the node's 8 GPUs, its 64 CPUs and all its memory
     assert [c["argv"][c["argv"].index("-w") + 1] for c in sruns] == ["gpu01", "gpu02"]
     for call in sruns:
@@ -154,8 +162,8 @@ def test_two_node_launch_runs_srun_on_the_host_and_every_ray_process_in_the_imag
         argv = call["argv"]
         assert argv[:2] == ["exec", "--nv"] and argv[argv.index(image) + 1] in ("ray", "python")
         binds = ",".join(argv[i + 1] for i, a in enumerate(argv) if a == "--bind").split(",")
-        assert str(tmp_path) in binds and str(Path(L.__file__).resolve().parents[3]) in binds
-        assert f"PYTHONPATH={Path(L.__file__).resolve().parents[2]}" in argv
+        assert str(tmp_path) in binds and str(SRC.parent) in binds
+        assert f"PYTHONPATH={SRC}" in argv
     # the head on this node at its first non-loopback IPv4 address, the worker on the other node joins it
     head, worker = sorted(starts, key=lambda c: "--head" not in c["argv"])
     assert head["FAKE_NODE"] == "gpu01" and "--node-ip-address=10.1.2.1" in head["argv"]
@@ -164,14 +172,14 @@ def test_two_node_launch_runs_srun_on_the_host_and_every_ray_process_in_the_imag
     assert {"--block", "--num-gpus", "8"} <= set(head["argv"]) and "--head" not in worker["argv"]
     # the driver runs once, here (not in an srun step), and finds the cluster through RAY_ADDRESS
     assert len(drivers) == 1 and drivers[0]["FAKE_NODE"] is None and drivers[0]["RAY_ADDRESS"] == f"10.1.2.1:{port}"
-    assert L.shell_command(L.openrlhf_command(config_30b, tmp_path / "run", tmp_path / "model",
-                                              tmp_path / "corpus.jsonl", python="python")).split()[1:] \
-        == [L.shlex.quote(a) for a in drivers[0]["argv"]]
+    assert shell_command(openrlhf_command(config_30b, tmp_path / "run", tmp_path / "model",
+                                          tmp_path / "corpus.jsonl", python="python")).split()[1:] \
+        == [shlex.quote(a) for a in drivers[0]["argv"]]
     assert "InfiniBand" not in done.stderr  # the image sees an IB device
 
 
 def test_network_interface_and_env_reach_every_ray_process(tmp_path, config_30b):
-    orl = L.resolve_openrlhf(config_30b, {"network_interface": "ib0", "env": {"NCCL_IB_HCA": "mlx5"}})
+    orl = resolve_openrlhf(config_30b, {"network_interface": "ib0", "env": {"NCCL_IB_HCA": "mlx5"}})
     config = replace(config_30b, openrlhf=orl)
     done, calls = run_script(tmp_path, config, {**SLURM_2, "FAKE_IB": ""})
     assert done.returncode == 0, done.stderr
@@ -226,11 +234,11 @@ def test_config_rejects_bad_env_and_interface():
     from spade.configtools import ConfigError, from_dict
 
     with pytest.raises(ConfigError, match="openrlhf.env' has variable name '1X'"):
-        from_dict(L.OpenRLHFConfig, {"env": {"1X": "a"}}, "openrlhf")
+        from_dict(OpenRLHFConfig, {"env": {"1X": "a"}}, "openrlhf")
     with pytest.raises(ConfigError, match="openrlhf.env.NCCL_DEBUG' has value True"):
-        from_dict(L.OpenRLHFConfig, {"env": {"NCCL_DEBUG": True}}, "openrlhf")
+        from_dict(OpenRLHFConfig, {"env": {"NCCL_DEBUG": True}}, "openrlhf")
     with pytest.raises(ConfigError, match="openrlhf.network_interface' has value 'ib0; rm'"):
-        from_dict(L.OpenRLHFConfig, {"network_interface": "ib0; rm"}, "openrlhf")
+        from_dict(OpenRLHFConfig, {"network_interface": "ib0; rm"}, "openrlhf")
 
 
 def test_launch_with_an_image_checks_the_gpu_stack_inside_it(tmp_path, config_30b, monkeypatch):
@@ -238,21 +246,21 @@ def test_launch_with_an_image_checks_the_gpu_stack_inside_it(tmp_path, config_30
     here; a missing one stops the launch before anything is prepared, naming the image."""
     bin_dir = fake_bin(tmp_path / "bin")
     # this apptainer runs its payload with this machine's interpreter (which lacks vllm) as the image's python
-    (bin_dir / "python").write_text(f"#!/usr/bin/env bash\nexec {L.sys.executable} \"$@\"\n")
+    (bin_dir / "python").write_text(f"#!/usr/bin/env bash\nexec {sys.executable} \"$@\"\n")
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_LOG", str(tmp_path / "calls.jsonl"))
     image = tmp_path / "containers" / "spade-gpu.sif"
     image.parent.mkdir()
     image.write_text("not really an image")
-    if not L.missing_gpu_modules():
+    if not missing_gpu_modules():
         pytest.skip("the GPU stack is installed here")
-    with pytest.raises(L.LaunchError, match=r"missing in the image .*spade-gpu.sif: .*vllm"):
-        L.launch(config_30b, tmp_path / "model", None, tmp_path / "run", image=str(image))
+    with pytest.raises(LaunchError, match=r"missing in the image .*spade-gpu.sif: .*vllm"):
+        launch(config_30b, tmp_path / "model", None, tmp_path / "run", image=str(image))
     (call,) = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
     assert call["tool"] == "apptainer" and call["argv"][:2] == ["exec", "--nv"] and call["argv"][-3:-1] == ["python", "-c"]
     assert not (tmp_path / "run" / "tickets.jsonl").exists()
 
 
 def test_launch_with_a_missing_image_says_so(tmp_path, config_30b):
-    with pytest.raises(L.LaunchError, match="no such file"):
-        L.launch(config_30b, tmp_path / "model", None, tmp_path / "run", image=str(tmp_path / "none.sif"))
+    with pytest.raises(LaunchError, match="no such file"):
+        launch(config_30b, tmp_path / "model", None, tmp_path / "run", image=str(tmp_path / "none.sif"))

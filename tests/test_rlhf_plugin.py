@@ -34,8 +34,9 @@ agent_base = pytest.importorskip("openrlhf.utils.agent", reason="openrlhf is not
 from spade.config import load_config  # noqa: E402
 from spade.inference.generation import SamplingParams  # noqa: E402
 from spade.inference.generation_hf import HFBackend  # noqa: E402
-from spade.rlhf import AGENT_FUNC_PATH, prepare_run  # noqa: E402
+from spade.rlhf.command import AGENT_FUNC_PATH  # noqa: E402
 from spade.rlhf.coordinator import build_coordinator, state_folder  # noqa: E402
+from spade.rlhf.launch import prepare_run  # noqa: E402
 from spade.rlhf.plan import LOG_KEYS, TicketPlan, action_ranges, pack_designer_samples, parse_ticket  # noqa: E402
 from spade.seeding import derive_seed  # noqa: E402
 from spade.core.selfplay import Sample  # noqa: E402

@@ -13,7 +13,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="ray is not installed (setup.sh installs ray==2.55.0)")
 
 from spade.config import load_config  # noqa: E402
-from spade.rlhf import prepare_run  # noqa: E402
+from spade.rlhf.launch import prepare_run  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -40,8 +40,8 @@ DEFAULT_CONFIG = Path("configs/default.yaml")
 def _config(args):
     """Files of ``--config`` merged in order (default ``configs/default.yaml``), then ``--config-json``, then the
     ``--config KEY=VALUE`` overrides in order, then ``--isolation``; resolved and validated by ``load_config``."""
-    from spade.config import deep_merge, load_config
-    from spade.configtools import parse_override
+    from spade.config import load_config
+    from spade.configtools import deep_merge, parse_override
 
     files, settings = [], {}
     for item in args.config or []:
@@ -259,7 +259,7 @@ def cmd_train(args) -> int:
     corpus = config.corpus.path or args.corpus
     backend = args.backend
     if backend is None:
-        from spade.rlhf.launch import resolve_openrlhf
+        from spade.rlhf.config import resolve_openrlhf
 
         backend = "openrlhf" if resolve_openrlhf(config).enabled else "local"
     from spade.core.env_source import baseline_of, check_config
@@ -268,6 +268,7 @@ def cmd_train(args) -> int:
         check_config(config)  # a missing checkout or endpoint stops here, before any model or GPU is set up
     if backend == "openrlhf":
         from spade.rlhf import launch
+        from spade.rlhf.command import LaunchError
 
         if baseline_of(config).external_serve:
             raise ConfigError("config key 'baseline.external_serve' starts a local designer server in the local "
@@ -281,7 +282,7 @@ def cmd_train(args) -> int:
                 return 0
             summary = launch.launch(config, args.model, corpus if config.corpus.enabled else None, args.run_dir,
                                     image=args.image, apptainer_args=args.apptainer_args)
-        except launch.LaunchError as exc:
+        except LaunchError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         print(json.dumps(summary, indent=2))

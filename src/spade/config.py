@@ -15,7 +15,7 @@ from pathlib import Path
 
 from spade.core.agent import AgentConfig
 from spade.core.env_source import BaselineConfig
-from spade.configtools import ConfigError, from_dict, load_yaml, option
+from spade.configtools import ConfigError, deep_merge, from_dict, load_yaml, option
 from spade.designer.corpus import CorpusConfig
 from spade.designer.feedback import DesignerFeedbackConfig
 from spade.designer.memory import MemoryConfig
@@ -27,10 +27,10 @@ from spade.inference.generation_vllm import InferenceConfig
 from spade.train.live_metrics import LoggingConfig
 from spade.inference.models import ModelCard
 from spade.core.rewards import INVALID_MODES
-from spade.rlhf.launch import OpenRLHFConfig
+from spade.rlhf.config import OpenRLHFConfig
 from spade.sandbox.config import SandboxConfig
 
-__all__ = ["SpadeConfig", "ConfigError", "load_config", "deep_merge", "CONFIG_DIR"]
+__all__ = ["SpadeConfig", "ConfigError", "load_config", "CONFIG_DIR"]
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 DESIGNER_REWARDS = ("regret", "ema_lp", "calibration")
@@ -219,16 +219,6 @@ class SpadeConfig:
                 get_skill(skill)
             except (KeyError, ValueError) as exc:
                 raise ConfigError(f"config key 'selfplay.skills' has unknown skill {skill!r}: {exc}") from None
-
-
-def deep_merge(base: dict, override: dict) -> dict:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
 
 
 def _layer(name: str, folder: str, key: str, config_dir: Path) -> dict:

@@ -111,6 +111,17 @@ def load_yaml(path: str | Path) -> dict:
     return data
 
 
+def deep_merge(base: dict, override: dict) -> dict:
+    """``base`` with ``override`` laid over it: nested mappings merge key by key, any other value replaces."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
 OVERRIDE_KEY = re.compile(r"[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*")
 
 

@@ -15,7 +15,17 @@ from spade.evals.heldout_mechanisms import HeldoutMechanismsConfig
 from spade.evals.livecodebench import LiveCodeBenchConfig
 from spade.evals.reasoning_gym import ReasoningGymConfig
 from spade.evals.tau2 import Tau2Config
-from spade.evals.throughput import ThroughputConfig
+
+
+@dataclass(frozen=True)
+class ThroughputConfig:
+    """``eval.throughput``: the batched-vs-naive measurement of ``spade.evals.throughput``."""
+
+    benchmark: str = option("reasoning_gym_hard", "Benchmark whose items are timed (the issue asks for the "
+                            "Reasoning Gym split on the toy model).")
+    items: int = option(16, "Items timed in each arm (the first N by id); the naive arm costs about batch_size "
+                        "times more per item, so keep it small on a CPU.", min=1)
+    batch_size: int = option(16, "Items per play call (and per generation batch) in the batched arm.", min=1)
 
 
 @dataclass(frozen=True)

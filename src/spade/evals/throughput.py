@@ -19,19 +19,9 @@ With the Hugging Face backend (which counts its tokens, ``HFBackend.totals``) ea
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
-from spade.configtools import option
 from spade.evals.base import Benchmark, EvalContext, select_items
-
-
-@dataclass(frozen=True)
-class ThroughputConfig:
-    benchmark: str = option("reasoning_gym_hard", "Benchmark whose items are timed (the issue asks for the "
-                            "Reasoning Gym split on the toy model).")
-    items: int = option(16, "Items timed in each arm (the first N by id); the naive arm costs about batch_size "
-                        "times more per item, so keep it small on a CPU.", min=1)
-    batch_size: int = option(16, "Items per play call (and per generation batch) in the batched arm.", min=1)
+from spade.evals.config import ThroughputConfig
 
 
 COUNTS = ("prompts", "prompt_tokens", "prefill_tokens", "padded_tokens", "new_tokens", "decode_slots")

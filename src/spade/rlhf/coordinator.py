@@ -360,7 +360,7 @@ def state_folder(run_dir, next_step: int) -> Path:
 def openrlhf_resume_step(run_dir) -> int:
     """Completed steps of the weights OpenRLHF resumes from: the tag DeepSpeed wrote to ``<ckpt>/_actor/latest``
     (``global_step<N>``, saved after step N trained; OpenRLHF loads that tag with --ckpt.load_enable); 0 when none."""
-    from spade.rlhf.launch import run_paths
+    from spade.rlhf.command import run_paths
 
     latest = run_paths(run_dir)["ckpt"] / "_actor" / "latest"
     if not latest.is_file():

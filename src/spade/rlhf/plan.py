@@ -147,8 +147,8 @@ def run_dir_of(prompt: str) -> Path:
         return Path(json.loads(prompt)["spade_run"])
     except (ValueError, KeyError, TypeError):
         raise ValueError(f"ticket prompt {prompt[:80]!r} does not name a SPADE run; was the dataset written by "
-                         "spade.rlhf.write_tickets and passed without --data.apply_chat_template/--data.input_template?"
-                         ) from None
+                         "spade.rlhf.plan.write_tickets and passed without "
+                         "--data.apply_chat_template/--data.input_template?") from None
 
 
 def write_tickets(path, plan: TicketPlan, total_steps: int, run_dir) -> int:
