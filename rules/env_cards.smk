@@ -16,11 +16,9 @@ from spade.paper import env_cards as _env_cards
 from spade.paper.env_cards_archive import archive_files as _archive_files
 from spade.paper.report import files_fingerprint as _files_fingerprint
 
-# the module files of the cards code: the command and what it reads, says, draws and writes
-ENV_CARDS_LIB = [
-    str(Path(workflow.basedir) / "src" / "spade" / "paper" / f"{module}.py")
-    for module in ("env_cards", "env_cards_archive", "env_cards_content", "env_cards_figure", "env_cards_pages")
-]
+# the module files of the cards code: the command and every spade.paper module it imports (what it reads, says,
+# draws and writes)
+ENV_CARDS_LIB = paper_script_lib(PAPER_SOURCE_DIR / "env_cards.py")
 # the runs whose cards wait for their training: the main runs of a single-run config (the toy and its learning check;
 # a multi-run config's runs are GPU trainings, drawn only once they exist) and the extra runs whose target is on the
 # command line

@@ -15,6 +15,7 @@ import functools
 import shutil as _shutil
 
 from spade.paper import comparison as _paper_comparison
+from spade.paper import deps as _paper_deps
 from spade.paper import figures as _paper_figures
 from spade.paper import numbers as _paper_numbers
 from spade.paper import table_runs as _paper_table_runs
@@ -23,18 +24,19 @@ from spade.paper.report import ReportInputError
 RUNS_ROOT = os.path.dirname(OUT.run_dir("run"))  # <results_dir>/runs, the param `runs_root` (--runs-root)
 PAPER_DIR = f"{OUT.root}/paper"
 REPORTED_DIR = Path(workflow.basedir) / "paper" / "reported"  # the paper's reported values, one CSV per artifact
+PAPER_SOURCE_DIR = Path(workflow.basedir) / "src" / "spade" / "paper"  # the shared reporting code of the scripts
+
+
+def paper_script_lib(path):
+    """The `lib` input of an artifact's rule: every shared spade.paper module its script (or module) imports, directly
+    or through another of them, read from the code (spade.paper.deps). The artifact's own code is its script, the
+    `script` input, so editing a script reruns that artifact alone and editing a shared module reruns its users."""
+    return [str(lib) for lib in _paper_deps.script_libs(path, PAPER_SOURCE_DIR)]
+
 
 # ----- tables (rules/paper_tables.smk) ----------------------------------------------------------------------------
 TABLE_RUNS = repo_path(SPADE.paper.table_runs)  # which run stands for which paper row (config key paper.table_runs)
 RECIPE_DIR = Path(workflow.basedir) / "configs" / "recipes"
-PAPER_LIB_DIR = Path(workflow.basedir) / "src" / "spade" / "paper"
-# the shared spade.paper modules each table's script imports, directly or through another of them (the table's own
-# logic is in its script): an input, so editing one reruns the tables that use it
-PAPER_TABLE_LIBS = {
-    **dict.fromkeys(["table1", "table2", "table3", "table6"], ["benchmark_tables", "table_runs", "tables"]),
-    "table5": ["tables"],
-    **dict.fromkeys(["table7", "table8"], ["env_tables", "table_runs", "tables"]),
-}
 PAPER_TABLES_DIR = f"{PAPER_DIR}/tables"
 PAPER_TABLE_STEMS = {
     "table1": "table1_games",
@@ -59,15 +61,6 @@ def paper_table_reported(table):
 
 def paper_table_script(table):
     return script(f"{PAPER_TABLE_STEMS[table]}.py")
-
-
-def paper_lib(*modules):
-    """The files of the named spade.paper modules (src/spade/paper/<module>.py)."""
-    return [str(PAPER_LIB_DIR / f"{module}.py") for module in modules]
-
-
-def paper_table_lib(table):
-    return paper_lib(*PAPER_TABLE_LIBS[table])
 
 
 def configured_run_inputs(table):
@@ -130,28 +123,6 @@ def paper_figure_files(stem):
     }
 
 
-def paper_figure_lib(stem):
-    """The `lib` input of a figure's rule: the shared spade.paper modules its script imports, read from the script's
-    import statements (those inside functions included), so that editing one reruns exactly the figures that import it.
-    A figure's own code is its script, the `script` input."""
-    import ast
-
-    path = SCRIPT_DIR / f"{stem}.py"
-    try:
-        tree = ast.parse(path.read_text(), str(path))
-    except SyntaxError:  # the script's run reports it; every figure script imports spade.paper.figures
-        return paper_lib("figures")
-    modules = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "spade.paper":
-            modules |= {alias.name for alias in node.names}  # from spade.paper import figures
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("spade.paper."):
-            modules.add(node.module.split(".")[2])  # from spade.paper.figures import ...
-        elif isinstance(node, ast.Import):
-            modules |= {a.name.split(".")[2] for a in node.names if a.name.startswith("spade.paper.")}
-    return paper_lib(*sorted(m for m in modules if (PAPER_LIB_DIR / f"{m}.py").is_file()))
-
-
 def paper_figure_reported(figure):
     return [str(PAPER_FIGURE_REPORTED[figure])] if figure in PAPER_FIGURE_REPORTED else []
 
@@ -182,17 +153,6 @@ def paper_figure_fingerprint(figure):
 NUMBER_RUNS = repo_path(SPADE.paper.number_runs)  # config key paper.number_runs
 PAPER_NUMBERS_DIR = f"{PAPER_DIR}/numbers"
 PAPER_NUMBER_GROUPS = _paper_numbers.GROUPS
-# the shared spade.paper modules each group's script imports, directly or through another of them (the group's own
-# logic is in its script): an input, so editing one reruns the groups that use it
-PAPER_NUMBER_LIBS = {
-    **dict.fromkeys(
-        ["games_gain", "tool_use_gain", "designer_reward"], ["benchmark_tables", "numbers", "table_runs", "tables"]
-    ),
-    **dict.fromkeys(
-        ["learnable_share", "vendi_per_n", "formula_reveal", "reward_levels", "valid_env_rate"],
-        ["benchmark_tables", "env_tables", "numbers", "table_runs", "tables"],
-    ),
-}
 
 
 def paper_number_files(group):
@@ -202,10 +162,6 @@ def paper_number_files(group):
 
 def paper_number_reported(group):
     return str(REPORTED_DIR / _paper_numbers.GROUP_REPORTED[group])
-
-
-def paper_number_lib(group):
-    return paper_lib(*PAPER_NUMBER_LIBS[group])
 
 
 def paper_number_configured_run(group):

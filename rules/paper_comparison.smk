@@ -13,8 +13,7 @@
 rule paper_env_sources_table:
     """SBERT embeddings of every source's environments on the CPU: seconds to minutes."""
     input:
-        lib=paper_lib("comparison"),
-        tables_lib=paper_lib("env_tables", "table_runs", "tables"),
+        lib=paper_script_lib(script("table_env_sources.py")),
         script=script("table_env_sources.py"),
         mapping=COMPARISON_RUNS,
         configured_run=comparison_configured_inputs,
@@ -35,7 +34,7 @@ rule paper_env_sources_table:
 
 rule paper_env_sources_figure:
     input:
-        lib=paper_lib("figures", "table_runs"),
+        lib=paper_script_lib(script("fig_env_sources.py")),
         script=script("fig_env_sources.py"),
         table=f"{COMPARISON_TABLE_STEM}.md.provenance.json",
     output:

@@ -2,8 +2,8 @@
 # (paper/scripts/fig<N>_<name>.py). `snakemake paper_figures` writes <results_dir>/paper/figures/<stem>.pdf,
 # <stem>.png and <stem>.pdf.provenance.json (inputs with SHA-256, run provenance, and "missing").
 #
-# Declared inputs: the script (the figure's own logic), the shared spade.paper modules it imports (paper_figure_lib,
-# read from the script's imports: src/spade/paper/figures.py and report.py, for Figure 12 table_runs.py too), the run
+# Declared inputs: the script (the figure's own logic), the shared spade.paper modules it imports, directly or through
+# another of them (paper_script_lib: src/spade/paper/figures.py, report.py, scale.py, table_runs.py), the run
 # mapping (paper/figure_runs.yaml) and, for Figure 18, its reported CSV. Editing a script reruns that figure only;
 # editing a shared module or the mapping reruns the figures using it (src/spade/paper/figures.py: all of them).
 # As for the tables, the run folders a figure reads are NOT declared inputs, except the configured runs' (see
@@ -16,7 +16,7 @@ for _figure, _stem in PAPER_FIGURES_PRESENT.items():
         name:
             f"paper_{_figure}"
         input:
-            lib=paper_figure_lib(_stem),
+            lib=paper_script_lib(script(f"{_stem}.py")),
             script=script(f"{_stem}.py"),
             mapping=FIGURE_RUNS,
             configured_run=paper_figure_configured_run(_figure),

@@ -2,8 +2,9 @@
 # `snakemake paper_numbers` writes <results_dir>/paper/numbers/<group>.tex (LaTeX macros: ours and the paper's
 # value, \Num<Name> and \Num<Name>Reported) and <group>.tex.provenance.json; paper/main.tex inputs every file.
 #
-# Declared inputs: the script (the group's own logic), the shared spade.paper modules it imports (PAPER_NUMBER_LIBS:
-# src/spade/paper/numbers.py and the table modules whose measures it reuses), the run mapping (config key
+# Declared inputs: the script (the group's own logic), the shared spade.paper modules it imports, directly or through
+# another of them (paper_script_lib: src/spade/paper/numbers.py and the table modules whose measures it reuses), the
+# run mapping (config key
 # paper.number_runs) and the reported CSV the group reads. As for the tables, the run folders of other runs are NOT
 # declared inputs, except the configured runs' (rules/paper_common.smk, which also holds the paths and functions
 # used here).
@@ -15,7 +16,7 @@ for _group in PAPER_NUMBER_GROUPS:
         name:
             f"paper_number_{_group}"
         input:
-            lib=paper_number_lib(_group),
+            lib=paper_script_lib(script(f"num_{_group}.py")),
             script=script(f"num_{_group}.py"),
             mapping=NUMBER_RUNS,
             reported=paper_number_reported(_group),

@@ -2,8 +2,8 @@
 # `snakemake paper_tables` writes <results_dir>/paper/tables/<table>.md, <table>.tex and
 # <table>.md.provenance.json (inputs with SHA-256, and one record per cell of ours).
 #
-# Declared inputs: the script (the table's own logic), the shared spade.paper modules it imports (PAPER_TABLE_LIBS:
-# src/spade/paper/table_runs.py, tables.py and benchmark_tables.py or env_tables.py), the run mapping
+# Declared inputs: the script (the table's own logic), the shared spade.paper modules it imports, directly or through
+# another of them (paper_script_lib: e.g. src/spade/paper/tables.py, table_runs.py, benchmark_tables.py), the run mapping
 # (paper/table_runs.yaml), the reported CSV (paper/reported/) and, for Table 5, the two recipe files. Editing a
 # script or a reported CSV reruns that table only; editing a shared module or the mapping reruns those using it.
 # The results of the runs a table maps are read, not declared, except those of the configured runs: see
@@ -17,7 +17,7 @@ PAPER_TABLE_SHELL = (
 
 rule paper_table1:
     input:
-        lib=paper_table_lib("table1"),
+        lib=paper_script_lib(paper_table_script("table1")),
         script=paper_table_script("table1"),
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table1"),
@@ -40,7 +40,7 @@ rule paper_table1:
 
 rule paper_table2:
     input:
-        lib=paper_table_lib("table2"),
+        lib=paper_script_lib(paper_table_script("table2")),
         script=paper_table_script("table2"),
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table2"),
@@ -63,7 +63,7 @@ rule paper_table2:
 
 rule paper_table3:
     input:
-        lib=paper_table_lib("table3"),
+        lib=paper_script_lib(paper_table_script("table3")),
         script=paper_table_script("table3"),
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table3"),
@@ -86,7 +86,7 @@ rule paper_table3:
 
 rule paper_table5:
     input:
-        lib=paper_table_lib("table5"),
+        lib=paper_script_lib(paper_table_script("table5")),
         script=paper_table_script("table5"),
         games=str(RECIPE_DIR / "games.yaml"),
         tool_use=str(RECIPE_DIR / "tool_use.yaml"),
@@ -108,7 +108,7 @@ rule paper_table5:
 
 rule paper_table6:
     input:
-        lib=paper_table_lib("table6"),
+        lib=paper_script_lib(paper_table_script("table6")),
         script=paper_table_script("table6"),
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table6"),
@@ -131,7 +131,7 @@ rule paper_table6:
 
 rule paper_table7:
     input:
-        lib=paper_table_lib("table7"),
+        lib=paper_script_lib(paper_table_script("table7")),
         script=paper_table_script("table7"),
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table7"),
@@ -155,7 +155,7 @@ rule paper_table7:
 rule paper_table8:
     """SBERT embeddings on the CPU: minutes for thousands of environments; seconds when no run is mapped."""
     input:
-        lib=paper_table_lib("table8"),
+        lib=paper_script_lib(paper_table_script("table8")),
         script=paper_table_script("table8"),
         mapping=TABLE_RUNS,
         reported=paper_table_reported("table8"),

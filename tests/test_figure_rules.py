@@ -109,17 +109,28 @@ def test_editing_the_shared_figure_module_plans_every_figure(repo):
         inputs = jobs[rule]["input"].split(", ")
         # its own script and no other: editing another figure's script cannot plan this one
         assert [Path(p).name for p in inputs if Path(p).name in scripts] == [f"{stem}.py"], (rule, inputs)
-        # lib: exactly the spade.paper modules the script imports
+        # lib: exactly the spade.paper modules the script imports, directly or through another of them
         lib = {Path(p).stem for p in inputs if Path(p).parent == repo / "src" / "spade" / "paper"}
-        assert lib == imported_paper_modules(repo / "paper" / "scripts" / f"{stem}.py"), (rule, inputs)
+        assert lib == paper_closure(repo, repo / "paper" / "scripts" / f"{stem}.py"), (rule, inputs)
         assert "figures" in lib, (rule, inputs)
     up_to_date(repo)
 
 
-def imported_paper_modules(script: Path) -> set[str]:
-    """The spade.paper modules named by the script's import lines."""
-    text = script.read_text()
+def imported_paper_modules(path: Path) -> set[str]:
+    """The spade.paper modules named by the import lines of a script or module (read with a regex, independently of
+    spade.paper.deps, which the rules use)."""
+    text = path.read_text()
     modules = set(re.findall(r"^\s*(?:from|import) spade\.paper\.(\w+)", text, re.M))
     for names in re.findall(r"^\s*from spade\.paper import \(?([\w ,]+)", text, re.M):
         modules |= {name.split(" as ")[0].strip() for name in names.split(",") if name.strip()}
     return modules
+
+
+def paper_closure(repo: Path, script: Path) -> set[str]:
+    """The spade.paper modules the script imports, and those they import in turn."""
+    found, todo = set(), [script]
+    while todo:
+        for module in imported_paper_modules(todo.pop()) - found:
+            found.add(module)
+            todo.append(repo / "src" / "spade" / "paper" / f"{module}.py")
+    return found
