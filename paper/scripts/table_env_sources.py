@@ -337,7 +337,7 @@ def build_comparison(mapping: dict, runs_root: str | Path | None,
                      embedders: dict | None = None) -> tuple[Table, list[dict], list[Path], dict]:
     """The comparison table, one provenance record per cell (marks included, with their reasons), the files
     read, and the data the figure draws (``{"columns", "sources"}``). ``embedders`` = {"sbert": f,
-    "tfidf_lsa": f} with f(texts) -> [n, d] (default :func:`spade.paper.tables.default_embedders`, loaded only
+    "tfidf_lsa": f} with f(texts) -> [n, d] (default :func:`spade.paper.env_tables.default_embedders`, loaded only
     when some source has environments to embed)."""
     runs_root = Path(runs_root) if runs_root is not None else None
     data = [read_source(mapping, entry, runs_root) for entry in mapping["sources"]]

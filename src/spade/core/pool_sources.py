@@ -17,7 +17,7 @@ from spade.core.env_source import POOL_MODES, EnvironmentSource, PoolEntry, base
 from spade.core.rlve import RLVESource
 from spade.seeding import derive_seed
 
-# Curriculum skill (spade.envs.library.GAME_SKILLS) that labels a mechanism family's slots; a family missing
+# Curriculum skill (spade.envs.library.registry.GAME_SKILLS) that labels a mechanism family's slots; a family missing
 # here is labelled 'mechanism:<family>'.
 MECHANISM_SKILLS = {
     "knapsack": "optimization",

@@ -1,7 +1,7 @@
 """Scripted players used by validation and the library check: the oracle and a random policy.
 
 A driver talks to anything with ``reset(seed) -> (obs, info)``, ``step(action) -> 5-tuple`` and
-``solution() -> str``: a sandboxed episode (``spade.sandbox.SandboxedEnv``) or, in tests of our own
+``solution() -> str``: a sandboxed episode (``spade.sandbox.SandboxedEpisode``) or, in tests of our own
 trusted library code only, a plain in-process instance.
 
 Conventions (also stated in the designer prompts): ``solution()`` returns the reference actions from
