@@ -47,9 +47,7 @@ from spade.paper.report import (
 )
 from spade.paper.scale import PAPER_30B, banner, off_scale
 from spade.paper.table_runs import (
-    BALANCE_BY,
     COLUMN_METRICS,
-    VENDI_DEFAULTS,
     ResultIndex,
     check_keys,
     load_results,
@@ -58,6 +56,7 @@ from spade.paper.table_runs import (
     mapping_runs,
     mapping_step_rule,
     run_provenance,
+    vendi_settings,
 )
 from spade.paper.tables import NO_DATA, read_reported, reported_number, shown_path
 
@@ -159,17 +158,7 @@ def _section(path, name: str, section, default_step, phases) -> dict:
                 raise mapping_error(path, f"{key}.{role}", "is missing (write null for a role we have no run for)")
         return {role: _roles(path, f"{key}.{role}", section[role], default_step) for role in _SECTION_KEYS[name]}
     if name == "vendi_per_n":
-        vendi = section.get("vendi") or {}
-        if not isinstance(vendi, dict):
-            raise mapping_error(path, f"{key}.vendi", f"must be a mapping, got {vendi!r}")
-        check_keys(path, f"{key}.vendi", vendi, tuple(VENDI_DEFAULTS))
-        vendi = {**VENDI_DEFAULTS, **vendi}
-        vendi["size"] = mapping_int(path, f"{key}.vendi.size", vendi["size"], 2)
-        vendi["draws"] = mapping_int(path, f"{key}.vendi.draws", vendi["draws"], 1)
-        vendi["seed"] = mapping_int(path, f"{key}.vendi.seed", vendi["seed"], 0)
-        if vendi["balance_by"] not in BALANCE_BY:
-            raise mapping_error(path, f"{key}.vendi.balance_by",
-                          f"must be one of {', '.join(BALANCE_BY)}, got {vendi['balance_by']!r}")
+        vendi = vendi_settings(path, key, section)
         text_field = section.get("field", "code")
         if not isinstance(text_field, str) or not text_field:
             raise mapping_error(path, f"{key}.field", f"must be an archive field name, got {text_field!r}")

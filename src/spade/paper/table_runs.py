@@ -108,6 +108,23 @@ def _row_key(path, key: str, value) -> dict:
     return {k: str(v) for k, v in value.items()}
 
 
+def vendi_settings(path, key: str, section: dict) -> dict:
+    """The ``vendi`` settings of a mapping section (size, draws, balance_by, seed), defaults filled in and checked."""
+    vendi = section.get("vendi") or {}
+    if not isinstance(vendi, dict):
+        raise mapping_error(path, f"{key}.vendi", f"must be a mapping, got {vendi!r}")
+    check_keys(path, f"{key}.vendi", vendi, tuple(VENDI_DEFAULTS))
+    vendi = {**VENDI_DEFAULTS, **vendi}
+    vendi["size"] = mapping_int(path, f"{key}.vendi.size", vendi["size"], 2)
+    vendi["draws"] = mapping_int(path, f"{key}.vendi.draws", vendi["draws"], 1)
+    vendi["seed"] = mapping_int(path, f"{key}.vendi.seed", vendi["seed"], 0)
+    if vendi["balance_by"] not in BALANCE_BY:
+        raise mapping_error(
+            path, f"{key}.vendi.balance_by", f"must be one of {', '.join(BALANCE_BY)}, got {vendi['balance_by']!r}"
+        )
+    return vendi
+
+
 def mapping_int(path, key: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise mapping_error(path, key, f"must be an integer >= {minimum}, got {value!r}")
@@ -174,17 +191,7 @@ def _table8(path, key: str, section: dict) -> dict:
             raise mapping_error(path, f"{where}.run", f"must name one run (or null), got {runs!r}")
         parsed_rows.append({"where": where, "reported": _row_key(path, f"{where}.reported", row["reported"]),
                             "runs": runs})
-    vendi = section.get("vendi") or {}
-    if not isinstance(vendi, dict):
-        raise mapping_error(path, f"{key}.vendi", f"must be a mapping, got {vendi!r}")
-    check_keys(path, f"{key}.vendi", vendi, tuple(VENDI_DEFAULTS))
-    vendi = {**VENDI_DEFAULTS, **vendi}
-    vendi["size"] = mapping_int(path, f"{key}.vendi.size", vendi["size"], 2)
-    vendi["draws"] = mapping_int(path, f"{key}.vendi.draws", vendi["draws"], 1)
-    vendi["seed"] = mapping_int(path, f"{key}.vendi.seed", vendi["seed"], 0)
-    if vendi["balance_by"] not in BALANCE_BY:
-        raise mapping_error(path, f"{key}.vendi.balance_by",
-                   f"must be one of {', '.join(BALANCE_BY)}, got {vendi['balance_by']!r}")
+    vendi = vendi_settings(path, key, section)
     below = section.get("collapsed_below", 0.2)
     if isinstance(below, bool) or not isinstance(below, (int, float)) or not 0.0 <= below <= 1.0:
         raise mapping_error(path, f"{key}.collapsed_below", f"must be a number in [0, 1], got {below!r}")
