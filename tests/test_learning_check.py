@@ -184,7 +184,7 @@ def test_backfill_at_the_easy_level_plays_it_and_keeps_it(tiny_model, pool):
     slot carries the level to its episodes, into a designed pool's entries and across a fixed set's windows."""
     from spade.designer.memory import EnvironmentMemory
     from spade.envs.validate import Validator
-    from spade.core.fixed_envs import _reopened
+    from spade.core.fixed_envs import reopened
     from spade.core.selfplay import SelfPlay
     from spade.core.slots import EnvSlot
     from tests.test_baselines import config_with, make_core
@@ -199,7 +199,7 @@ def test_backfill_at_the_easy_level_plays_it_and_keeps_it(tiny_model, pool):
     core._backfill(slots, 0)
     assert [s.source for s in slots] == ["backfill:knapsack_selection", "backfill:switch_lamp_log"]
     assert all(s.env_kwargs == {"level": "easy"} for s in slots)
-    assert _reopened(slots[0], 4).env_kwargs == {"level": "easy"}
+    assert reopened(slots[0], 4).env_kwargs == {"level": "easy"}
     core.runner.pool = _Recording(pool)  # the jobs of a play open the environment with the slot's arguments
     core.play(slots[:1], 0, "no_hint", 1)
     assert core.runner.pool.kwargs == [{"max_turns": config.agent.max_turns, "level": "easy"}]

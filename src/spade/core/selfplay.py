@@ -57,7 +57,7 @@ from spade.core.rewards import (
     EMAState, calibration_band_reward, designer_reward, ema_update, invalid_candidate_reward, learning_potential, regret,
 )
 from spade.core.slots import EnvSlot
-from spade.core.step_metrics import StepMetrics, _mean
+from spade.core.step_metrics import StepMetrics, mean_or_none
 from spade.designer.memory import EnvironmentMemory, MemoryRecord
 from spade.designer.prompts import agent_prompt
 from spade.envs.library.registry import library
@@ -382,5 +382,5 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         self._store(slots)
         metrics.update(self._play_metrics(slots, records, delayed))
         if slots and step == slots[0].step:
-            metrics["mean_regret"] = _mean([s.regret for s in slots if s.regret is not None])
+            metrics["mean_regret"] = mean_or_none([s.regret for s in slots if s.regret is not None])
         return metrics

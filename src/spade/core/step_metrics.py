@@ -25,7 +25,7 @@ class StepMetrics:
             "design_generated_tokens": sum(r.get("generated_tokens", 0) for r in attempts),
             "backfilled_share": sum(s.source.startswith("backfill") for s in slots) / len(slots) if slots else 0.0,
             "empty_share": sum(not s.valid for s in slots) / len(slots) if slots else 0.0,
-            "reject_reasons": _count(r["reason"] for r in attempts if not r["valid"]),
+            "reject_reasons": count_values(r["reason"] for r in attempts if not r["valid"]),
         }
 
     def _closed_metrics(self, slots: list) -> dict:
@@ -34,13 +34,13 @@ class StepMetrics:
         rates = [s.win_rate for s in valid if s.win_rate is not None]
         return {
             "closed_set_step": slots[0].step,
-            "closed_mean_win_rate": _mean(rates),
-            "closed_mean_regret": _mean([s.regret for s in valid if s.regret is not None]),
-            "closed_mean_designer_reward": _mean([s.designer_reward for s in valid if s.designer_reward is not None]),
+            "closed_mean_win_rate": mean_or_none(rates),
+            "closed_mean_regret": mean_or_none([s.regret for s in valid if s.regret is not None]),
+            "closed_mean_designer_reward": mean_or_none([s.designer_reward for s in valid if s.designer_reward is not None]),
             # learnable share (figure 6): slots whose window win rate is in [0.2, 0.8]; empty slots count 0
             "closed_learnable_share": sum(0.2 <= r <= 0.8 for r in rates) / len(slots) if slots else 0.0,
-            "closed_distinct_rewards": _mean([len(s.distinct_rewards) for s in valid]),
-            "closed_partial_rewards": _mean([sum(0 < r < 1 for r in s.distinct_rewards) for s in valid]),
+            "closed_distinct_rewards": mean_or_none([len(s.distinct_rewards) for s in valid]),
+            "closed_partial_rewards": mean_or_none([sum(0 < r < 1 for r in s.distinct_rewards) for s in valid]),
         }
 
     def _play_metrics(self, slots: list, records: list, delayed: list) -> dict:
@@ -58,14 +58,14 @@ class StepMetrics:
             "episodes": len(records),
             "agent_groups": len(groups),
             "useful_groups": sum(max(g) - min(g) > 0 for g in groups.values()),  # non-zero reward variance
-            "agent_win_rate": _mean([float(r.won) for r in records]),
-            "agent_mean_return": _mean([r.final_return for r in records]),
-            "agent_return_sd": _sd([r.final_return for r in records]),  # sample sd: the interval of the mean return
+            "agent_win_rate": mean_or_none([float(r.won) for r in records]),
+            "agent_mean_return": mean_or_none([r.final_return for r in records]),
+            "agent_return_sd": sample_sd([r.final_return for r in records]),  # sample sd: the interval of the mean return
             "agent_returns": [r.final_return for r in records],  # [episodes] for the bootstrap of the learning signal
-            "mean_turns": _mean([r.turns for r in records]),
-            "mean_generated_tokens": _mean([r.generated_tokens for r in records]),
+            "mean_turns": mean_or_none([r.turns for r in records]),
+            "mean_generated_tokens": mean_or_none([r.generated_tokens for r in records]),
             "env_failures": failures,
-            "win_rate_by_skill": {k: _mean(v) for k, v in by_skill.items()},
+            "win_rate_by_skill": {k: mean_or_none(v) for k, v in by_skill.items()},
             "env_win_rates": {s.env_id: s.win_rate for s in slots if s.episodes},
             "filled_slots": sum(s.valid for s in slots),
             "designer_samples": len(delayed),
@@ -75,11 +75,12 @@ class StepMetrics:
         }
 
 
-def _mean(values: list):
+def mean_or_none(values: list):
+    """The mean; None for no values."""
     return sum(values) / len(values) if values else None
 
 
-def _sd(values: list):
+def sample_sd(values: list):
     """Sample standard deviation (n - 1); None below two values."""
     if len(values) < 2:
         return None
@@ -87,7 +88,8 @@ def _sd(values: list):
     return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
 
 
-def _count(values) -> dict:
+def count_values(values) -> dict:
+    """How often each value occurs."""
     counts: dict = {}
     for value in values:
         counts[value] = counts.get(value, 0) + 1
