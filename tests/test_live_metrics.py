@@ -236,6 +236,8 @@ def wandb_records(path: Path) -> list:
             continue
         _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
         body, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
+        if len(body) < length:  # a chunk still being written
+            break
         if kind == 1:
             records.append(body)
         elif kind == 2:
@@ -247,11 +249,20 @@ def wandb_records(path: Path) -> list:
     return [pb.Record.FromString(body) for body in records]
 
 
-def wandb_run(folder: Path) -> dict:
-    """{"name", "project", "group", "history": {step: {key: value}}} of one offline run folder."""
+def wandb_run(folder: Path, timeout_s: float = 30.0) -> dict:
+    """{"name", "project", "group", "history": {step: {key: value}}} of one offline run folder.
+
+    wandb's service process writes the file; ``finish()`` can return before its last blocks reach the disk (seen on a
+    loaded machine: a file holding only the header). So the file is read until it holds the ``exit`` record that
+    ``finish()`` writes last, for at most ``timeout_s``; a run that never completes fails below."""
     [path] = folder.glob("run-*.wandb")
+    deadline = time.monotonic() + timeout_s
+    records = wandb_records(path)
+    while not any(r.WhichOneof("record_type") == "exit" for r in records) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        records = wandb_records(path)
     out = {"history": {}}
-    for record in wandb_records(path):
+    for record in records:
         kind = record.WhichOneof("record_type")
         if kind == "run":
             out.update(name=record.run.display_name, project=record.run.project, group=record.run.run_group)
