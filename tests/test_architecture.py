@@ -77,3 +77,9 @@ def test_the_import_graph_has_no_cycle():
         f"  {module} -> {', '.join(sorted(graph[module] & set(modules)))}\n" for module in modules)
         for modules in cycles]
     assert not cycles, "import cycles in src/spade (move the shared code to a lower module):\n" + "".join(report)
+
+
+def test_cycle_detection_on_a_hand_made_graph():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"a", "f"}, "f": {"e"}}
+    assert import_cycles(graph) == [["a", "b", "c"], ["e", "f"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
