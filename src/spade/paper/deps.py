@@ -12,6 +12,7 @@ every ``spade.paper`` module it reaches, so the list cannot drift from the code.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PAPER_DIR = Path(__file__).resolve().parent
@@ -26,8 +27,17 @@ def imported_paper_modules(path: Path, paper_dir: Path | None = None) -> set[str
     imports when it plans, so the error must say which file to fix.
     """
     paper_dir = Path(paper_dir or PAPER_DIR).resolve()
-    tree = ast.parse(path.read_text(), str(path))
-    inside = path.resolve().parent == paper_dir
+    stat = Path(path).stat()
+    found = _named_modules(str(path), stat.st_mtime_ns, stat.st_size, Path(path).resolve().parent == paper_dir)
+    return {name for name in found if (paper_dir / f"{name}.py").is_file()}
+
+
+@functools.lru_cache(maxsize=None)
+def _named_modules(path: str, mtime_ns: int, size: int, inside: bool) -> frozenset[str]:
+    """The ``spade.paper`` module names that the file's import statements name (``inside``: it is a module of the
+    package, so relative imports count). Cached by the file's path, modification time and size: planning the workflow
+    reads each shared module once, not once per script that reaches it, and an edited file is read again."""
+    tree = ast.parse(Path(path).read_text(), path)
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -43,7 +53,7 @@ def imported_paper_modules(path: Path, paper_dir: Path | None = None) -> set[str
                 found.add(module.split(".")[2])
         elif isinstance(node, ast.Import):
             found |= {a.name.split(".")[2] for a in node.names if a.name.startswith(PACKAGE + ".")}
-    return {name for name in found if (paper_dir / f"{name}.py").is_file()}
+    return frozenset(found)
 
 
 def script_libs(path: str | Path, paper_dir: str | Path | None = None) -> list[Path]:
