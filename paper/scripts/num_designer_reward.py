@@ -25,6 +25,7 @@ from spade.paper.numbers import (
     benchmark_average,
     derived,
     difference,
+    group_runs,
     load_eval_results,
     number_main,
     number_section,
@@ -37,7 +38,7 @@ def designer_reward(ctx: NumberContext) -> list[Number]:
     """Table 6 averages with the hint-regret designer reward and with EMA learning potential; their difference."""
     section = number_section(ctx.mapping, "designer_reward")
     stem = GROUP_REPORTED["designer_reward"]
-    results = load_eval_results(ctx, sorted({r for role in section.values() for r in role["runs"]}))
+    results = load_eval_results(ctx, group_runs(ctx.mapping, "designer_reward"))
     settings = {"hint_regret": ("Regret", "spade"), "learning_potential": ("LearningPotential",
                                                                            "ED reward = learning potential")}
     avg = {}

@@ -27,6 +27,7 @@ from spade.paper.numbers import (
     benchmark_average,
     derived,
     difference,
+    group_runs,
     load_eval_results,
     number_main,
     number_section,
@@ -40,8 +41,7 @@ def games_gain(ctx: NumberContext) -> list[Number]:
     each baseline (points)."""
     section = number_section(ctx.mapping, "games_gain")
     stem = GROUP_REPORTED["games_gain"]
-    runs = sorted({r for e in section["backbones"].values() for role in e["roles"].values() for r in role["runs"]})
-    results = load_eval_results(ctx, runs)
+    results = load_eval_results(ctx, group_runs(ctx.mapping, "games_gain"))
     names = {"base": ("Base", "base"), "spade": ("Spade", "spade_games"),
              "fixed_env_grpo": ("Grpo", "fixed_env_grpo"), "fixed_env_rlve": ("Rlve", "fixed_env_rlve")}
     out = []

@@ -25,6 +25,7 @@ from spade.paper.numbers import (
     benchmark_average,
     derived,
     difference,
+    group_runs,
     load_eval_results,
     number_main,
     number_section,
@@ -37,8 +38,7 @@ def tool_use_gain(ctx: NumberContext) -> list[Number]:
     """Per backbone: Table 2 averages of base and SPADE (tool use) and the gain (points)."""
     section = number_section(ctx.mapping, "tool_use_gain")
     stem = GROUP_REPORTED["tool_use_gain"]
-    runs = sorted({r for e in section["backbones"].values() for role in e["roles"].values() for r in role["runs"]})
-    results = load_eval_results(ctx, runs)
+    results = load_eval_results(ctx, group_runs(ctx.mapping, "tool_use_gain"))
     out = []
     for size, entry in section["backbones"].items():
         word, backbone = entry["word"], entry["reported"]
