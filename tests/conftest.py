@@ -6,6 +6,8 @@ import pytest
 
 from spade.sandbox import SandboxConfig, SandboxLimits, SandboxPool
 
+pytest_plugins = ["skip_policy"]  # SPADE_NO_SKIP=1 (CI): a skip that set-up could have helped fails
+
 FAST_LIMITS = SandboxLimits(call_timeout_s=1.0, open_timeout_s=2.0, grace_s=1.0, memory_mb=512)
 
 
