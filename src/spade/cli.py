@@ -8,6 +8,7 @@
     spade eval list | spade eval select --results FILE... --out FILE | spade eval throughput --model DIR --out FILE
     spade eval relabel --result FILE --run NAME --out FILE
     spade bench step --model DIR --out-dir DIR [--corpus FILE] [--json]
+    spade bench gpu --tokenizer DIR --out FILE [--device auto|cpu|cuda] [--shape NAME] [sizes ...]
     spade config schema
     spade compute [RUN_FILE ...] [--json | --markdown] [--assumptions FILE]
     spade serve-designer --model DIR [--host 127.0.0.1] [--port N]
@@ -252,6 +253,25 @@ def cmd_bench_step(args) -> int:
     atomic_write_json(Path(args.out_dir) / "bench_step.json", result)
     print(json.dumps(result, indent=1, default=str) if args.json else render(result))
     return 0
+
+
+def cmd_bench_gpu(args) -> int:
+    from spade.train.bench_gpu import SECTIONS, render, run_bench_gpu
+
+    config = _config(args)
+    sections = [name.strip() for name in args.sections.split(",") if name.strip()]
+    unknown = sorted(set(sections) - set(SECTIONS))
+    if unknown:
+        raise ConfigError(f"--sections names {unknown}; allowed: {', '.join(SECTIONS)}")
+    result = run_bench_gpu(config, args.tokenizer, args.out, device=args.device, shape=args.shape,
+                           step_shape=args.step_shape, train_samples=args.train_samples, train_tokens=args.train_tokens,
+                           micro_batch=args.micro_batch, decode_batch=args.decode_batch,
+                           decode_prompt_tokens=args.decode_prompt_tokens, decode_new_tokens=args.decode_new_tokens,
+                           decode_calls=args.decode_calls, step_new_tokens=args.step_new_tokens,
+                           peak_tflops=args.peak_tflops, bandwidth_tbs=args.bandwidth_tbs, matmul_n=args.matmul_n,
+                           probe_mib=args.probe_mib, sections=sections, work_dir=args.work_dir or None, seed=args.seed)
+    print(render(result))
+    return 1 if result["errors"] else 0
 
 
 def cmd_train(args) -> int:
@@ -544,6 +564,41 @@ def build_parser() -> argparse.ArgumentParser:
     step_bench.add_argument("--repeats", type=int, default=3, help="each kernel is timed as the best of this many")
     step_bench.add_argument("--json", action="store_true", help="print the JSON result instead of the text table")
     step_bench.set_defaults(func=cmd_bench_step)
+    gpu_bench = performance.add_parser(
+        "gpu", parents=[common], help="the local backend on one GPU with random weights of a real shape: a whole "
+        "self-play step (straight and resumed), the trainer's MFU, decode ms/step over new-shape calls with a profile "
+        "(spade.train.bench_gpu); every size is a flag, so a tiny shape runs on a CPU")
+    gpu_bench.add_argument("--tokenizer", required=True, help="folder of a tokenizer (e.g. a prepared model folder); "
+                                                              "its vocabulary sizes the random models")
+    gpu_bench.add_argument("--out", required=True, help="JSON result, rewritten after every section")
+    gpu_bench.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                           help="train.device of every section (auto: cuda when torch sees one)")
+    gpu_bench.add_argument("--shape", default="smollm2-1.7b", help="model shape of train and decode (spade.train."
+                                                                   "bench_gpu.SHAPES: smollm2-1.7b, qwen3-1.7b, "
+                                                                   "smollm2-135m, tiny)")
+    gpu_bench.add_argument("--step-shape", default="smollm2-135m", help="model shape of the self-play step (written "
+                                                                        "to disk with its checkpoints)")
+    gpu_bench.add_argument("--sections", default="probes,train,decode,step", help="comma-separated subset to run")
+    gpu_bench.add_argument("--train-samples", type=int, default=192, help="sequences of the timed update")
+    gpu_bench.add_argument("--train-tokens", type=int, default=1280, help="tokens per training sequence")
+    gpu_bench.add_argument("--micro-batch", type=int, default=8, help="sequences per forward/backward pass")
+    gpu_bench.add_argument("--decode-batch", type=int, default=192, help="rows of every decode call")
+    gpu_bench.add_argument("--decode-prompt-tokens", type=int, default=1024,
+                           help="longest prompt; each call draws rows of 3/4 to 1 times it")
+    gpu_bench.add_argument("--decode-new-tokens", type=int, default=96, help="tokens sampled per row and call")
+    gpu_bench.add_argument("--decode-calls", type=int, default=4, help="new-shape calls before the repeated one")
+    gpu_bench.add_argument("--step-new-tokens", type=int, default=64, help="designer, hint and agent tokens per "
+                                                                           "generation in the self-play step")
+    gpu_bench.add_argument("--peak-tflops", type=float, default=0.0,
+                           help="peak of the MFU (default: the device's datasheet bf16 peak, else the measured matmul)")
+    gpu_bench.add_argument("--bandwidth-tbs", type=float, default=0.0,
+                           help="bandwidth of the decode floor in TB/s (default: datasheet, else the measured copy)")
+    gpu_bench.add_argument("--matmul-n", type=int, default=8192, help="size of the matmul probe")
+    gpu_bench.add_argument("--probe-mib", type=int, default=1024, help="size of the copy-bandwidth probe")
+    gpu_bench.add_argument("--work-dir", default="", help="folder for the model and step runs (default: a temporary "
+                                                          "one, removed at the end)")
+    gpu_bench.add_argument("--seed", type=int, default=0, help="seed of the random weights, prompts and samples")
+    gpu_bench.set_defaults(func=cmd_bench_gpu)
 
     evals = groups.add_parser("eval", help="benchmarks: run one, list them, select a checkpoint").add_subparsers(
         dest="command", required=True)

@@ -9,6 +9,13 @@ an archive of every closed environment set, and checkpoints. A run killed at any
 its last checkpoint and produces the same metrics as an uninterrupted run: all sampling seeds derive
 from (seed, step), training has no other randomness, and the metrics file is cut back to the
 checkpoint before the run continues.
+
+Device and dtype. ``train.device`` places the model, every batch, the KL reference model and the HF generation
+backend (``train_device``); ``train.dtype`` is the model's weight dtype (``train_dtype``: bfloat16 on cuda, float32
+on the CPU by default). Below float32 the optimizer steps float32 master copies of the weights and writes them back
+rounded (``LocalTrainer``; checkpoints keep the masters, ``master_weights.safetensors``). Checkpoints load onto the
+configured device whichever device wrote them. Same seed, same device and dtype: the same metrics; on a GPU this
+holds only as far as its kernels are deterministic (``spade bench gpu`` checks two runs there).
 """
 
 from __future__ import annotations
@@ -22,11 +29,36 @@ from pathlib import Path
 import torch
 
 from spade.config import SpadeConfig
+from spade.configtools import ConfigError
 from spade.io import atomic_write_json
 from spade.core.losses import chunked_token_logprobs, grpo_loss, tis_weights, token_logprobs
 from spade.provenance import stamp
 
 log = logging.getLogger("spade.train.trainer")
+MASTER_WEIGHTS = "master_weights.safetensors"  # a checkpoint's float32 master weights (train.dtype below float32)
+
+
+def train_device(train_config) -> torch.device:
+    """The device ``train.device`` names: 'auto' is cuda when torch sees a GPU, else the CPU."""
+    name = train_config.device
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"config key 'train.device' is 'cuda', but torch sees no CUDA device (torch "
+                          f"{torch.__version__}, built for CUDA {torch.version.cuda}); set it to 'auto' or 'cpu'")
+    if name not in ("cpu", "cuda"):
+        raise ConfigError(f"config key 'train.device' is {name!r}; allowed: auto, cpu, cuda")
+    return torch.device(name)
+
+
+def train_dtype(train_config, device: torch.device) -> torch.dtype:
+    """The model's weight dtype ``train.dtype`` names on ``device``: 'auto' is bfloat16 on cuda, float32 elsewhere."""
+    name = train_config.dtype
+    if name == "auto":
+        return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+    if name not in ("float32", "bfloat16"):
+        raise ConfigError(f"config key 'train.dtype' is {name!r}; allowed: auto, float32, bfloat16")
+    return getattr(torch, name)
 
 
 def _pad(rows: list, value) -> torch.Tensor:
@@ -45,13 +77,35 @@ def plain_head(model) -> bool:
             and not getattr(model.config, "logit_scale", None))
 
 
+def cast_parameters(model, dtype: torch.dtype) -> None:
+    """Cast ``model``'s parameters (tied ones once) to ``dtype`` in place, leaving its buffers as they are:
+    ``model.to(dtype)`` would also round the rotary embedding's float32 frequencies, which ``from_pretrained(...,
+    dtype=...)`` keeps in float32."""
+    for param in model.parameters():
+        if param.is_floating_point() and param.dtype != dtype:
+            param.data = param.data.to(dtype)
+
+
 class LocalTrainer:
-    """GRPO on one model (spec 6): token-level asymmetric clipping, optional k3 KL, TIS for delayed samples."""
+    """GRPO on one model (spec 6): token-level asymmetric clipping, optional k3 KL, TIS for delayed samples.
+
+    The trainer works on the device the model is on (``train_run`` puts it on ``train.device``) and casts the model
+    to ``train.dtype``. Below float32 the optimizer holds float32 master weights (``masters``, taken from the weights
+    before the cast): each micro-batch's gradients are summed into them in float32, AdamW steps them, and the model's
+    weights become their rounded copies, so steps smaller than the model dtype's resolution still accumulate."""
 
     def __init__(self, config: SpadeConfig, model, pad_id: int):
         self.config, self.model, self.pad_id = config, model, pad_id
         tc = config.train
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=tc.learning_rate,
+        self.device = next(model.parameters()).device
+        dtype = train_dtype(tc, self.device)
+        self.names = [name for name, p in model.named_parameters() if p.requires_grad]
+        self.masters = None
+        if dtype != torch.float32:
+            self.masters = [p.detach().float().clone().requires_grad_() for p in model.parameters() if p.requires_grad]
+        cast_parameters(model, dtype)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.masters or self.params, lr=tc.learning_rate,
                                            betas=(tc.adam_beta1, tc.adam_beta2), weight_decay=tc.weight_decay)
         self.reference = None
         if tc.kl_coef > 0:
@@ -59,6 +113,25 @@ class LocalTrainer:
 
             self.reference = copy.deepcopy(model).eval().requires_grad_(False)
         self.temperature = config.agent.temperature
+
+    def _gather_gradients(self) -> None:
+        """Add the model's gradients (model dtype) to the float32 masters' and free them (no-op in float32)."""
+        if self.masters is None:
+            return
+        for param, master in zip(self.params, self.masters):
+            if param.grad is not None:
+                if master.grad is None:
+                    master.grad = param.grad.float()
+                else:
+                    master.grad.add_(param.grad)
+                param.grad = None
+
+    def _publish(self) -> None:
+        """Write the float32 masters into the model's weights, rounded to its dtype (no-op in float32)."""
+        if self.masters is not None:
+            with torch.no_grad():
+                for param, master in zip(self.params, self.masters):
+                    param.copy_(master)
 
     def _logprobs(self, model, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
         """[B, T] log-prob of token t given tokens < t (position 0 gets 0).
@@ -76,8 +149,9 @@ class LocalTrainer:
         return torch.cat([torch.zeros_like(lp[:, :1]), lp], dim=1)
 
     def _batch(self, samples: list) -> dict:
+        """The padded tensors of ``samples``, on the model's device."""
         ids = _pad([s.token_ids for s in samples], self.pad_id)
-        return {
+        tensors = {
             "ids": ids,
             "attention": _pad([[1] * len(s.token_ids) for s in samples], 0),
             "mask": _pad([s.loss_mask for s in samples], 0).float(),
@@ -86,6 +160,7 @@ class LocalTrainer:
             "weights": torch.tensor([s.weight for s in samples], dtype=torch.float32),
             "delayed": torch.tensor([s.delayed for s in samples]),
         }
+        return {key: value.to(self.device) for key, value in tensors.items()}
 
     def update(self, samples: list) -> dict:
         """One rollout's policy update; returns averaged statistics."""
@@ -128,16 +203,18 @@ class LocalTrainer:
                                        tc.kl_coef, ref, tis, batch["weights"])
                 share = float(batch["mask"].sum()) / total_tokens  # token-mean over the whole optimizer step
                 (loss * share).backward()
+                self._gather_gradients()
                 stats["loss"] += float(loss.detach()) * share
                 stats["clip_frac"] += float(info["clip_frac"])
                 stats["kl_mean"] += float(info["kl_mean"])
                 micro_batches += 1
+            stepped = self.masters or self.params
             if not chunk:  # every sample skipped: the step still runs (weight decay, Adam's moments) on the zero
-                for param in self.model.parameters():  # gradient the backward passes would have given
-                    if param.requires_grad:
-                        param.grad = torch.zeros_like(param)
-            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.max_grad_norm or float("inf"))
+                for param in stepped:  # gradient the backward passes would have given
+                    param.grad = torch.zeros_like(param)
+            norm = torch.nn.utils.clip_grad_norm_(stepped, tc.max_grad_norm or float("inf"))
             self.optimizer.step()
+            self._publish()
             stats["grad_norm"] = float(norm)
             stats["optimizer_steps"] += 1
             stats["tokens"] += total_tokens
@@ -150,20 +227,38 @@ class LocalTrainer:
 
     # ----- checkpoints ---------------------------------------------------------------------------
     def save(self, folder: Path, tokenizer, extra: dict) -> None:
-        """Write a checkpoint atomically: model, tokenizer, optimizer and the self-play state."""
+        """Write a checkpoint atomically: model, tokenizer, optimizer (and float32 master weights below float32)
+        and the self-play state."""
+        from safetensors.torch import save_file
+
         tmp = folder.with_name(folder.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         self.model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+        if self.masters is not None:
+            save_file({name: master.detach() for name, master in zip(self.names, self.masters)}, tmp / MASTER_WEIGHTS)
         atomic_write_json(tmp / "trainer_state.json", extra)
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(tmp, folder)
 
-    def load_optimizer(self, folder: Path) -> None:
-        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
+    def load_state(self, folder: Path) -> None:
+        """The optimizer state and, when the checkpoint has them, the float32 master weights of checkpoint ``folder``,
+        onto the model's device whichever device wrote them (the optimizer's state is read on the CPU and moved
+        to its parameters' device by ``load_state_dict``, its step counts stay on the CPU as in a fresh one). Masters saved by a run below float32 become this
+        trainer's masters, or its weights when it trains in float32; a float32 checkpoint's weights are its masters
+        already (the model was loaded from them)."""
+        from safetensors.torch import load_file
+
+        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True, map_location="cpu"))
+        if (folder / MASTER_WEIGHTS).is_file():
+            saved = load_file(folder / MASTER_WEIGHTS, device=str(self.device))
+            with torch.no_grad():
+                for name, target in zip(self.names, self.masters or self.params):
+                    target.copy_(saved[name])
+            self._publish()
 
 
 def _latest_checkpoint(run_dir: Path):
@@ -206,15 +301,16 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     run_dir = Path(run_dir)
     require_backends(config)  # a missing tensorboard/wandb package stops the run here, before any model loads
     (run_dir / "envs").mkdir(parents=True, exist_ok=True)
+    device = train_device(config.train)  # a 'cuda' without a GPU stops the run here
     torch.manual_seed(config.seed)
     latest = _latest_checkpoint(run_dir)
-    model, tokenizer = load_model(latest or model_dir)
+    model, tokenizer = load_model(latest or model_dir, device=device)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    trainer = LocalTrainer(config, model, pad_id)
+    trainer = LocalTrainer(config, model, pad_id)  # casts the model to train.dtype
     state, start = SelfPlayState(), 0
     if latest is not None:
         saved = json.loads((latest / "trainer_state.json").read_text())
-        trainer.load_optimizer(latest)
+        trainer.load_state(latest)
         state, start = SelfPlayState(**saved["selfplay"]), saved["next_step"]
         memory = EnvironmentMemory.load(latest / "memory.json", config.memory)
         log.info("resuming %s from %s (step %d)", run_dir, latest.name, start)
@@ -225,7 +321,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     sampler = corpus_sampler(config, corpus_path)
     # hf shares the trainer's model object (always in sync); vllm is an engine beside the trainer, weights pushed after
     # every update
-    backend = build_backend(config.inference, latest or model_dir, model=model, tokenizer=tokenizer)
+    backend = build_backend(config.inference, latest or model_dir, model=model, tokenizer=tokenizer, device=device)
     # baseline.external_serve: a frozen copy of the base model served on loopback for the designer (stopped on exit)
     # TensorBoard (and offline W&B) get each metrics line as it is written; a resumed run rewrites from `start` on
     with local_designer(config, model_dir, run_dir) as core_config, SandboxPool(config.sandbox) as pool, \
