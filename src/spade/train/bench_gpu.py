@@ -62,7 +62,7 @@ SHAPES = {
                                          num_key_value_heads=3, intermediate_size=1536, rope_theta=100000.0,
                                          max_position_embeddings=8192, tie_word_embeddings=True)),
     "tiny": ("LlamaConfig", dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                 intermediate_size=128, max_position_embeddings=4096, tie_word_embeddings=True)),
+                                 intermediate_size=128, max_position_embeddings=8192, tie_word_embeddings=True)),
 }
 
 # Dense bf16 tensor-core peak (TFLOP/s) and memory bandwidth (TB/s) from NVIDIA's datasheets, by the name torch
@@ -287,9 +287,15 @@ def decode_sequence(model, tokenizer, batch: int, prompt_tokens: int, new_tokens
             "profiles": profiles}
 
 
-def untimed(metrics: dict) -> dict:
-    """A metrics line without its timings, which differ between identical runs (token counts do not)."""
-    return {k: v for k, v in metrics.items() if not k.endswith(("_seconds", "_tokens_per_s"))}
+def differing_keys(run_a: list, run_b: list) -> list:
+    """The metric keys whose values differ between two runs' metrics lines, step by step, timings aside (they differ
+    between identical runs; token counts do not); a step only one run has counts with all its keys."""
+    missing, keys = object(), set()
+    for index in range(max(len(run_a), len(run_b))):
+        a = run_a[index] if index < len(run_a) else {}
+        b = run_b[index] if index < len(run_b) else {}
+        keys |= {key for key in set(a) | set(b) if a.get(key, missing) != b.get(key, missing)}
+    return sorted(key for key in keys if not key.endswith(("_seconds", "_tokens_per_s")))
 
 
 def _metrics(run_dir: Path) -> list:
@@ -323,8 +329,7 @@ def whole_step(config, model_dir: Path, work: Path) -> dict:
     train_run(config, model_dir, None, resumed, stop_after=1)
     train_run(config, model_dir, None, resumed)
     a, b = _metrics(straight), _metrics(resumed)
-    differing = sorted({key for x, y in zip(a, b) for key in set(x) | set(y)
-                        if not key.endswith(("_seconds", "_tokens_per_s")) and x.get(key) != y.get(key)})
+    differing = differing_keys(a, b)
     last = sorted((straight / "checkpoints").glob("step_*"))[-1]
     model, _ = load_model(last, device="cpu")
     cpu = replace(config, train=replace(config.train, device="cpu", dtype="float32"))
@@ -345,7 +350,7 @@ def whole_step(config, model_dir: Path, work: Path) -> dict:
     return {"steps": len(a), "straight_seconds": straight_seconds,
             "metrics": [{k: m.get(k) for k in keep} | {k: v for k, v in m.items() if k.startswith("phase_")}
                         for m in a],
-            "same_metrics_resumed": len(a) == len(b) == config.selfplay.total_steps and not differing,
+            "same_metrics_resumed": len(a) == config.selfplay.total_steps and not differing,
             "differing_keys": differing, "checkpoint": last.name,
             "checkpoint_master_weights": masters.is_file(),
             "checkpoint_on_cpu_max_abs_diff": cpu_diff}  # CPU weights vs the checkpoint's masters (or weights)
