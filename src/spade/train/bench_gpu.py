@@ -4,7 +4,8 @@ One command for a session that is lent a GPU for a few minutes: no model weights
 randomly initialised one of a named shape (``SHAPES``: SmolLM2-1.7B's Llama shape by default, Qwen3-1.7B's, ...) with
 a real tokenizer's files (``--tokenizer``). Every size is a flag, so the same command runs a tiny shape on a CPU in
 seconds (the tests do). Sections, each timed on its own and written to the JSON as soon as it ends (a failing section
-records its error and the others still run):
+records its error and the others still run; they run in the order probes, train, step, decode, the longest last, and
+decode saves every call as it ends, so a run cut short keeps what finished):
 
 1. **probes**: the device's bf16 (fp32 on a CPU) matmul rate, the best of several n x n products, and its copy
    bandwidth (bytes read + written by one large ``copy_``), beside the datasheet values of ``DATASHEET`` for the
@@ -16,12 +17,13 @@ records its error and the others still run):
    as a share of the peak (MFU), tokens per second, peak memory.
 3. **decode**: ``HFBackend.generate`` at batch ``--decode-batch`` over a sequence of ``--decode-calls`` calls with new
    random prompts and new lengths each call (rows of ``--decode-prompt-tokens`` x 3/4 to 1, drawn per call, as
-   self-play makes them), then the last call repeated identically, then one more new-shape call under
-   ``torch.profiler`` (and the repeated call under it too, for comparison). Per call: milliseconds per decode step
-   (the time after the first token's logits, over ``--decode-new-tokens`` - 1 steps) and its ratio to the memory
-   floor (weights plus the keys and values of the padded cache, read once per step, at the floor's bandwidth),
-   prefill seconds, the whole call's seconds, and the caching allocator's new device allocations. The profiles list
-   the top operators by device time and by CPU time, and how busy the device was over the call.
+   self-play makes them; no prefix cache: the calls share no prefix), then the last call repeated identically, then
+   one more new-shape call under ``torch.profiler`` (and the repeated call under it too, for comparison). Per call:
+   milliseconds per decode step (the time after the first token's logits, over ``--decode-new-tokens`` - 1 steps)
+   and its ratio to the memory floor (weights plus the keys and values of the padded cache, read once per step, at
+   the floor's bandwidth), prefill seconds, the whole call's seconds, and the caching allocator's new device
+   allocations. The profiles list the top operators by device time and by CPU time, and how busy the device was
+   over the call.
 4. **step**: a whole local self-play run of two steps (``spade.train.trainer.train_run``: designer, sandbox
    validation, backfill from the built-in library, agent episodes in the sandbox, the update, checkpoints) on the
    device, with a model of ``--step-shape`` written to disk, twice: straight, and stopped after one step and resumed
@@ -263,19 +265,22 @@ def profile_summary(run, device: torch.device) -> dict:
 
 
 def decode_sequence(model, tokenizer, batch: int, prompt_tokens: int, new_tokens: int, calls: int,
-                    bandwidth_tbs: float, device: torch.device, seed: int) -> dict:
-    """Decode timings over new-shape calls, a repeated call and two profiled ones (module docstring, section 3)."""
+                    bandwidth_tbs: float, device: torch.device, seed: int, on_call=None) -> dict:
+    """Decode timings over new-shape calls, a repeated call and two profiled ones (module docstring, section 3);
+    ``on_call(rows)`` after every timed call (the caller saves them: a run cut short keeps the calls that ended)."""
     from spade.inference.generation_hf import HFBackend
 
     vocab = model.config.get_text_config(decoder=True).vocab_size
-    backend = HFBackend(model, tokenizer, device=device, batch_size=batch, eos_token_id=vocab + 1)
+    backend = HFBackend(model, tokenizer, device=device, batch_size=batch, eos_token_id=vocab + 1)  # no prefix cache
     rows, prompts = [], []
-    for call in range(calls):
-        prompts = decode_prompts(batch, prompt_tokens, vocab, seed + call)
-        rows.append({"call": call, "kind": "new", **decode_call(backend, model, prompts, new_tokens, seed + call,
-                                                                bandwidth_tbs, device)})
-    rows.append({"call": calls, "kind": "repeat", **decode_call(backend, model, prompts, new_tokens, seed + calls - 1,
-                                                                bandwidth_tbs, device)})
+    for call in range(calls + 1):
+        kind = "new" if call < calls else "repeat"
+        if kind == "new":
+            prompts, call_seed = decode_prompts(batch, prompt_tokens, vocab, seed + call), seed + call
+        rows.append({"call": call, "kind": kind, **decode_call(backend, model, prompts, new_tokens, call_seed,
+                                                               bandwidth_tbs, device)})
+        if on_call is not None:
+            on_call(rows)
     fresh = decode_prompts(batch, prompt_tokens, vocab, seed + calls)
     profiles = {}
     for kind, call_prompts, call_seed in (("new", fresh, seed + calls), ("repeat", prompts, seed + calls - 1)):
@@ -356,6 +361,11 @@ def whole_step(config, model_dir: Path, work: Path) -> dict:
             "checkpoint_on_cpu_max_abs_diff": cpu_diff}  # CPU weights vs the checkpoint's masters (or weights)
 
 
+def _save_partial(out: Path, result: dict, name: str, partial: dict) -> None:
+    """Write ``result`` with the unfinished section ``name`` as far as it got (``partial``) to ``out``."""
+    atomic_write_json(out, {**result, name: {**partial, "unfinished": True}})
+
+
 def run_bench_gpu(config, tokenizer_dir: str | Path, out: str | Path, *, device: str = "auto",
                   shape: str = "smollm2-1.7b", step_shape: str = "smollm2-135m", train_samples: int = 192,
                   train_tokens: int = 1280, micro_batch: int = 8, decode_batch: int = 192,
@@ -387,14 +397,14 @@ def run_bench_gpu(config, tokenizer_dir: str | Path, out: str | Path, *, device:
               "seconds": {}, "errors": {}}
     out = Path(out)
     scratch = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="spade-bench-gpu-"))
-    model = None
 
     def section(name, body):
+        """Run ``body(save_partial)`` as section ``name``: its result, or its error, goes to ``out`` at once."""
         if name not in sections:
             return
         started = time.perf_counter()
         try:
-            result[name] = body()
+            result[name] = body(lambda partial: _save_partial(out, result, name, partial))
         except Exception as exc:  # noqa: BLE001 -- one failing section must not lose the others' numbers
             result["errors"][name] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
             log.error("section %s failed: %s", name, exc)
@@ -402,31 +412,36 @@ def run_bench_gpu(config, tokenizer_dir: str | Path, out: str | Path, *, device:
         atomic_write_json(out, result)
 
     try:
-        section("probes", lambda: probes(place, dtype, matmul_n, probe_mib))
+        section("probes", lambda _: probes(place, dtype, matmul_n, probe_mib))
         measured = result.get("probes", {})
         peak = peak_tflops or (sheet[0] if sheet else measured.get("matmul_tflops"))
         bandwidth = bandwidth_tbs or (sheet[1] if sheet else measured.get("copy_tbs"))
-        result["peak_tflops"] = {"value": peak, "source": "flag" if peak_tflops else "datasheet" if sheet else "measured"}
-        result["bandwidth_tbs"] = {"value": bandwidth,
-                                   "source": "flag" if bandwidth_tbs else "datasheet" if sheet else "measured"}
-        if {"train", "decode"} & set(sections):
-            if not peak or not bandwidth:
-                raise ValueError("no peak or bandwidth: the probes section did not run and the device is not in the "
-                                 "datasheet table; pass --peak-tflops and --bandwidth-tbs")
-            model = build_model(shape, tokenizer, place, dtype, seed)
-            samples = synthetic_samples(train_samples, train_tokens, len(tokenizer), seed)
-            section("train", lambda: train_rate(config, model, samples, micro_batch, peak, place))
-            section("decode", lambda: decode_sequence(model, tokenizer, decode_batch, decode_prompt_tokens,
-                                                      decode_new_tokens, decode_calls, bandwidth, place, seed))
-            model = None
-            _release(place)
+        for key, value, flag in (("peak_tflops", peak, peak_tflops), ("bandwidth_tbs", bandwidth, bandwidth_tbs)):
+            result[key] = {"value": value, "source": "flag" if flag else "datasheet" if sheet else "measured"}
+        big = {}  # the model of ``shape``, built once for train and decode
 
-        def step():
+        def measured_model(value, flag: str):
+            if not value:
+                raise ValueError(f"the probes section did not run and {info['name']!r} is not in the datasheet "
+                                 f"table; pass {flag}")
+            if "model" not in big:
+                big["model"] = build_model(shape, tokenizer, place, dtype, seed)
+            return big["model"]
+
+        section("train", lambda _: train_rate(config, measured_model(peak, "--peak-tflops"),
+                                              synthetic_samples(train_samples, train_tokens, len(tokenizer), seed),
+                                              micro_batch, peak, place))
+
+        def step(_):
             folder = write_model(build_model(step_shape, tokenizer, place, dtype, seed), tokenizer, scratch / "model")
             _release(place)
             return whole_step(step_config(config, device, step_new_tokens, 2), folder, scratch / "runs")
 
-        section("step", step)
+        section("step", step)  # before decode, the longest section: a run cut short still has the step
+        section("decode", lambda save: decode_sequence(measured_model(bandwidth, "--bandwidth-tbs"), tokenizer,
+                                                       decode_batch, decode_prompt_tokens, decode_new_tokens,
+                                                       decode_calls, bandwidth, place, seed,
+                                                       on_call=lambda rows: save({"calls": rows})))
     finally:
         if not work_dir:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -442,14 +457,16 @@ def render(result: dict) -> str:
     if "probes" in result:
         p = result["probes"]
         lines.append(f"probes: {p['matmul_dtype']} matmul {p['matmul_n']}^3 {p['matmul_tflops']:.1f} TFLOP/s, copy "
-                     f"{p['copy_tbs']:.2f} TB/s; peak used {peak.get('value') or 0:.1f} TFLOP/s ({peak.get('source')}), "
+                     f"{p['copy_tbs']:.2f} TB/s; peak used {peak.get('value') or 0:.1f} TFLOP/s "
+                     f"({peak.get('source')}), "
                      f"bandwidth used {bandwidth.get('value') or 0:.2f} TB/s ({bandwidth.get('source')})")
     if "train" in result:
         t = result["train"]
         memory = f", peak memory {t['peak_memory_gib']:.1f} GiB" if "peak_memory_gib" in t else ""
         lines.append(f"train: {t['samples']} x {t['tokens_per_sample']} tokens, micro-batch {t['micro_batch']}, "
                      f"{t['dtype']}{' + fp32 masters' if t['master_weights'] else ''}: {t['seconds']:.2f} s, "
-                     f"{t['tokens_per_s']:.0f} tokens/s, {t['achieved_tflops']:.1f} TFLOP/s = MFU {t['mfu']:.1%}{memory}")
+                     f"{t['tokens_per_s']:.0f} tokens/s, {t['achieved_tflops']:.1f} TFLOP/s = MFU "
+                     f"{t['mfu']:.1%}{memory}")
     if "decode" in result:
         d = result["decode"]
         lines.append(f"decode: batch {d['batch']}, prompts <= {d['prompt_tokens']} tokens, {d['new_tokens']} new "

@@ -246,10 +246,10 @@ class LocalTrainer:
 
     def load_state(self, folder: Path) -> None:
         """The optimizer state and, when the checkpoint has them, the float32 master weights of checkpoint ``folder``,
-        onto the model's device whichever device wrote them (the optimizer's state is read on the CPU and moved
-        to its parameters' device by ``load_state_dict``, its step counts stay on the CPU as in a fresh one). Masters saved by a run below float32 become this
-        trainer's masters, or its weights when it trains in float32; a float32 checkpoint's weights are its masters
-        already (the model was loaded from them)."""
+        onto the model's device whichever device wrote them (the optimizer's state is read on the CPU and moved to
+        its parameters' device by ``load_state_dict``; its step counts stay on the CPU, as in a fresh optimizer).
+        Masters saved by a run below float32 become this trainer's masters, or its weights when it trains in float32;
+        a float32 checkpoint's weights are its masters already (the model was loaded from them)."""
         from safetensors.torch import load_file
 
         self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True, map_location="cpu"))
