@@ -96,3 +96,24 @@ def test_synthetic_samples_train_every_sample():
     samples = synthetic_samples(4, 8, 50, seed=0)
     assert [s.advantage for s in samples] == [1.0, -1.0, 1.0, -1.0]
     assert all(s.loss_mask == [0, 0] + [1] * 6 and len(s.token_ids) == 8 for s in samples)
+
+
+def test_a_failing_section_keeps_what_it_saved_and_the_others_still_run(tiny_model_dir, tmp_path, monkeypatch):
+    from spade.config import load_config
+    from spade.train import bench_gpu
+
+    def broken(run, device):
+        raise RuntimeError("no profiler here")
+
+    monkeypatch.setattr(bench_gpu, "profile_summary", broken)
+    config = load_config(overrides={"model_card": "tiny-random"})
+    sizes = dict(device="cpu", shape="tiny", train_samples=4, train_tokens=32, micro_batch=2, decode_batch=2,
+                 decode_prompt_tokens=16, decode_new_tokens=4, decode_calls=2, sections=("decode", "train"))
+    out = tmp_path / "result.json"
+    result = bench_gpu.run_bench_gpu(config, tiny_model_dir, out, peak_tflops=1.0, bandwidth_tbs=1.0, **sizes)
+    assert "no profiler here" in result["errors"]["decode"] and "train" not in result["errors"]
+    decode = json.loads(out.read_text())["decode"]
+    assert decode["unfinished"] and [c["kind"] for c in decode["calls"]] == ["new", "new", "repeat"]
+    # neither probes nor a datasheet entry: decode has no bandwidth, and says which flag gives one
+    result = bench_gpu.run_bench_gpu(config, tiny_model_dir, out, peak_tflops=1.0, **sizes)
+    assert "pass --bandwidth-tbs" in result["errors"]["decode"] and result["train"]["mfu"] > 0

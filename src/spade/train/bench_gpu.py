@@ -21,9 +21,9 @@ decode saves every call as it ends, so a run cut short keeps what finished):
    one more new-shape call under ``torch.profiler`` (and the repeated call under it too, for comparison). Per call:
    milliseconds per decode step (the time after the first token's logits, over ``--decode-new-tokens`` - 1 steps)
    and its ratio to the memory floor (weights plus the keys and values of the padded cache, read once per step, at
-   the floor's bandwidth), prefill seconds, the whole call's seconds, and the caching allocator's new device
-   allocations. The profiles list the top operators by device time and by CPU time, and how busy the device was
-   over the call.
+   the floor's bandwidth), prefill seconds, the whole call's seconds, and the caching allocator's device
+   allocations, frees and retries during the call. The profiles list the top operators by device time and by CPU
+   time, and how busy the device was over the call.
 4. **step**: a whole local self-play run of two steps (``spade.train.trainer.train_run``: designer, sandbox
    validation, backfill from the built-in library, agent episodes in the sandbox, the update, checkpoints) on the
    device, with a model of ``--step-shape`` written to disk, twice: straight, and stopped after one step and resumed
@@ -214,10 +214,16 @@ def floor_bytes(model, batch: int, cache_width: float) -> float:
     return weights + batch * cache_width * kv_per_position
 
 
-def _allocations(device: torch.device) -> int | None:
+ALLOCATOR_COUNTS = ("num_device_alloc", "num_device_free", "num_alloc_retries")  # torch.cuda.memory_stats keys
+
+
+def _allocator(device: torch.device) -> dict:
+    """The caching allocator's running counts of device allocations (cudaMalloc), frees and retries (a retry frees
+    every cached block and allocates again); empty on a CPU."""
     if device.type != "cuda":
-        return None
-    return torch.cuda.memory_stats(device).get("num_device_alloc")
+        return {}
+    stats = torch.cuda.memory_stats(device)
+    return {key: stats.get(key, 0) for key in ALLOCATOR_COUNTS}
 
 
 def decode_call(backend, model, prompts: list, new_tokens: int, seed: int, bandwidth_tbs: float,
@@ -225,7 +231,7 @@ def decode_call(backend, model, prompts: list, new_tokens: int, seed: int, bandw
     """One ``generate`` call at temperature 0.6 (every row decodes ``new_tokens``: the eos is never sampled)."""
     from spade.inference.generation import SamplingParams
 
-    before, allocations = dict(backend.totals), _allocations(device)
+    before, allocator = dict(backend.totals), _allocator(device)
     seconds = _timed(lambda: backend.generate(prompts, SamplingParams(temperature=0.6, max_new_tokens=new_tokens),
                                               seed), device)
     totals = {key: backend.totals[key] - before[key] for key in before}
@@ -233,11 +239,12 @@ def decode_call(backend, model, prompts: list, new_tokens: int, seed: int, bandw
     width = max(len(p) for p in prompts)
     step_ms = totals["decode_seconds"] / steps * 1e3
     floor_ms = floor_bytes(model, len(prompts), width + new_tokens / 2) / (bandwidth_tbs * 1e12) * 1e3
-    after = _allocations(device)
+    after = _allocator(device)
     return {"rows": len(prompts), "longest_prompt": width, "shortest_prompt": min(len(p) for p in prompts),
             "new_tokens": totals["new_tokens"], "ms_per_step": step_ms, "floor_ms": floor_ms,
             "ratio_to_floor": step_ms / floor_ms, "prefill_seconds": totals["prefill_seconds"], "call_seconds": seconds,
-            "device_allocations": None if after is None else after - allocations}
+            "allocator": {key: after[key] - allocator[key] for key in after},
+            "reserved_gib": torch.cuda.memory_reserved(device) / 2**30 if device.type == "cuda" else None}
 
 
 def profile_summary(run, device: torch.device) -> dict:
@@ -361,11 +368,6 @@ def whole_step(config, model_dir: Path, work: Path) -> dict:
             "checkpoint_on_cpu_max_abs_diff": cpu_diff}  # CPU weights vs the checkpoint's masters (or weights)
 
 
-def _save_partial(out: Path, result: dict, name: str, partial: dict) -> None:
-    """Write ``result`` with the unfinished section ``name`` as far as it got (``partial``) to ``out``."""
-    atomic_write_json(out, {**result, name: {**partial, "unfinished": True}})
-
-
 def run_bench_gpu(config, tokenizer_dir: str | Path, out: str | Path, *, device: str = "auto",
                   shape: str = "smollm2-1.7b", step_shape: str = "smollm2-135m", train_samples: int = 192,
                   train_tokens: int = 1280, micro_batch: int = 8, decode_batch: int = 192,
@@ -399,15 +401,23 @@ def run_bench_gpu(config, tokenizer_dir: str | Path, out: str | Path, *, device:
     scratch = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="spade-bench-gpu-"))
 
     def section(name, body):
-        """Run ``body(save_partial)`` as section ``name``: its result, or its error, goes to ``out`` at once."""
+        """Run ``body(save)`` as section ``name``: its result, or its error and what it saved so far with
+        ``save(partial)``, goes to ``out`` at once."""
         if name not in sections:
             return
-        started = time.perf_counter()
+        started, partial = time.perf_counter(), {}
+
+        def save(values: dict) -> None:
+            partial.update(values, unfinished=True)
+            atomic_write_json(out, {**result, name: partial})
+
         try:
-            result[name] = body(lambda partial: _save_partial(out, result, name, partial))
+            result[name] = body(save)
         except Exception as exc:  # noqa: BLE001 -- one failing section must not lose the others' numbers
             result["errors"][name] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
             log.error("section %s failed: %s", name, exc)
+            if partial:
+                result[name] = partial
         result["seconds"][name] = time.perf_counter() - started
         atomic_write_json(out, result)
 
@@ -460,7 +470,7 @@ def render(result: dict) -> str:
                      f"{p['copy_tbs']:.2f} TB/s; peak used {peak.get('value') or 0:.1f} TFLOP/s "
                      f"({peak.get('source')}), "
                      f"bandwidth used {bandwidth.get('value') or 0:.2f} TB/s ({bandwidth.get('source')})")
-    if "train" in result:
+    if "train" in result and "unfinished" not in result["train"]:
         t = result["train"]
         memory = f", peak memory {t['peak_memory_gib']:.1f} GiB" if "peak_memory_gib" in t else ""
         lines.append(f"train: {t['samples']} x {t['tokens_per_sample']} tokens, micro-batch {t['micro_batch']}, "
@@ -469,13 +479,13 @@ def render(result: dict) -> str:
                      f"{t['mfu']:.1%}{memory}")
     if "decode" in result:
         d = result["decode"]
-        lines.append(f"decode: batch {d['batch']}, prompts <= {d['prompt_tokens']} tokens, {d['new_tokens']} new "
-                     f"(ms/step; floor; ratio; prefill s; call s; new device allocations):")
+        lines.append(f"decode: batch {d['calls'][0]['rows']}, {d['calls'][0]['new_tokens'] // d['calls'][0]['rows']} "
+                     "new tokens per row (ms/step; floor; ratio; prefill s; call s; device allocs/frees/retries):")
         for row in d["calls"]:
             lines.append(f"  call {row['call']} {row['kind']:<6} {row['ms_per_step']:8.2f} {row['floor_ms']:8.2f} "
                          f"{row['ratio_to_floor']:6.2f}x {row['prefill_seconds']:7.2f} {row['call_seconds']:7.2f} "
-                         f"{row['device_allocations']}")
-        for kind, prof in d["profiles"].items():
+                         f"{'/'.join(str(v) for v in row['allocator'].values()) or '-'}")
+        for kind, prof in d.get("profiles", {}).items():
             busy = prof["device_busy_share"]
             lines.append(f"  profiled {kind} call: {prof['wall_seconds']:.2f} s, device busy "
                          f"{'-' if busy is None else f'{busy:.0%}'}; top by device time:")
@@ -483,7 +493,7 @@ def render(result: dict) -> str:
             for op in prof[key][:8]:
                 lines.append(f"    {op['name'][:60]:<60} {op['calls']:>7} calls {op['self_device_ms']:9.1f} ms device "
                              f"{op['self_cpu_ms']:9.1f} ms cpu")
-    if "step" in result:
+    if "step" in result and "unfinished" not in result["step"]:
         s = result["step"]
         times = ", ".join(f"{m['step_seconds']:.1f} s" for m in s["metrics"])
         lines.append(f"step: {s['steps']} steps ({times}); resumed run equal: {s['same_metrics_resumed']}"
