@@ -117,3 +117,11 @@ def test_a_failing_section_keeps_what_it_saved_and_the_others_still_run(tiny_mod
     # neither probes nor a datasheet entry: decode has no bandwidth, and says which flag gives one
     result = bench_gpu.run_bench_gpu(config, tiny_model_dir, out, peak_tflops=1.0, **sizes)
     assert "pass --bandwidth-tbs" in result["errors"]["decode"] and result["train"]["mfu"] > 0
+
+
+def test_an_unknown_shape_or_section_is_named(tmp_path, capsys):
+    base = ["bench", "gpu", "--tokenizer", str(tmp_path), "--out", str(tmp_path / "r.json")]
+    assert main([*base, "--shape", "llama-70b"]) == 2
+    assert "--shape is 'llama-70b'; allowed: smollm2-1.7b, qwen3-1.7b" in capsys.readouterr().err
+    assert main([*base, "--sections", "probes,decoding"]) == 2
+    assert "--sections names ['decoding']; allowed: probes, train, decode, step" in capsys.readouterr().err

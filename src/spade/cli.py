@@ -256,13 +256,16 @@ def cmd_bench_step(args) -> int:
 
 
 def cmd_bench_gpu(args) -> int:
-    from spade.train.bench_gpu import SECTIONS, render, run_bench_gpu
+    from spade.train.bench_gpu import SECTIONS, SHAPES, render, run_bench_gpu
 
     config = _config(args)
     sections = [name.strip() for name in args.sections.split(",") if name.strip()]
     unknown = sorted(set(sections) - set(SECTIONS))
     if unknown:
         raise ConfigError(f"--sections names {unknown}; allowed: {', '.join(SECTIONS)}")
+    for flag, shape in (("--shape", args.shape), ("--step-shape", args.step_shape)):
+        if shape not in SHAPES:
+            raise ConfigError(f"{flag} is {shape!r}; allowed: {', '.join(SHAPES)}")
     result = run_bench_gpu(config, args.tokenizer, args.out, device=args.device, shape=args.shape,
                            step_shape=args.step_shape, train_samples=args.train_samples, train_tokens=args.train_tokens,
                            micro_batch=args.micro_batch, decode_batch=args.decode_batch,

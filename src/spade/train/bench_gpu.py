@@ -40,6 +40,7 @@ import json
 import logging
 import random
 import shutil
+import sys
 import tempfile
 import time
 import traceback
@@ -133,9 +134,9 @@ def build_model(shape: str, tokenizer, device: torch.device, dtype: torch.dtype,
     if shape not in SHAPES:
         raise ValueError(f"unknown model shape {shape!r}; known: {', '.join(SHAPES)}")
     config_class, arguments = SHAPES[shape]
-    eos = tokenizer.eos_token_id
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     config = getattr(transformers, config_class)(vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
-                                                 eos_token_id=eos, pad_token_id=tokenizer.pad_token_id or eos,
+                                                 eos_token_id=eos, pad_token_id=eos if pad is None else pad,
                                                  **arguments)
     torch.manual_seed(seed)
     with torch.device(device):
@@ -248,8 +249,10 @@ def decode_call(backend, model, prompts: list, new_tokens: int, seed: int, bandw
 
 
 def profile_summary(run, device: torch.device) -> dict:
-    """Run ``run()`` under ``torch.profiler``; the top operators by device and by CPU time, and the device's busy
-    share of the call's wall time (its kernels' summed self time over the wall time: low = the device waited)."""
+    """Run ``run()`` under ``torch.profiler``; the top operators and kernels by device and by CPU time, and the
+    device's busy share of the call's wall time (the summed durations of its kernels, copies and fills over the wall
+    time: low means the device waited for the CPU; None on a CPU)."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -258,15 +261,17 @@ def profile_summary(run, device: torch.device) -> dict:
     events = prof.key_averages()
 
     def row(event) -> dict:
-        return {"name": event.key, "calls": event.count, "self_cpu_ms": event.self_cpu_time_total / 1e3,
+        return {"name": event.key, "on": str(event.device_type).rsplit(".", 1)[-1], "calls": event.count,
+                "self_cpu_ms": event.self_cpu_time_total / 1e3,
                 "cpu_total_ms": event.cpu_time_total / 1e3,
                 "self_device_ms": getattr(event, "self_device_time_total", 0.0) / 1e3,
                 "device_total_ms": getattr(event, "device_time_total", 0.0) / 1e3}
 
     rows = [row(e) for e in events]
-    device_ms = sum(r["self_device_ms"] for r in rows)
-    return {"wall_seconds": seconds, "device_busy_share": device_ms / 1e3 / seconds if seconds else None,
-            "self_device_ms_total": device_ms, "self_cpu_ms_total": sum(r["self_cpu_ms"] for r in rows),
+    device_ms = sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA) / 1e3
+    on_device = device.type == "cuda"
+    return {"wall_seconds": seconds, "device_busy_share": device_ms / 1e3 / seconds if on_device and seconds else None,
+            "device_ms": device_ms if on_device else None, "self_cpu_ms_total": sum(r["self_cpu_ms"] for r in rows),
             "top_by_device": sorted(rows, key=lambda r: -r["self_device_ms"])[:PROFILE_TOP],
             "top_by_cpu": sorted(rows, key=lambda r: -r["self_cpu_ms"])[:PROFILE_TOP]}
 
@@ -406,6 +411,7 @@ def run_bench_gpu(config, tokenizer_dir: str | Path, out: str | Path, *, device:
         if name not in sections:
             return
         started, partial = time.perf_counter(), {}
+        print(f"spade bench gpu: {name} ...", file=sys.stderr, flush=True)  # progress on a one-shot remote run
 
         def save(values: dict) -> None:
             partial.update(values, unfinished=True)
