@@ -53,7 +53,7 @@ def test_the_whole_command_on_the_cpu(tiny_model_dir, tmp_path, capsys):
     assert "MFU" in text and "call 4 repeat" in text and "resumed run equal: True" in text
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() is False)")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here (torch.cuda.is_available() is False)")
 def test_the_whole_command_on_cuda(tiny_model_dir, tmp_path):
     code, result = _run(tiny_model_dir, tmp_path, "cuda")
     assert code == 0, result["errors"]

@@ -101,7 +101,7 @@ def test_checkpoints_keep_the_masters_and_load_them_on_any_dtype(tiny_model_dir,
     assert all(torch.equal(p, m) for p, m in zip(cpu.params, trainer.masters))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() is False)")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here (torch.cuda.is_available() is False)")
 def test_update_and_generation_run_on_cuda(tiny_model_dir):
     from spade.inference.generation import SamplingParams
     from spade.inference.generation_hf import HFBackend
