@@ -125,12 +125,12 @@ def test_half_the_groups_openrlhf_trained_on_have_a_nonzero_advantage(integratio
 def test_after_every_sync_the_engine_holds_the_actors_weights(integration, mutated):
     syncs = integration["report"]["weight_sync"]
     assert [len(syncs[name]) for name in ("full", "killed", "resumed")] == [4, 2, 3]
-    # the resumed launch first pushes the weights it loaded from global_step2: the full run's after step 2
-    assert integration["report"]["resumed_sync"]["checksum"] == syncs["full"][1]["checksum"]
+    # the resumed launch first pushes the weights it loaded from global_step2: the killed launch's after step 2
+    assert integration["report"]["resumed_sync"]["checksum"] == syncs["killed"][1]["checksum"]
     with pytest.raises(IntegrationError, match="sync 1: the actor sent weights .* the engine holds"):
         check_weight_sync(mutated / "records", 2)  # real mutation: the engine received every weight, loaded none
     with pytest.raises(IntegrationError, match="the resumed launch first synced weights"):
-        check_resumed_sync(syncs["full"], syncs["resumed"], 1)  # tampered: as if resumed from global_step1
+        check_resumed_sync(syncs["killed"][:1], syncs["resumed"])  # tampered: as if resumed from global_step1
 
 
 def test_openrlhf_trained_on_the_advantages_our_executor_returned(integration, mutated):
@@ -153,11 +153,11 @@ def test_the_policy_moved_toward_positively_rewarded_responses(integration, muta
 
 def test_the_resumed_run_ends_with_the_full_runs_weights(integration):
     same = integration["report"]["same_final_weights"]
-    assert same["max_abs_diff"] <= same["tolerance"] and same["tensors"] > 10
-    full = integration["out"] / "full" / "openrlhf" / "ckpt" / "global_step4_hf"
-    # tampered: the final weights of a run that never left the base model
-    with pytest.raises(IntegrationError, match="differ from the full run's by up to"):
-        check_same_weights(full, Path(integration["report"]["model"]), same["tolerance"])
+    assert same["ratio"] <= same["tolerance"] and same["tensors"] > 10
+    ckpt, base = integration["out"] / "full" / "openrlhf" / "ckpt", Path(integration["report"]["model"])
+    # tampered: the final weights of a run two steps short, where a resume from the base weights would end
+    with pytest.raises(IntegrationError, match="ratio .* > tolerance"):
+        check_same_weights(ckpt / "global_step4_hf", ckpt / "global_step2_hf", base, same["tolerance"])
 
 
 # ----- the older checkers on tampered copies of the real run's artifacts ------------------------------------------
