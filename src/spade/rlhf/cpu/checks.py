@@ -23,6 +23,7 @@ from spade.rlhf.cpu.probes import read_records
 VOLATILE_SUFFIXES = ("_seconds", "_tokens_per_s")
 # per-episode lists in the order the engine's concurrent episodes finished, which differs between two correct runs
 ORDER_FREE_KEYS = ("agent_returns",)
+RESUME_REL_TOL = 1e-9  # metrics of the resumed run against the full run's: floats summed in another order
 ADVANTAGE_TOL = 1e-5  # OpenRLHF holds rewards and advantages in float32; ours are Python floats
 NONZERO_GROUP_SHARE = 0.5  # least share of OpenRLHF's prompt groups with a nonzero advantage
 
@@ -161,6 +162,18 @@ def comparable(line: dict) -> dict:
             if not key.endswith(VOLATILE_SUFFIXES)}
 
 
+def same_value(a, b) -> bool:
+    """Equal, floats up to ``RESUME_REL_TOL`` (sums over episodes in another order differ in their last bits)."""
+    if isinstance(a, float) or isinstance(b, float):
+        return (isinstance(a, (int, float)) and isinstance(b, (int, float))
+                and (math.isclose(a, b, rel_tol=RESUME_REL_TOL, abs_tol=RESUME_REL_TOL) or (a != a and b != b)))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_value(a[key], b[key]) for key in a)
+    return a == b
+
+
 def check_resume(full: Path, resumed: Path) -> int:
     a, b = metrics_lines(full), metrics_lines(resumed)
     if len(a) != len(b):
@@ -168,7 +181,7 @@ def check_resume(full: Path, resumed: Path) -> int:
     for left, right in zip(a, b):
         left, right = comparable(left), comparable(right)
         for key in sorted(set(left) | set(right)):
-            if left.get(key) != right.get(key):
+            if not same_value(left.get(key), right.get(key)):
                 raise IntegrationError(f"step {left.get('step')}: {key} is {left.get(key)!r} in the full run and "
                                        f"{right.get(key)!r} after the kill and resume")
     return len(a)

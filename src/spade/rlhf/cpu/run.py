@@ -41,7 +41,6 @@ import sys
 import time
 from pathlib import Path
 
-
 from spade.rlhf.cpu import environment, probes
 from spade.rlhf.cpu.checks import (IntegrationError, check_checkpoints, check_designer_replay, check_finite,
                                    check_live_metrics, check_nonzero_groups, check_policy_moved, check_resume,
@@ -68,7 +67,7 @@ def train(configs, model: Path, run_dir: Path, log_path: Path, kill_after_step: 
     (SIGKILL) once that step's metrics line appears. ``records``: the folder its processes write their records to
     (``spade.rlhf.cpu.probes``); ``mutate``: the probes' mutations to switch on. Returns {"returncode", "seconds",
     "cpu_seconds", "killed"}; CPU seconds: user + system of every process of the session (``_session_cpu``)."""
-    started, cpu = time.monotonic(), {}
+    started, cpu, polled = time.monotonic(), {}, 0.0
     env = environment()
     env.pop(probes.MUTATE_ENV, None)
     if records is not None:
@@ -90,8 +89,9 @@ def train(configs, model: Path, run_dir: Path, log_path: Path, kill_after_step: 
                     os.killpg(proc.pid, signal.SIGKILL)
                     killed = True
                     break
-                if int(time.monotonic() * 10) % 10 == 0:
+                if time.monotonic() - polled >= 1.0:
                     _session_cpu(proc.pid, cpu)
+                    polled = time.monotonic()
                 time.sleep(0.1)
             proc.wait()
         finally:
