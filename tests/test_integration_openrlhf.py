@@ -72,7 +72,9 @@ def test_openrlhf_diagnostics_are_finite_on_every_step(integration):
     diagnostics = integration["report"]["finite_diagnostics"]
     assert sorted(diagnostics) == ["train/logprobs_diff", "train/policy_loss", "train/ppo_kl", "train/vllm_kl"]
     assert all(len(values) == 4 for values in diagnostics.values())
-    assert all(abs(v) < 1e-3 for v in diagnostics["train/vllm_kl"])  # engine and actor agree on the log-probs
+    # engine and actor agree on the log-probs of what the engine just sampled (global steps 1-2); at steps 3-4 the
+    # batch also holds designer samples replayed k = 2 steps late with the log-probs of the policy that wrote them
+    assert all(abs(v) < 1e-3 for v in diagnostics["train/vllm_kl"][:2])
 
 
 def test_designer_samples_train_k_steps_after_generation(integration):
