@@ -3,8 +3,9 @@
 The run itself (three trainings of 4 SPADE steps) happens once per session in ``integration``, and one short run
 with the probes' mutations on in ``mutated``; every test reads what they produced. Each check of ``report.json`` is
 shown to raise when its property breaks: on the mutated run (weight sync skipped, advantage signs flipped) or on a
-tampered copy of the real run's artifacts (the test names which). The stand-in pieces (vllm, flash_attn, the CUDA patches) get their own unit
-tests here, in a fresh interpreter with the run's environment, so that nothing of them leaks into this process.
+tampered copy of the real run's artifacts (the test names which). The stand-in pieces (vllm, flash_attn, the CUDA
+patches) get their own unit tests here, in a fresh interpreter with the run's environment, so that nothing of them
+leaks into this process.
 """
 
 from __future__ import annotations

@@ -329,7 +329,8 @@ def check_same_weights(full: Path, resumed: Path, base: Path, rtol: float) -> di
                                f"{sorted((set(a) ^ set(b)) | (set(a) ^ set(start)))}")
     for name in sorted(a):
         if a[name].shape != b[name].shape:
-            raise IntegrationError(f"{name}: shape {tuple(a[name].shape)} in {full}, {tuple(b[name].shape)} in {resumed}")
+            raise IntegrationError(f"{name}: shape {tuple(a[name].shape)} in {full}, "
+                                   f"{tuple(b[name].shape)} in {resumed}")
 
     def l1(x: dict, y: dict) -> float:
         return sum(float((x[name].double() - y[name].double()).abs().sum()) for name in x)
@@ -347,7 +348,7 @@ def check_resumed_sync(killed: list, resumed: list) -> dict:
     """The resumed launch's first sync (OpenRLHF pushes the weights it loaded from its latest checkpoint) carries
     exactly the weights the killed launch synced last, after its last trained step: it resumed from that checkpoint,
     not from the base model."""
-    if not killed or not resumed or killed[-1]["checksum"] != resumed[0]["checksum"]:
-        raise IntegrationError(f"the resumed launch first synced weights {resumed[0]['checksum'][:16] if resumed else None}"
-                               f", the killed launch last synced {killed[-1]['checksum'][:16] if killed else None}")
+    first, last = (resumed[0]["checksum"] if resumed else None), (killed[-1]["checksum"] if killed else None)
+    if first is None or first != last:
+        raise IntegrationError(f"the resumed launch first synced weights {first}, the killed launch last synced {last}")
     return {"killed_syncs": len(killed), "checksum": resumed[0]["checksum"]}

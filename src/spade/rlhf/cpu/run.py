@@ -124,7 +124,8 @@ def run(out: Path, configs=CONFIGS) -> dict:
 
     config = load_config(*configs)
     out = Path(out).resolve()
-    for stale in ("full", "resumed", "logs", "records", "report.json"):  # a leftover run folder would be resumed, not rerun
+    # a leftover run folder would be resumed, not rerun
+    for stale in ("full", "resumed", "logs", "records", "report.json"):
         path = out / stale
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     model = prepare_model(config.model, out / "model")
