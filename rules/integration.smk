@@ -7,8 +7,12 @@
 
 
 rule integration_openrlhf:
-    """A full 4-step run, and the same run killed after step 2's generation and resumed; report.json holds the checks
-    (checkpoints, rewards sent = rewards OpenRLHF logged, designer replay k steps later, resumed metrics = full ones).
+    """A full 4-step run on a task the tiny model earns rewards on (backfill from selfplay.backfill_checks), and the
+    same run killed after step 2's generation and resumed; report.json holds the checks (spade.rlhf.cpu.checks):
+    checkpoints, rewards sent = rewards OpenRLHF logged, designer replay k steps later, resumed metrics = full ones,
+    half the groups with a nonzero advantage, engine weights = actor weights after every sync, advantages OpenRLHF
+    trained on = those our executor returned, the policy moved toward positively rewarded responses, and the
+    resumed run's final weights = the full run's.
     """
     input:
         "configs/default.yaml",

@@ -1,15 +1,21 @@
 """OpenRLHF 0.11.2's real train_ppo_ray loop on this CPU (spade.rlhf.cpu): the integration run of the GPU path.
 
-The run itself (about 2.5 minutes: three trainings of 4 SPADE steps) happens once per session in ``integration``;
-every test reads what it produced. The stand-in pieces (vllm, flash_attn, the CUDA patches) get their own unit
-tests here, in a fresh interpreter with the run's environment, so that nothing of them leaks into this process.
+The run itself (three trainings of 4 SPADE steps) happens once per session in ``integration``, and one short run
+with the probes' mutations on in ``mutated``; every test reads what they produced. Each check of ``report.json`` is
+shown to raise when its property breaks: on the mutated run (weight sync skipped, advantage signs flipped) or on a
+tampered copy of the real run's artifacts (the test names which). The stand-in pieces (vllm, flash_attn, the CUDA
+patches) get their own unit tests here, in a fresh interpreter with the run's environment, so that nothing of them
+leaks into this process.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,13 +23,33 @@ pytest.importorskip("deepspeed", reason="the integration run needs deepspeed 0.1
 pytest.importorskip("tensorboard", reason="the integration run reads OpenRLHF's TensorBoard logs")
 
 from spade.rlhf.cpu import SITE, environment  # noqa: E402
-from spade.rlhf.cpu.run import IntegrationError, check_resume, metrics_lines, run  # noqa: E402
+from spade.rlhf.cpu.checks import (IntegrationError, check_designer_replay, check_finite,  # noqa: E402
+                                   check_live_metrics, check_nonzero_groups, check_policy_moved, check_resume,
+                                   check_resumed_sync, check_rewards, check_same_weights, check_trained_advantages,
+                                   check_weight_sync, metrics_lines)
+from spade.rlhf.cpu.probes import read_records  # noqa: E402
+from spade.rlhf.cpu.run import CONFIGS, run, train  # noqa: E402
+
+MUTATIONS = ("skip_sync", "flip_advantages")
 
 
 @pytest.fixture(scope="module")
 def integration(tmp_path_factory):
     out = tmp_path_factory.mktemp("integration_openrlhf")
     return {"out": out, "report": run(out)}
+
+
+@pytest.fixture(scope="module")
+def mutated(integration, tmp_path_factory):
+    """A real mutation of the code path: the same config cut to 2 steps, trained with the engine skipping every
+    weight it receives and OpenRLHF's advantages negated before the actors train (spade.rlhf.cpu.probes)."""
+    out = tmp_path_factory.mktemp("integration_openrlhf_mutated")
+    short = out / "short.yaml"
+    short.write_text("selfplay: {total_steps: 2, checkpoint_every: 2}\n")
+    done = train(CONFIGS + (short,), Path(integration["report"]["model"]), out / "run", out / "run.log",
+                 records=out / "records", mutate=MUTATIONS)
+    assert done["returncode"] == 0, (out / "run.log").read_text()[-3000:]
+    return out
 
 
 def test_the_full_run_trains_every_step_and_writes_checkpoints(integration):
@@ -40,21 +66,23 @@ def test_rewards_we_sent_are_the_rewards_openrlhf_logged(integration):
     for name in ("full", "resumed"):
         rows = integration["report"]["rewards"][name]
         assert [row["step"] for row in rows] == [0, 1, 2, 3]
-        assert all(row["openrlhf_num_samples"] == 8 for row in rows)  # one global batch per rollout (item 7)
+        assert all(row["openrlhf_num_samples"] == 32 for row in rows)  # one global batch per rollout (item 7)
 
 
 def test_openrlhf_diagnostics_are_finite_on_every_step(integration):
     diagnostics = integration["report"]["finite_diagnostics"]
     assert sorted(diagnostics) == ["train/logprobs_diff", "train/policy_loss", "train/ppo_kl", "train/vllm_kl"]
     assert all(len(values) == 4 for values in diagnostics.values())
-    assert all(abs(v) < 1e-3 for v in diagnostics["train/vllm_kl"])  # engine and actor agree on the log-probs
+    # engine and actor agree on the log-probs of what the engine just sampled (global steps 1-2); at steps 3-4 the
+    # batch also holds designer samples replayed k = 2 steps late with the log-probs of the policy that wrote them
+    assert all(abs(v) < 1e-3 for v in diagnostics["train/vllm_kl"][:2])
 
 
 def test_designer_samples_train_k_steps_after_generation(integration):
     rows = integration["report"]["designer_replay"]
     # set of step 0 closes at step 2 (k = 2); the set of step 2 is flushed at the final step 3
     assert [(row["step"], row["designed_at"]) for row in rows] == [(2, 0), (3, 2)]
-    assert all(row["designer_samples"] == 2 and row["openrlhf_share"] == pytest.approx(2 / 8) for row in rows)
+    assert all(row["designer_samples"] == 2 and row["openrlhf_share"] == pytest.approx(2 / 32) for row in rows)
 
 
 def test_a_run_killed_after_generation_resumes_to_the_same_metrics(integration):
@@ -85,6 +113,100 @@ def test_check_resume_names_the_first_difference(integration, tmp_path):
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     with pytest.raises(IntegrationError, match="step 1: episodes"):
         check_resume(full, tmp_path)
+
+
+def test_half_the_groups_openrlhf_trained_on_have_a_nonzero_advantage(integration, tmp_path):
+    groups = integration["report"]["nonzero_advantage_groups"]
+    assert groups["groups"] == 8 and groups["nonzero"] >= 4  # 2 tickets x 4 steps
+    # tampered copy: every advantage of the real run's records set to 0 (a task the policy never earns a reward on)
+    rows = read_records(integration["out"] / "records" / "full", "experiences")
+    _write_jsonl(tmp_path / "experiences.jsonl", [{**row, "advantage_min": 0.0, "advantage_max": 0.0} for row in rows])
+    with pytest.raises(IntegrationError, match="0 of 8 groups have a nonzero advantage"):
+        check_nonzero_groups(tmp_path)
+
+
+def test_after_every_sync_the_engine_holds_the_actors_weights(integration, mutated):
+    syncs = integration["report"]["weight_sync"]
+    assert [len(syncs[name]) for name in ("full", "killed", "resumed")] == [4, 2, 3]
+    # the resumed launch first pushes the weights it loaded from global_step2: the killed launch's after step 2
+    assert integration["report"]["resumed_sync"]["checksum"] == syncs["killed"][1]["checksum"]
+    with pytest.raises(IntegrationError, match="sync 1: the actor sent weights .* the engine holds"):
+        check_weight_sync(mutated / "records", 2)  # real mutation: the engine received every weight, loaded none
+    with pytest.raises(IntegrationError, match="the resumed launch first synced weights"):
+        check_resumed_sync(syncs["killed"][:1], syncs["resumed"])  # tampered: as if resumed from global_step1
+
+
+def test_openrlhf_trained_on_the_advantages_our_executor_returned(integration, mutated):
+    for name in ("full", "resumed"):
+        trained = integration["report"]["trained_advantages"][name]
+        assert trained["positive"] > 0 and trained["negative"] > 0, trained
+    assert integration["report"]["trained_advantages"]["full"]["samples"] == 4 * 32
+    with pytest.raises(IntegrationError, match="OpenRLHF trained on advantages"):
+        check_trained_advantages(mutated / "records")  # real mutation: the sign flipped inside OpenRLHF's trainer
+
+
+def test_the_policy_moved_toward_positively_rewarded_responses(integration, mutated):
+    moved = integration["report"]["policy_moved"]
+    assert moved["positive_after"] > moved["positive_before"]
+    # real mutation: with the advantages negated the same responses lose probability
+    with pytest.raises(IntegrationError, match="it should rise"):
+        check_policy_moved(mutated / "records", Path(integration["report"]["model"]),
+                           mutated / "run" / "openrlhf" / "ckpt" / "global_step2_hf", mutated / "run")
+
+
+def test_the_resumed_run_ends_with_the_full_runs_weights(integration):
+    same = integration["report"]["same_final_weights"]
+    assert same["ratio"] <= same["tolerance"] and same["tensors"] > 10
+    ckpt, base = integration["out"] / "full" / "openrlhf" / "ckpt", Path(integration["report"]["model"])
+    # tampered: the final weights of a run two steps short, where a resume from the base weights would end
+    with pytest.raises(IntegrationError, match="ratio .* > tolerance"):
+        check_same_weights(ckpt / "global_step4_hf", ckpt / "global_step2_hf", base, same["tolerance"])
+
+
+# ----- the older checkers on tampered copies of the real run's artifacts ------------------------------------------
+def _write_jsonl(path: Path, rows: list) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def _run_copy(integration, tmp_path, change) -> Path:
+    """A copy of the full run's metrics and TensorBoard folders, with ``change(lines)`` applied to metrics.jsonl."""
+    full, copy = integration["out"] / "full", tmp_path / "run"
+    for folder in ("tensorboard", "openrlhf/tensorboard"):
+        shutil.copytree(full / folder, copy / folder)
+    lines = metrics_lines(full)
+    change(lines)
+    _write_jsonl(copy / "metrics.jsonl", lines)
+    return copy
+
+
+def test_check_rewards_raises_when_a_sent_reward_differs_from_openrlhfs(integration, tmp_path):
+    copy = _run_copy(integration, tmp_path, lambda lines: lines[2].update(openrlhf_reward_mean=0.5))
+    with pytest.raises(IntegrationError, match="step 2: we sent openrlhf_reward_mean = 0.5"):
+        check_rewards(copy, 4, 32)
+
+
+def test_check_live_metrics_raises_when_tensorboard_differs_from_metrics_jsonl(integration, tmp_path):
+    copy = _run_copy(integration, tmp_path, lambda lines: lines[1].update(episodes=lines[1]["episodes"] + 1))
+    with pytest.raises(IntegrationError, match="step 2: TensorBoard has"):
+        check_live_metrics(copy, "integration_openrlhf")
+
+
+def test_check_designer_replay_raises_when_samples_train_at_the_wrong_step(integration, tmp_path):
+    copy = _run_copy(integration, tmp_path, lambda lines: lines[2].update(closed_set_step=1))
+    with pytest.raises(IntegrationError, match="step 2 trained designer samples of the set of step 1"):
+        check_designer_replay(copy, 2, 4)
+
+
+def test_check_finite_raises_on_a_nan_diagnostic(integration, tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    copy = _run_copy(integration, tmp_path, lambda lines: None)
+    writer = SummaryWriter(str(copy / "openrlhf" / "tensorboard" / "tampered"))  # written later: this value wins
+    writer.add_scalar("train/ppo_kl", math.nan, 3)
+    writer.close()
+    with pytest.raises(IntegrationError, match="train/ppo_kl"):
+        check_finite(copy, 4)
 
 
 # ----- the stand-ins, in a fresh interpreter with the run's environment -------------------------------------------

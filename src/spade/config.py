@@ -58,6 +58,10 @@ class SelfPlayConfig:
     backfill: bool = option(
         False, "Fill slots the designer left empty from the built-in library (toy runs with weak designers only)."
     )
+    backfill_checks: list = option(
+        [], "Backfill from these learning-check environments (spade.envs.checks) instead of the built-in library "
+        "(ours, integration runs only: the OpenRLHF CPU run needs nonzero advantages from a tiny random model while "
+        "the designer still writes every set). [] = the library (selfplay.library_level).")
     library_level: str = option(
         "standard", "Difficulty tier of backfilled library environments: 'standard', or 'easy' (ours, toy only: "
         "smaller single-turn puzzles, only the library environments that have the tier are drawn).",

@@ -94,6 +94,27 @@ class SelfPlayState:
     pool_info: dict = field(default_factory=dict)  # how that pool was made: counts and its generation's metrics
 
 
+@dataclass(frozen=True)
+class CheckBackfill:
+    """A learning-check environment (spade.envs.checks) in the shape backfill draws library entries in."""
+
+    name: str
+    skill: str
+    code: str
+    levels: tuple = ("standard",)
+
+    def source(self) -> str:
+        return self.code
+
+
+def check_backfill_pool(names: list) -> list:
+    """The backfill pool of ``selfplay.backfill_checks``; an unknown name raises ``ConfigError`` naming the key."""
+    from spade.envs.checks import CHECKS, check_source
+
+    return [CheckBackfill(name, CHECKS.get(name, "check"), check_source(name, "selfplay.backfill_checks"))
+            for name in names]
+
+
 class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
     """One SPADE self-play step per ``rollout(step)``: what is generated, played and rewarded (module docstring)."""
 
@@ -111,6 +132,8 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         self.backfill_pool = [e for e in library() if e.name not in heldout and
                               (e.flavour == "tool_use") == (config.selfplay.flavour == "tool_use") and
                               config.selfplay.library_level in e.levels]
+        if config.selfplay.backfill_checks:
+            self.backfill_pool = check_backfill_pool(config.selfplay.backfill_checks)
         if config.selfplay.backfill and not self.backfill_pool:
             raise ConfigError(f"config key 'selfplay.library_level': no library environment outside "
                               f"eval.heldout_library.environments has level {config.selfplay.library_level!r} "

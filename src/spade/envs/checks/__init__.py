@@ -2,7 +2,8 @@
 raise its win rate within a few steps.
 
 They are not paper environments. Nothing draws them unless a config asks for them by name
-(``baseline.pool_source: checks``, the ``learning_check`` benchmark): they are never backfilled, seeded into the
+(``baseline.pool_source: checks``, the ``learning_check`` benchmark, ``selfplay.backfill_checks`` of the OpenRLHF
+CPU integration run): they are never backfilled unasked, seeded into the
 designer's memory, offered to a library pool or counted by ``spade env check-library``. Like the library, the
 files are data, run only inside the sandbox.
 """

@@ -24,6 +24,9 @@ CUDA calls OpenRLHF makes unconditionally (the CPU build of torch raises on each
   ``trainer/ray/vllm_worker_wrap.py:40,46`` (the engine side of the weight sync) -> the same receive into a
   CPU tensor, then OpenRLHF's own ``load_weights`` call.
 
+Beside them, ``PATCHES`` installs the run's records and mutations (``spade.rlhf.cpu.probes``): weight checksums on
+both sides of every sync, the advantages OpenRLHF trains on, the rewards our executor returned.
+
 The other CUDA-only pieces are replaced outside this module: ``vllm`` and ``flash_attn`` by the stand-in
 packages in ``site/`` (their docstrings say what they do and do not do).
 """
@@ -33,6 +36,8 @@ from __future__ import annotations
 import functools
 import importlib.abc
 import sys
+
+from spade.rlhf.cpu import probes
 
 
 def _patch_torch(torch) -> None:
@@ -96,7 +101,7 @@ def _patch_worker_wrap(module) -> None:
             collective.broadcast(weight, 0, group_name=self._model_update_group)
         else:
             self._model_update_group.broadcast(weight, src=0, stream=None)
-        self.model_runner.model.load_weights(weights=[(name, weight)])
+        probes.engine_loaded(self, name, weight, last=empty_cache)  # OpenRLHF's load_weights call, then the record
 
     module.WorkerWrap.update_weight = update_weight
 
@@ -106,6 +111,10 @@ PATCHES = {
     "openrlhf.utils.deepspeed.deepspeed": _patch_deepspeed_strategy,
     "openrlhf.trainer.ppo_utils.replay_buffer": _patch_replay_buffer,
     "openrlhf.trainer.ray.vllm_worker_wrap": _patch_worker_wrap,
+    # the run's records and mutations (spade.rlhf.cpu.probes), not CUDA adaptations
+    "openrlhf.trainer.ray.ppo_actor": probes.patch_actor,
+    "openrlhf.trainer.ppo_utils.experience_maker": probes.patch_experience_maker,
+    "spade.rlhf.executor": probes.patch_executor,
 }
 
 

@@ -10,20 +10,29 @@ through ``spade train --backend openrlhf`` in a fresh process with the CPU envir
    then started again in the same folder: OpenRLHF resumes its weights from ``global_step2`` and the coordinator
    its SPADE state from ``spade_state/step_2``.
 
-``check`` then asserts, and ``report.json`` records: the checkpoints of both; for every step, the reward mean, std
-and count we sent equal what OpenRLHF logged (TensorBoard ``train/rollout/*``) and the count is one global batch;
-designer samples generated at the regeneration step s train at step s + k (OpenRLHF's own ``spade_designer`` log
-and our ``closed_set_step``); OpenRLHF's ``vllm_kl``, ``logprobs_diff``, ``ppo_kl`` and policy loss are finite on every
-step; the resumed run's metrics equal the full run's, step by step; our SPADE metrics in ``<run>/tensorboard/`` equal
-``metrics.jsonl`` step by step (each step once after the resume) and OpenRLHF's own TensorBoard logger wrote under
-the run's name.
+The designer writes every set (the random model's designs are invalid and train as designer samples with the
+penalty), and the empty slots are backfilled from the learning-check environment named in
+``selfplay.backfill_checks``, whose graded reward the random model sometimes earns: the advantages are not all 0.
+Every launch's processes write records (``spade.rlhf.cpu.probes``) to ``records/<full|killed|resumed>/``.
+
+The checks (``spade.rlhf.cpu.checks``) then assert, and ``report.json`` records: the checkpoints of both; for every
+step, the reward mean, std and count we sent equal what OpenRLHF logged (TensorBoard ``train/rollout/*``) and the
+count is one global batch; designer samples generated at the regeneration step s train at step s + k (OpenRLHF's own
+``spade_designer`` log and our ``closed_set_step``); OpenRLHF's ``vllm_kl``, ``logprobs_diff``, ``ppo_kl`` and policy
+loss are finite on every step; the resumed run's metrics equal the full run's, step by step; our SPADE metrics in
+``<run>/tensorboard/`` equal ``metrics.jsonl`` step by step (each step once after the resume) and OpenRLHF's own
+TensorBoard logger wrote under the run's name; at least half of OpenRLHF's prompt groups have a nonzero advantage;
+after every weight sync of every launch the engine's weights are bit-identical to the DeepSpeed actor's (checksums on
+both sides), and the resumed launch's first sync carries the weights the killed launch synced last; the advantages
+OpenRLHF trained on equal, sample by sample, the rewards our executor returned; the responses our executor rewarded
+positively are more likely under the final weights than under the base model; the resumed run's final HF
+checkpoint is within ``RESUME_WEIGHTS_RTOL`` of the full run's (relative to how far training moved the weights).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import signal
@@ -32,20 +41,17 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-from spade.rlhf.cpu import environment
+from spade.rlhf.cpu import environment, probes
+from spade.rlhf.cpu.checks import (IntegrationError, check_checkpoints, check_designer_replay, check_finite,
+                                   check_live_metrics, check_nonzero_groups, check_policy_moved, check_resume,
+                                   check_resumed_sync, check_rewards, check_same_weights, check_trained_advantages,
+                                   check_weight_sync, metrics_lines)
 
 ROOT = Path(__file__).resolve().parents[4]
 CONFIGS = (ROOT / "configs" / "default.yaml", ROOT / "configs" / "integration" / "openrlhf_cpu.yaml")
 KILL_AT_STEP = 2  # killed once this step's generation has ended (its metrics line is written)
-# metrics that may differ between two correct runs: wall-clock times and the tokens/s derived from them (none of
-# the coordinator's keys today; the suffixes keep a timing key added later out of the comparison)
-VOLATILE_SUFFIXES = ("_seconds", "_tokens_per_s")
-
-
-class IntegrationError(RuntimeError):
-    """A check of the integration run failed; the message names the step, the key and both values."""
+RESUME_WEIGHTS_RTOL = 0.1  # resumed-vs-full distance / full-vs-base distance of the final weights (check_same_weights):
+# measured 0.016; a run two steps short (as one resumed from the base weights) is at 0.42, the base model at 1
 
 
 def _train_command(configs, model: Path, run_dir: Path) -> list:
@@ -55,23 +61,24 @@ def _train_command(configs, model: Path, run_dir: Path) -> list:
     return cmd + ["--model", str(model), "--run-dir", str(run_dir)]
 
 
-def metrics_lines(run_dir: Path) -> list:
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def train(configs, model: Path, run_dir: Path, log_path: Path, kill_after_step: int | None = None,
-          timeout_s: float = 900) -> dict:
+          timeout_s: float = 900, records: Path | None = None, mutate: tuple = ()) -> dict:
     """One ``spade train --backend openrlhf`` in its own session; with ``kill_after_step`` the session is killed
-    (SIGKILL) once that step's metrics line appears. Returns {"returncode", "seconds", "killed"}."""
-    started = time.monotonic()
+    (SIGKILL) once that step's metrics line appears. ``records``: the folder its processes write their records to
+    (``spade.rlhf.cpu.probes``); ``mutate``: the probes' mutations to switch on. Returns {"returncode", "seconds",
+    "cpu_seconds", "killed"}; CPU seconds: user + system of every process of the session (``_session_cpu``)."""
+    started, cpu, polled = time.monotonic(), {}, 0.0
+    env = environment()
+    env.pop(probes.MUTATE_ENV, None)
+    if records is not None:
+        env[probes.RECORDS_ENV] = str(records)
+    if mutate:
+        env[probes.MUTATE_ENV] = ",".join(mutate)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("a", encoding="utf-8") as log:
         log.write(f"\n===== {' '.join(_train_command(configs, model, run_dir))}\n")
         log.flush()
-        proc = subprocess.Popen(_train_command(configs, model, run_dir), env=environment(), stdout=log,
+        proc = subprocess.Popen(_train_command(configs, model, run_dir), env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
         killed = False
         try:
@@ -82,6 +89,9 @@ def train(configs, model: Path, run_dir: Path, log_path: Path, kill_after_step: 
                     os.killpg(proc.pid, signal.SIGKILL)
                     killed = True
                     break
+                if time.monotonic() - polled >= 1.0:
+                    _session_cpu(proc.pid, cpu)
+                    polled = time.monotonic()
                 time.sleep(0.1)
             proc.wait()
         finally:
@@ -90,149 +100,21 @@ def train(configs, model: Path, run_dir: Path, log_path: Path, kill_after_step: 
                     os.killpg(proc.pid, signal.SIGKILL)  # Ray's daemons and workers are in the same session
                 except ProcessLookupError:
                     pass
-    return {"returncode": proc.returncode, "seconds": round(time.monotonic() - started, 1), "killed": killed}
+    return {"returncode": proc.returncode, "seconds": round(time.monotonic() - started, 1),
+            "cpu_seconds": round(sum(cpu.values()), 1), "killed": killed}
 
 
-def openrlhf_scalars(run_dir: Path) -> dict:
-    """{tag: {global_step: value}} from OpenRLHF's TensorBoard events under the run; a step logged twice (a
-    resumed run logs its resumed steps again) keeps the later write."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    folder = Path(run_dir) / "openrlhf" / "tensorboard"
-    latest: dict = {}
-    for events in sorted(folder.rglob("events.out.tfevents.*")):
-        acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
-        acc.Reload()
-        for tag in acc.Tags()["scalars"]:
-            for event in acc.Scalars(tag):
-                seen = latest.setdefault(tag, {}).get(event.step)
-                if seen is None or event.wall_time >= seen[0]:
-                    latest[tag][event.step] = (event.wall_time, event.value)
-    return {tag: {step: value for step, (_, value) in steps.items()} for tag, steps in latest.items()}
-
-
-def check_live_metrics(run_dir: Path, run_name: str) -> dict:
-    """Our SPADE metrics, which the coordinator writes to ``<run>/tensorboard/`` through ``spade.train.live_metrics``, equal
-    ``metrics.jsonl`` at every step, each step once (a resumed run's rewritten steps replace the killed run's), and
-    OpenRLHF's own TensorBoard logger wrote under the run's name."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    from spade.train.live_metrics import scalars, tensorboard_dir
-
-    acc = EventAccumulator(str(tensorboard_dir(run_dir)), size_guidance={"scalars": 0})
-    acc.Reload()
-    expected: dict = {}
-    for line in metrics_lines(run_dir):
-        for tag, value in scalars(line).items():
-            expected.setdefault(tag, {})[line["step"] + 1] = value
-    logged = set(acc.Tags()["scalars"])
-    if logged != set(expected):
-        raise IntegrationError(f"{run_dir}: TensorBoard tags {sorted(logged ^ set(expected))} are in only one of "
-                               "<run>/tensorboard/ and metrics.jsonl")
-    for tag, steps in expected.items():
-        events = acc.Scalars(tag)
-        if [event.step for event in events] != sorted(steps):
-            raise IntegrationError(f"{run_dir}: TensorBoard has {tag} at steps {[e.step for e in events]}, "
-                                   f"metrics.jsonl at {sorted(steps)}")
-        for event in events:  # TensorBoard keeps a float32
-            if not (event.value == float(np.float32(steps[event.step])) or (math.isnan(event.value)
-                                                                            and math.isnan(steps[event.step]))):
-                raise IntegrationError(f"{run_dir}: step {event.step}: TensorBoard has {tag} = {event.value!r}, "
-                                       f"metrics.jsonl {steps[event.step]!r}")
-    own = Path(run_dir) / "openrlhf" / "tensorboard" / run_name
-    if not any(own.glob("events.out.tfevents.*")):
-        raise IntegrationError(f"OpenRLHF's TensorBoard logger wrote nothing in {own} (--logger.wandb.run_name)")
-    return {"tags": len(expected), "steps": sorted({step for steps in expected.values() for step in steps}),
-            "agent/return": [event.value for event in acc.Scalars("agent/return")]}
-
-
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6)
-
-
-def check_rewards(run_dir: Path, steps: int, global_batch: int) -> list:
-    """Per step: the rewards we sent (mean, std, count) against OpenRLHF's ``train/rollout/*`` of global step s+1."""
-    logged, rows = openrlhf_scalars(run_dir), []
-    ours = metrics_lines(run_dir)
-    if len(ours) != steps:
-        raise IntegrationError(f"{run_dir}/metrics.jsonl has {len(ours)} steps, expected {steps}")
-    for line in ours:
-        step, row = line["step"], {"step": line["step"]}
-        for key, tag in (("openrlhf_reward_mean", "train/rollout/reward_mean"),
-                         ("openrlhf_reward_std", "train/rollout/reward_std"),
-                         ("openrlhf_num_samples", "train/rollout/num_samples")):
-            theirs = logged.get(tag, {}).get(step + 1)
-            if theirs is None or not _close(float(line[key]), theirs):
-                raise IntegrationError(f"step {step}: we sent {key} = {line[key]!r}, OpenRLHF logged {tag} = {theirs!r}")
-            row[key] = line[key]
-        if line["openrlhf_num_samples"] != global_batch:
-            raise IntegrationError(f"step {step}: {line['openrlhf_num_samples']} responses, not one global batch of "
-                                   f"{global_batch}")
-        rows.append(row)
-    return rows
-
-
-FINITE_TAGS = ("train/vllm_kl", "train/logprobs_diff", "train/ppo_kl", "train/policy_loss")
-
-
-def check_finite(run_dir: Path, steps: int) -> dict:
-    """OpenRLHF's rollout/actor diagnostics are numbers on every step (issue 15 item 9: a response without action
-    tokens made its masked means 0/0, ``openrlhf/models/utils.py:202``)."""
-    logged, out = openrlhf_scalars(run_dir), {}
-    for tag in FINITE_TAGS:
-        values = [logged.get(tag, {}).get(step + 1) for step in range(steps)]
-        if any(v is None or not math.isfinite(v) for v in values):
-            raise IntegrationError(f"{run_dir}: OpenRLHF logged {tag} = {values} over the steps")
-        out[tag] = values
-    return out
-
-
-def check_designer_replay(run_dir: Path, k: int, steps: int) -> list:
-    """Designer samples of the set designed at step s reach OpenRLHF's batch at step s + k: our metrics name the
-    closed set and count its samples, OpenRLHF's own ``spade_designer`` log (share of designer responses) agrees."""
-    logged = openrlhf_scalars(run_dir).get("train/spade_designer", {})
-    rows = []
-    for line in metrics_lines(run_dir):
-        step, count = line["step"], line.get("designer_samples", 0)
-        share = logged.get(step + 1)
-        if share is None or not _close(share, count / line["openrlhf_num_samples"]):
-            raise IntegrationError(f"step {step}: {count} designer samples in our metrics, OpenRLHF logged a "
-                                   f"designer share of {share!r}")
-        if count:
-            closed = line.get("closed_set_step")
-            final_flush = step == steps - 1 and closed is not None and 0 <= step - closed < k  # SelfPlay.flush
-            if closed is None or (step - closed != k and not final_flush):
-                raise IntegrationError(f"step {step} trained designer samples of the set of step {closed!r}, "
-                                       f"expected step {step - k}")
-            rows.append({"step": step, "designer_samples": count, "designed_at": closed, "openrlhf_share": share})
-    if not any(row["step"] - row["designed_at"] == k for row in rows):
-        raise IntegrationError(f"no designer sample trained k = {k} steps after its generation: {rows}")
-    return rows
-
-
-def comparable(line: dict) -> dict:
-    return {key: value for key, value in line.items() if not key.endswith(VOLATILE_SUFFIXES)}
-
-
-def check_resume(full: Path, resumed: Path) -> int:
-    a, b = metrics_lines(full), metrics_lines(resumed)
-    if len(a) != len(b):
-        raise IntegrationError(f"the resumed run has {len(b)} metrics lines, the full run {len(a)}")
-    for left, right in zip(a, b):
-        left, right = comparable(left), comparable(right)
-        for key in sorted(set(left) | set(right)):
-            if left.get(key) != right.get(key):
-                raise IntegrationError(f"step {left.get('step')}: {key} is {left.get(key)!r} in the full run and "
-                                       f"{right.get(key)!r} after the kill and resume")
-    return len(a)
-
-
-def check_checkpoints(run_dir: Path, steps: list) -> list:
-    ckpt = Path(run_dir) / "openrlhf" / "ckpt"
-    missing = [s for s in steps if not (ckpt / f"global_step{s}_hf" / "config.json").is_file()]
-    if missing or not (ckpt / "_actor" / "latest").is_file():
-        raise IntegrationError(f"{ckpt}: missing Hugging Face checkpoints of steps {missing} or DeepSpeed's latest tag")
-    return [f"global_step{s}_hf" for s in steps]
+def _session_cpu(session: int, seen: dict) -> None:
+    """Update ``seen`` {pid: CPU seconds} with every process of ``session`` (the training, Ray's daemons and
+    workers), read from /proc about once a second: what a process spent after its last reading is missed."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == session:  # fields after the name: state ppid pgrp session ... utime(11) stime(12)
+            seen[stat.parent.name] = (int(fields[11]) + int(fields[12])) / tick
 
 
 def run(out: Path, configs=CONFIGS) -> dict:
@@ -242,24 +124,28 @@ def run(out: Path, configs=CONFIGS) -> dict:
 
     config = load_config(*configs)
     out = Path(out).resolve()
-    for stale in ("full", "resumed", "logs", "report.json"):  # a leftover run folder would be resumed, not rerun
+    # a leftover run folder would be resumed, not rerun
+    for stale in ("full", "resumed", "logs", "records", "report.json"):
         path = out / stale
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     model = prepare_model(config.model, out / "model")
     logs = out / "logs"
-    timings = {"full": train(configs, model, out / "full", logs / "full.log")}
+    records = out / "records"
+    timings = {"full": train(configs, model, out / "full", logs / "full.log", records=records / "full")}
     if timings["full"]["returncode"] != 0:
         raise IntegrationError(f"the full run failed (exit {timings['full']['returncode']}); log: {logs / 'full.log'}")
-    timings["killed"] = train(configs, model, out / "resumed", logs / "resumed.log", kill_after_step=KILL_AT_STEP)
+    timings["killed"] = train(configs, model, out / "resumed", logs / "resumed.log", kill_after_step=KILL_AT_STEP,
+                              records=records / "killed")
     if not timings["killed"]["killed"]:
         raise IntegrationError(f"the run to be killed ended before step {KILL_AT_STEP}'s generation (exit "
                                f"{timings['killed']['returncode']}); log: {logs / 'resumed.log'}")
     latest = (out / "resumed" / "openrlhf" / "ckpt" / "_actor" / "latest").read_text().strip()
-    timings["resumed"] = train(configs, model, out / "resumed", logs / "resumed.log")
+    timings["resumed"] = train(configs, model, out / "resumed", logs / "resumed.log", records=records / "resumed")
     if timings["resumed"]["returncode"] != 0:
         raise IntegrationError(f"the resumed run failed; log: {logs / 'resumed.log'}")
     sp = config.selfplay
     steps = sp.total_steps
+    final = {name: out / name / "openrlhf" / "ckpt" / f"global_step{steps}_hf" for name in ("full", "resumed")}
     report = {
         "config": [str(p) for p in configs], "model": str(model), "timings": timings,
         "killed_with_latest_checkpoint": latest,
@@ -269,7 +155,15 @@ def run(out: Path, configs=CONFIGS) -> dict:
         "designer_replay": check_designer_replay(out / "full", sp.regen_interval, steps),
         "resume_equal_steps": check_resume(out / "full", out / "resumed"),
         "live_metrics": {name: check_live_metrics(out / name, config.run_name) for name in ("full", "resumed")},
+        "nonzero_advantage_groups": check_nonzero_groups(records / "full"),
+        "weight_sync": {"full": check_weight_sync(records / "full", steps),
+                        "killed": check_weight_sync(records / "killed", None),
+                        "resumed": check_weight_sync(records / "resumed", 1 + steps - KILL_AT_STEP)},
+        "trained_advantages": {name: check_trained_advantages(records / name) for name in ("full", "resumed")},
+        "policy_moved": check_policy_moved(records / "full", model, final["full"], out / "full"),
+        "same_final_weights": check_same_weights(final["full"], final["resumed"], model, RESUME_WEIGHTS_RTOL),
     }
+    report["resumed_sync"] = check_resumed_sync(report["weight_sync"]["killed"], report["weight_sync"]["resumed"])
     atomic_write_json(out / "report.json", report)
     return report
 

@@ -1,0 +1,354 @@
+"""The checks of the CPU integration run (``spade.rlhf.cpu.run``), each a function that returns what it measured
+for ``report.json`` or raises ``IntegrationError`` naming the step, the key and both values.
+
+They read the run's artifacts: ``metrics.jsonl``, our and OpenRLHF's TensorBoard events, the Hugging Face checkpoints,
+and the records OpenRLHF's processes wrote through ``spade.rlhf.cpu.probes`` (weight checksums on both sides of
+every sync, the advantages the trainer holds, the rewards our executor returned). Each is shown to raise on a
+broken property in ``tests/test_integration_openrlhf.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from spade.rlhf.cpu.probes import read_records
+
+# metrics that may differ between two correct runs: wall-clock times and the tokens/s derived from them (none of
+# the coordinator's keys today; the suffixes keep a timing key added later out of the comparison)
+VOLATILE_SUFFIXES = ("_seconds", "_tokens_per_s")
+# per-episode lists in the order the engine's concurrent episodes finished, which differs between two correct runs
+ORDER_FREE_KEYS = ("agent_returns",)
+RESUME_REL_TOL = 1e-9  # metrics of the resumed run against the full run's: floats summed in another order
+ADVANTAGE_TOL = 1e-5  # OpenRLHF holds rewards and advantages in float32; ours are Python floats
+NONZERO_GROUP_SHARE = 0.5  # least share of OpenRLHF's prompt groups with a nonzero advantage
+
+
+class IntegrationError(RuntimeError):
+    """A check of the integration run failed; the message names the step, the key and both values."""
+
+
+def metrics_lines(run_dir: Path) -> list:
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def openrlhf_scalars(run_dir: Path) -> dict:
+    """{tag: {global_step: value}} from OpenRLHF's TensorBoard events under the run; a step logged twice (a
+    resumed run logs its resumed steps again) keeps the later write."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    folder = Path(run_dir) / "openrlhf" / "tensorboard"
+    latest: dict = {}
+    for events in sorted(folder.rglob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
+        acc.Reload()
+        for tag in acc.Tags()["scalars"]:
+            for event in acc.Scalars(tag):
+                seen = latest.setdefault(tag, {}).get(event.step)
+                if seen is None or event.wall_time >= seen[0]:
+                    latest[tag][event.step] = (event.wall_time, event.value)
+    return {tag: {step: value for step, (_, value) in steps.items()} for tag, steps in latest.items()}
+
+
+def check_live_metrics(run_dir: Path, run_name: str) -> dict:
+    """Our SPADE metrics, which the coordinator writes to ``<run>/tensorboard/`` through ``spade.train.live_metrics``, equal
+    ``metrics.jsonl`` at every step, each step once (a resumed run's rewritten steps replace the killed run's), and
+    OpenRLHF's own TensorBoard logger wrote under the run's name."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from spade.train.live_metrics import scalars, tensorboard_dir
+
+    acc = EventAccumulator(str(tensorboard_dir(run_dir)), size_guidance={"scalars": 0})
+    acc.Reload()
+    expected: dict = {}
+    for line in metrics_lines(run_dir):
+        for tag, value in scalars(line).items():
+            expected.setdefault(tag, {})[line["step"] + 1] = value
+    logged = set(acc.Tags()["scalars"])
+    if logged != set(expected):
+        raise IntegrationError(f"{run_dir}: TensorBoard tags {sorted(logged ^ set(expected))} are in only one of "
+                               "<run>/tensorboard/ and metrics.jsonl")
+    for tag, steps in expected.items():
+        events = acc.Scalars(tag)
+        if [event.step for event in events] != sorted(steps):
+            raise IntegrationError(f"{run_dir}: TensorBoard has {tag} at steps {[e.step for e in events]}, "
+                                   f"metrics.jsonl at {sorted(steps)}")
+        for event in events:  # TensorBoard keeps a float32
+            if not (event.value == float(np.float32(steps[event.step])) or (math.isnan(event.value)
+                                                                            and math.isnan(steps[event.step]))):
+                raise IntegrationError(f"{run_dir}: step {event.step}: TensorBoard has {tag} = {event.value!r}, "
+                                       f"metrics.jsonl {steps[event.step]!r}")
+    own = Path(run_dir) / "openrlhf" / "tensorboard" / run_name
+    if not any(own.glob("events.out.tfevents.*")):
+        raise IntegrationError(f"OpenRLHF's TensorBoard logger wrote nothing in {own} (--logger.wandb.run_name)")
+    return {"tags": len(expected), "steps": sorted({step for steps in expected.values() for step in steps}),
+            "agent/return": [event.value for event in acc.Scalars("agent/return")]}
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6)
+
+
+def check_rewards(run_dir: Path, steps: int, global_batch: int) -> list:
+    """Per step: the rewards we sent (mean, std, count) against OpenRLHF's ``train/rollout/*`` of global step s+1."""
+    logged, rows = openrlhf_scalars(run_dir), []
+    ours = metrics_lines(run_dir)
+    if len(ours) != steps:
+        raise IntegrationError(f"{run_dir}/metrics.jsonl has {len(ours)} steps, expected {steps}")
+    for line in ours:
+        step, row = line["step"], {"step": line["step"]}
+        for key, tag in (("openrlhf_reward_mean", "train/rollout/reward_mean"),
+                         ("openrlhf_reward_std", "train/rollout/reward_std"),
+                         ("openrlhf_num_samples", "train/rollout/num_samples")):
+            theirs = logged.get(tag, {}).get(step + 1)
+            if theirs is None or not _close(float(line[key]), theirs):
+                raise IntegrationError(f"step {step}: we sent {key} = {line[key]!r}, OpenRLHF logged {tag} = {theirs!r}")
+            row[key] = line[key]
+        if line["openrlhf_num_samples"] != global_batch:
+            raise IntegrationError(f"step {step}: {line['openrlhf_num_samples']} responses, not one global batch of "
+                                   f"{global_batch}")
+        rows.append(row)
+    return rows
+
+
+FINITE_TAGS = ("train/vllm_kl", "train/logprobs_diff", "train/ppo_kl", "train/policy_loss")
+
+
+def check_finite(run_dir: Path, steps: int) -> dict:
+    """OpenRLHF's rollout/actor diagnostics are numbers on every step (issue 15 item 9: a response without action
+    tokens made its masked means 0/0, ``openrlhf/models/utils.py:202``)."""
+    logged, out = openrlhf_scalars(run_dir), {}
+    for tag in FINITE_TAGS:
+        values = [logged.get(tag, {}).get(step + 1) for step in range(steps)]
+        if any(v is None or not math.isfinite(v) for v in values):
+            raise IntegrationError(f"{run_dir}: OpenRLHF logged {tag} = {values} over the steps")
+        out[tag] = values
+    return out
+
+
+def check_designer_replay(run_dir: Path, k: int, steps: int) -> list:
+    """Designer samples of the set designed at step s reach OpenRLHF's batch at step s + k: our metrics name the
+    closed set and count its samples, OpenRLHF's own ``spade_designer`` log (share of designer responses) agrees."""
+    logged = openrlhf_scalars(run_dir).get("train/spade_designer", {})
+    rows = []
+    for line in metrics_lines(run_dir):
+        step, count = line["step"], line.get("designer_samples", 0)
+        share = logged.get(step + 1)
+        if share is None or not _close(share, count / line["openrlhf_num_samples"]):
+            raise IntegrationError(f"step {step}: {count} designer samples in our metrics, OpenRLHF logged a "
+                                   f"designer share of {share!r}")
+        if count:
+            closed = line.get("closed_set_step")
+            final_flush = step == steps - 1 and closed is not None and 0 <= step - closed < k  # SelfPlay.flush
+            if closed is None or (step - closed != k and not final_flush):
+                raise IntegrationError(f"step {step} trained designer samples of the set of step {closed!r}, "
+                                       f"expected step {step - k}")
+            rows.append({"step": step, "designer_samples": count, "designed_at": closed, "openrlhf_share": share})
+    if not any(row["step"] - row["designed_at"] == k for row in rows):
+        raise IntegrationError(f"no designer sample trained k = {k} steps after its generation: {rows}")
+    return rows
+
+
+def comparable(line: dict) -> dict:
+    """A metrics line without its volatile keys, per-episode lists in arrival order sorted (``ORDER_FREE_KEYS``)."""
+    return {key: sorted(value) if key in ORDER_FREE_KEYS else value for key, value in line.items()
+            if not key.endswith(VOLATILE_SUFFIXES)}
+
+
+def same_value(a, b) -> bool:
+    """Equal, floats up to ``RESUME_REL_TOL`` (sums over episodes in another order differ in their last bits)."""
+    if isinstance(a, float) or isinstance(b, float):
+        return (isinstance(a, (int, float)) and isinstance(b, (int, float))
+                and (math.isclose(a, b, rel_tol=RESUME_REL_TOL, abs_tol=RESUME_REL_TOL) or (a != a and b != b)))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_value(a[key], b[key]) for key in a)
+    return a == b
+
+
+def check_resume(full: Path, resumed: Path) -> int:
+    a, b = metrics_lines(full), metrics_lines(resumed)
+    if len(a) != len(b):
+        raise IntegrationError(f"the resumed run has {len(b)} metrics lines, the full run {len(a)}")
+    for left, right in zip(a, b):
+        left, right = comparable(left), comparable(right)
+        for key in sorted(set(left) | set(right)):
+            if not same_value(left.get(key), right.get(key)):
+                raise IntegrationError(f"step {left.get('step')}: {key} is {left.get(key)!r} in the full run and "
+                                       f"{right.get(key)!r} after the kill and resume")
+    return len(a)
+
+
+def check_checkpoints(run_dir: Path, steps: list) -> list:
+    ckpt = Path(run_dir) / "openrlhf" / "ckpt"
+    missing = [s for s in steps if not (ckpt / f"global_step{s}_hf" / "config.json").is_file()]
+    if missing or not (ckpt / "_actor" / "latest").is_file():
+        raise IntegrationError(f"{ckpt}: missing Hugging Face checkpoints of steps {missing} or DeepSpeed's latest tag")
+    return [f"global_step{s}_hf" for s in steps]
+
+
+def check_nonzero_groups(records: Path) -> dict:
+    """At least half of OpenRLHF's prompt groups (one per ticket, ``n_samples_per_prompt`` responses) have a nonzero
+    advantage, as the trainer holds them: otherwise the run trains on nothing and its other checks prove little."""
+    groups: dict = defaultdict(list)
+    for row in read_records(records, "experiences"):
+        groups[(row["batch"], row["group"])] += [row["advantage_min"] or 0.0, row["advantage_max"] or 0.0]
+    if not groups:
+        raise IntegrationError(f"{records}: no experiences.jsonl (was SPADE_CPU_RECORDS set?)")
+    nonzero = sorted(key for key, values in groups.items() if any(abs(v) > ADVANTAGE_TOL for v in values))
+    share = len(nonzero) / len(groups)
+    if share < NONZERO_GROUP_SHARE:
+        raise IntegrationError(f"{records}: {len(nonzero)} of {len(groups)} groups have a nonzero advantage "
+                               f"(share {share:.2f} < {NONZERO_GROUP_SHARE})")
+    return {"groups": len(groups), "nonzero": len(nonzero), "share": share,
+            "nonzero_groups": [list(key) for key in nonzero]}
+
+
+def check_weight_sync(records: Path, syncs: int | None) -> list:
+    """After every weight sync the engine holds exactly the DeepSpeed actor's weights: the checksum the actor's rank 0
+    computed over what it sent equals the one the stand-in engine computed over its own parameters once it had
+    loaded the sync's last weight. ``syncs``: how many syncs the launch made (None for a killed launch, whose last
+    sync may lack its actor record). Weights that did not change between two syncs fail too (equal checksums would
+    then prove nothing)."""
+    actor, engine = read_records(records, "actor_sync"), read_records(records, "engine_sync")
+    if syncs is not None and (len(actor) != syncs or len(engine) != syncs):
+        raise IntegrationError(f"{records}: {len(actor)} actor and {len(engine)} engine sync records, expected {syncs}")
+    if not actor:
+        raise IntegrationError(f"{records}: no weight sync recorded")
+    rows = []
+    for a, e in zip(actor, engine):
+        if a["sync"] != e["sync"] or a["checksum"] != e["checksum"]:
+            raise IntegrationError(f"{records}: sync {a['sync']}: the actor sent weights {a['checksum'][:16]}, the "
+                                   f"engine holds {e['checksum'][:16]} (its sync {e['sync']})")
+        if rows and rows[-1]["checksum"] == a["checksum"]:
+            raise IntegrationError(f"{records}: the weights of syncs {rows[-1]['sync']} and {a['sync']} are identical: "
+                                   "the step between them did not change the policy")
+        rows.append({"sync": a["sync"], "params": a["params"], "checksum": a["checksum"]})
+    return rows
+
+
+def check_trained_advantages(records: Path) -> dict:
+    """The advantages OpenRLHF trained on (``experiences.jsonl``: every action token of each sample) equal, sample by
+    sample, the ``reward`` our executor returned for it (``executor.jsonl``). Samples are paired by ticket label and
+    token sequence; token-identical responses of one ticket are compared as a multiset."""
+    theirs, ours = defaultdict(list), defaultdict(list)
+    for row in read_records(records, "experiences"):
+        if row["advantage_min"] is None or abs(row["advantage_max"] - row["advantage_min"]) > ADVANTAGE_TOL:
+            raise IntegrationError(f"{records}: {row['label']}: advantages over the action tokens range from "
+                                   f"{row['advantage_min']} to {row['advantage_max']}, not one value per response")
+        theirs[(row["label"], row["key"])].append(row["advantage_min"])
+    for row in read_records(records, "executor"):
+        ours[(row["label"], row["key"])].append(row["reward"])
+    if not theirs or set(theirs) != set(ours):
+        raise IntegrationError(f"{records}: {len(set(theirs) - set(ours))} trained samples have no executor record, "
+                               f"{len(set(ours) - set(theirs))} executor responses were not trained "
+                               f"(of {len(theirs)} and {len(ours)})")
+    for key in sorted(theirs):
+        a, b = sorted(theirs[key]), sorted(ours[key])
+        if len(a) != len(b) or any(abs(x - y) > ADVANTAGE_TOL * max(1.0, abs(y)) for x, y in zip(a, b)):
+            raise IntegrationError(f"{records}: {key[0]} (sequence {key[1]}): OpenRLHF trained on advantages {a}, "
+                                   f"our executor returned {b}")
+    signs = Counter("positive" if v > ADVANTAGE_TOL else "negative" if v < -ADVANTAGE_TOL else "zero"
+                    for values in theirs.values() for v in values)
+    return {"samples": sum(map(len, theirs.values())), **dict(sorted(signs.items()))}
+
+
+def mean_action_logprob(model_dir: Path, samples: list) -> float:
+    """Mean log-probability (temperature 1, float32) of the action tokens of ``samples`` (experience records)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    model.eval()
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for row in samples:
+            ids = torch.tensor([row["tokens"]])
+            logprobs = torch.log_softmax(model(ids).logits[0].float(), dim=-1)
+            for j in row["actions"]:
+                total += float(logprobs[j - 1, row["tokens"][j]])
+                count += 1
+    return total / count
+
+
+def check_policy_moved(records: Path, before: Path, after: Path, run_dir: Path) -> dict:
+    """The policy moved the way our advantages push it: the mean log-probability of the trained responses our
+    executor returned a positive advantage for is higher under the final weights (``after``) than under the base
+    model (``before``). Also reported, not checked: the same for negative advantages and the first and last step's mean
+    agent return (with 4 steps of a random model the return is noisy)."""
+    sent = {(r["label"], r["key"]): r["reward"] for r in read_records(records, "executor")}
+    rows = [r for r in read_records(records, "experiences") if (r["label"], r["key"]) in sent]
+    positive = [r for r in rows if sent[(r["label"], r["key"])] > ADVANTAGE_TOL]
+    negative = [r for r in rows if sent[(r["label"], r["key"])] < -ADVANTAGE_TOL]
+    if not positive:
+        raise IntegrationError(f"{records}: no trained response had a positive advantage from our executor")
+    out = {"positive_samples": len(positive), "positive_before": mean_action_logprob(before, positive),
+           "positive_after": mean_action_logprob(after, positive)}
+    if negative:
+        out.update(negative_before=mean_action_logprob(before, negative),
+                   negative_after=mean_action_logprob(after, negative))
+    returns = [line.get("agent_mean_return") for line in metrics_lines(run_dir)]
+    out["agent_return_first_last"] = [returns[0], returns[-1]] if returns else None
+    if not out["positive_after"] > out["positive_before"]:
+        raise IntegrationError(f"the mean log-prob of {len(positive)} positively rewarded responses went from "
+                               f"{out['positive_before']:.4f} (base, {before}) to {out['positive_after']:.4f} "
+                               f"({after}); it should rise")
+    return out
+
+
+def load_tensors(model_dir: Path) -> dict:
+    from safetensors.torch import load_file
+
+    tensors = {}
+    for path in sorted(Path(model_dir).glob("*.safetensors")):
+        tensors.update(load_file(str(path)))
+    if not tensors:
+        raise IntegrationError(f"{model_dir}: no *.safetensors weights")
+    return tensors
+
+
+def check_same_weights(full: Path, resumed: Path, base: Path, rtol: float) -> dict:
+    """The killed-and-resumed run ends with the full run's weights: the two final Hugging Face checkpoints hold the
+    same tensors, and the L1 distance between them is at most ``rtol`` times the full run's L1 distance from the
+    base model (how far training moved it). Not bit for bit: the engine's concurrent episodes finish in another
+    order in each run, so the samples reach DeepSpeed in another order, the fp32 sums of the micro-batch gradients
+    differ in their last bits, and Adam's normalised step turns that into a whole step of the learning rate, either
+    way, for parameters whose gradient is near 0. A run that resumed from the base weights ends about half as far
+    from the full run as the base model is."""
+    a, b, start = load_tensors(full), load_tensors(resumed), load_tensors(base)
+    if set(a) != set(b) or set(a) != set(start):
+        raise IntegrationError(f"{full}, {resumed} and {base} hold different tensors: "
+                               f"{sorted((set(a) ^ set(b)) | (set(a) ^ set(start)))}")
+    for name in sorted(a):
+        if a[name].shape != b[name].shape:
+            raise IntegrationError(f"{name}: shape {tuple(a[name].shape)} in {full}, "
+                                   f"{tuple(b[name].shape)} in {resumed}")
+
+    def l1(x: dict, y: dict) -> float:
+        return sum(float((x[name].double() - y[name].double()).abs().sum()) for name in x)
+
+    moved, apart = l1(a, start), l1(a, b)
+    if moved == 0.0 or apart > rtol * moved:
+        raise IntegrationError(f"the resumed run's final weights ({resumed}) are {apart:.4g} (L1) from the full run's "
+                               f"({full}), which moved {moved:.4g} from the base model: ratio "
+                               f"{apart / moved if moved else math.inf:.3f} > tolerance {rtol}")
+    return {"tensors": len(a), "l1_full_resumed": apart, "l1_full_base": moved, "ratio": apart / moved,
+            "tolerance": rtol}
+
+
+def check_resumed_sync(killed: list, resumed: list) -> dict:
+    """The resumed launch's first sync (OpenRLHF pushes the weights it loaded from its latest checkpoint) carries
+    exactly the weights the killed launch synced last, after its last trained step: it resumed from that checkpoint,
+    not from the base model."""
+    first, last = (resumed[0]["checksum"] if resumed else None), (killed[-1]["checksum"] if killed else None)
+    if first is None or first != last:
+        raise IntegrationError(f"the resumed launch first synced weights {first}, the killed launch last synced {last}")
+    return {"killed_syncs": len(killed), "checksum": resumed[0]["checksum"]}
