@@ -12,9 +12,9 @@ import pytest
 
 from conftest import GOOD_STEP, env_source
 from scripted_backend import BudgetBackend
-from spade.core.agent import AgentConfig, EpisodeJob, EpisodeRunner, parsed_action
+from spade.core.agent import AgentConfig, EpisodeJob, EpisodeRecord, EpisodeRunner, parsed_action
 from spade.core.failures import (DESIGN_STAGES, EPISODE_CAUSES, STAGE_OF_REASON, cause_counts, counts, counts_text,
-                                 design_stage, episode_cause, report_stage, stage_counts, summed)
+                                 design_stage, episode_cause, record_cause, report_stage, stage_counts, summed)
 
 SYSTEM = {"game": "You play games.", "tool_use": "You use tools."}
 # ends the episode on any boxed answer (a wrong one with reward 0)
@@ -85,6 +85,11 @@ def test_counting_helpers_by_hand():
     assert [report_stage(r) for r in reports] == ["ok", "cut", "syntax", "load"]
     assert stage_counts(reports) == {**dict.fromkeys(DESIGN_STAGES, 0), "cut": 1, "syntax": 1, "load": 1}
     assert cause_counts([{"cause": "cut"}, {"cause": "cut"}]) == {**dict.fromkeys(EPISODE_CAUSES, 0), "cut": 2}
+    # records made without the runner carry no cause: it comes from their fields
+    unsettled = [EpisodeRecord("e", 0, "no_hint", final_return=1.0, outcome="terminated"),
+                 EpisodeRecord("e", 1, "no_hint", outcome="truncated", last_parsed=True),
+                 {"outcome": "env_failure", "final_return": 0.0}]
+    assert [record_cause(r) for r in unsettled] == ["earned", "turn_limit", "env_failure"]
 
 
 @pytest.mark.parametrize("text, kind, action", [

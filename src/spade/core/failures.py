@@ -96,9 +96,17 @@ def counts(values, names: tuple) -> dict:
     return out
 
 
+def record_cause(record) -> str:
+    """The cause of an ``EpisodeRecord`` (or its summary dict): the ``cause`` it carries, else (a record made
+    without the runner, which sets it when the episode ends) ``episode_cause`` of its fields."""
+    data = record if isinstance(record, dict) else vars(record)
+    return data.get("cause") or episode_cause(data["outcome"], data["final_return"], data.get("last_parsed", False),
+                                              data.get("last_cut", False))
+
+
 def cause_counts(records) -> dict:
-    """{cause: episodes} of episode records (``EpisodeRecord`` or their summaries' ``cause``)."""
-    return counts((r["cause"] if isinstance(r, dict) else r.cause for r in records), EPISODE_CAUSES)
+    """{cause: episodes} of episode records (``record_cause``)."""
+    return counts(map(record_cause, records), EPISODE_CAUSES)
 
 
 def stage_counts(reports) -> dict:

@@ -351,9 +351,8 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
             self.state.invalid_samples = invalid
             self.weigh_designer(samples, slots)
             self.write_hints(slots, step)
-            hint_metrics = self.play_hint_arm(slots, step)
+            metrics.update(self.play_hint_arm(slots, step))
             metrics.update(self._design_metrics(slots))
-            metrics.update(hint_metrics)
             if self.designer_backend is not None:
                 metrics["env_source"] = self.mode
         return slots, samples, closed, metrics

@@ -208,8 +208,8 @@ def _env_article(archive: RunArchive, env: EnvRecord, observations: dict, reject
         ("first observation", observation_text(observation) if env.valid else "no valid environment in this slot"),
         ("hint", str(data.get("hint") or "none written")),
     ]
-    kept = "".join(f'<li><a href="#{_e(r.anchor)}">attempt {r.attempt}: {_e(attempt_stage(r.report))}, '
-                   f'{_e(r.report.get("reason", "?"))}</a></li>' for r in rejected_here)
+    kept = "".join(f'<li><a href="#{_e(r.anchor)}">attempt {r.attempt}: {_e(r.report.get("reason", "?"))}</a></li>'
+                   for r in rejected_here)
     kept_html = f"<p>Rejected candidates kept for this slot:</p><ul>{kept}</ul>" if kept else ""
     title = data.get("class_name") or "(no valid environment)"
     return (f'<article class="env {status}" id="{_e(env.anchor)}" data-status="{status}" '
