@@ -14,7 +14,8 @@ from conftest import GOOD_STEP, env_source
 from scripted_backend import BudgetBackend
 from spade.core.agent import AgentConfig, EpisodeJob, EpisodeRecord, EpisodeRunner, parsed_action
 from spade.core.failures import (DESIGN_STAGES, EPISODE_CAUSES, STAGE_OF_REASON, cause_counts, counts, counts_text,
-                                 design_stage, episode_cause, record_cause, report_stage, stage_counts, summed)
+                                 design_stage, episode_cause, record_cause, report_stage, stage_counts, summed,
+                                 wrote_code)
 
 SYSTEM = {"game": "You play games.", "tool_use": "You use tools."}
 # ends the episode on any boxed answer (a wrong one with reward 0)
@@ -44,23 +45,38 @@ def test_episode_cause_by_hand(outcome, final_return, parsed, cut, cause):
     assert episode_cause(outcome, final_return, parsed, cut) == cause
 
 
-@pytest.mark.parametrize("reason, cut, stage", [
-    ("ok", False, "ok"), ("ok", True, "ok"),
-    ("syntax_error", True, "cut"),  # the unfinished text is the root cause of the syntax error
-    ("syntax_error", False, "syntax"),
-    ("empty", True, "cut"), ("empty", False, "no_code"),
-    ("no_env_class", True, "cut"), ("no_env_class", False, "class"),
-    ("multiple_env_classes", True, "class"),  # a cut cannot add a second class
-    ("too_large", True, "size"),
-    ("load_failed", True, "load"),  # intake read it: the program itself failed, cut or not
-    ("reset_failed", False, "reset"), ("step_failed", False, "step"),
-    ("reward_out_of_range", False, "checks"), ("nondeterministic", False, "checks"),
-    ("reset_gate_error", False, "checks"), ("reset_gate_presatisfied", False, "checks"),
-    ("no_solution", False, "gates"), ("solution_failed", False, "gates"), ("idle_too_high", False, "gates"),
-    ("eval_overlap", False, "gates"),
+@pytest.mark.parametrize("reason, cut, code, stage", [
+    ("ok", False, True, "ok"), ("ok", True, True, "ok"),
+    ("syntax_error", True, True, "cut"),  # the unfinished code is the root cause of the syntax error
+    ("syntax_error", False, True, "syntax"),
+    ("syntax_error", True, False, "no_code"),  # prose cut at the budget: more budget buys more prose
+    ("syntax_error", False, False, "no_code"),
+    ("empty", True, True, "cut"), ("empty", False, True, "no_code"),
+    ("no_env_class", True, True, "cut"), ("no_env_class", False, True, "class"), ("no_env_class", True, False, "no_code"),
+    ("multiple_env_classes", True, True, "class"),  # a cut cannot add a second class
+    ("too_large", True, True, "size"),
+    ("load_failed", True, True, "load"),  # intake read it: the program itself failed, cut or not
+    ("reset_failed", False, True, "reset"), ("step_failed", False, True, "step"),
+    ("reward_out_of_range", False, True, "checks"), ("nondeterministic", False, True, "checks"),
+    ("reset_gate_error", False, True, "checks"), ("reset_gate_presatisfied", False, True, "checks"),
+    ("no_solution", False, True, "gates"), ("solution_failed", False, True, "gates"),
+    ("idle_too_high", False, True, "gates"), ("eval_overlap", False, True, "gates"),
 ])
-def test_design_stage_by_hand(reason, cut, stage):
-    assert design_stage(reason, cut) == stage
+def test_design_stage_by_hand(reason, cut, code, stage):
+    assert design_stage(reason, cut, code) == stage
+
+
+@pytest.mark.parametrize("text, code", [
+    ("The task is to create a guessing game with a difficulty of 25.", False),  # a toy designer's answer
+    ("The class of problems is hard; def: a definition.", False),
+    ("Here it is:\n```python\nimport ran", True),
+    ("Sure.\nimport random\n", True),
+    ("Sure.\nclass Guess:\n    pass", True),
+    ("    def step(self, action):", True),
+    ("from spade.envs.tool_base import ToolUseBaseEnv", True),
+])
+def test_wrote_code(text, code):
+    assert wrote_code(text) is code
 
 
 def test_every_reject_reason_has_a_stage_and_unknown_ones_are_named():
@@ -80,10 +96,11 @@ def test_counting_helpers_by_hand():
     assert summed([{"a": 1}, None, {"a": 2, "b": 1}]) == {"a": 3, "b": 1}
     assert counts_text({"x": 1, "b": 3, "a": 3, "z": 0}) == "a 3, b 3, x 1" and counts_text({"a": 0}) == ""
     reports = [{"valid": True, "reason": "ok"}, {"valid": False, "reason": "syntax_error", "cut": True},
-               {"valid": False, "reason": "syntax_error"},  # written before stages were recorded: not cut
+               {"valid": False, "reason": "syntax_error"},  # written before stages were recorded: code, not cut
+               {"valid": False, "reason": "syntax_error", "cut": True, "wrote_code": False},
                {"valid": False, "reason": "load_failed", "stage": "load"}]
-    assert [report_stage(r) for r in reports] == ["ok", "cut", "syntax", "load"]
-    assert stage_counts(reports) == {**dict.fromkeys(DESIGN_STAGES, 0), "cut": 1, "syntax": 1, "load": 1}
+    assert [report_stage(r) for r in reports] == ["ok", "cut", "syntax", "no_code", "load"]
+    assert stage_counts(reports) == {**dict.fromkeys(DESIGN_STAGES, 0), "cut": 1, "syntax": 1, "no_code": 1, "load": 1}
     assert cause_counts([{"cause": "cut"}, {"cause": "cut"}]) == {**dict.fromkeys(EPISODE_CAUSES, 0), "cut": 2}
     # records made without the runner carry no cause: it comes from their fields
     unsettled = [EpisodeRecord("e", 0, "no_hint", final_return=1.0, outcome="terminated"),
@@ -162,7 +179,7 @@ def test_context_limit_and_env_failure_through_the_runner(pool, tiny_model):
 
 
 # ----- one self-play step: metrics, live metrics, run table, archives, browser -------------------------------------
-def _core(pool, tokenizer, rejected_dir, design_tokens: int, agent_reply: str):
+def _core(pool, tokenizer, rejected_dir, design_tokens: int, agent_reply: str, design: str | None = None):
     from spade.config import load_config
     from spade.core.selfplay import SelfPlay
     from spade.designer.memory import EnvironmentMemory
@@ -175,7 +192,7 @@ def _core(pool, tokenizer, rejected_dir, design_tokens: int, agent_reply: str):
                      "backfill": True},
         "designer": {"max_new_tokens": design_tokens}, "agent": {"max_turns": 1, "max_new_tokens": 16},
         "corpus": {"enabled": False}, "train": {"global_batch": 2}})
-    design = "Here it is:\n```python\n" + get_env("knapsack_selection").source() + "```\n"
+    design = design or "Here it is:\n```python\n" + get_env("knapsack_selection").source() + "```\n"
     backend = BudgetBackend(tokenizer, {"design": design, "hint": "<hint>Count.</hint>", "agent": agent_reply})
     return SelfPlay(config, backend, Validator(pool), EnvironmentMemory(config.memory), None, rejected_dir=rejected_dir)
 
@@ -234,11 +251,17 @@ def test_a_step_logs_causes_and_stages_and_the_browser_shows_them(pool, tiny_mod
     assert "no-hint plays by cause</th><td>no_action 2</td>" in page  # the slot's window statistics
 
 
-def test_a_design_within_budget_is_not_cut(pool, tiny_model, tmp_path):
-    """Mutation check of the previous test: the same design with room to finish validates, nothing is cut."""
+@pytest.mark.parametrize("design, tokens, cut, stage", [
+    (None, 4096, False, "ok"),  # the previous test's design with room to finish: valid, nothing cut
+    (" ".join(["The task is to create a guessing game."] * 20), 60, True, "no_code"),  # prose, cut: no code
+    ("The task is to create a guessing game.", 60, False, "no_code"),  # prose that ended by itself
+    ("```python\nclass Guess(:\n    pass\n```", 60, False, "syntax"),  # finished code with a syntax error
+])
+def test_design_stages_through_the_designer(pool, tiny_model, tmp_path, design, tokens, cut, stage):
     _, tokenizer = tiny_model
-    core = _core(pool, tokenizer, tmp_path / "rejected", design_tokens=4096, agent_reply="The integer is 10.")
+    core = _core(pool, tokenizer, tmp_path / "rejected", tokens, "The integer is 10.", design)
     slots, _ = core.design(0)
-    assert slots[0].valid and slots[0].source == "designer"
-    assert (slots[0].reports[0]["cut"], slots[0].reports[0]["stage"]) == (False, "ok")
-    assert core._design_metrics(slots)["design_fail_stages"] == dict.fromkeys(DESIGN_STAGES, 0)
+    report = slots[0].reports[0]
+    assert (report["cut"], report["stage"], slots[0].source == "designer") == (cut, stage, stage == "ok")
+    assert core._design_metrics(slots)["design_fail_stages"] == {**dict.fromkeys(DESIGN_STAGES, 0),
+                                                                 **({} if stage == "ok" else {stage: 1})}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 
-from spade.core.failures import design_stage
+from spade.core.failures import design_stage, wrote_code
 from spade.core.phases import timed
 from spade.core.slots import EnvSlot
 from spade.designer.feedback import revision_chat
@@ -99,8 +99,9 @@ class EnvironmentDesign:
         slot.attempts += 1
         report = self._validate(generation.text)
         tokens = getattr(generation, "completion_tokens", None)  # an external designer reports its usage
-        cut = generation.finish_reason == "length"  # the text hit designer.max_new_tokens
-        stage = {"cut": cut, "stage": design_stage(report.reason, cut)}  # where it broke (spade.core.failures)
+        # where it broke (spade.core.failures): was the text cut at designer.max_new_tokens, did it begin any code
+        cut, code = generation.finish_reason == "length", wrote_code(generation.text)
+        stage = {"cut": cut, "wrote_code": code, "stage": design_stage(report.reason, cut, code)}
         slot.reports.append({**report.to_dict(), **stage,
                              "generated_tokens": len(generation.completion_ids) if tokens is None else tokens,
                              "revision": revision})

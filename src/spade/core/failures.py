@@ -17,15 +17,20 @@ Agent episodes (``episode_cause``), one cause per episode, the first that applie
 - ``turn_limit``: the last reply held an action, but the turns ran out (the runner's ``agent.max_turns`` or the
   environment's own truncation) before the environment ended the episode.
 
-Designs (``design_stage``), one stage per rejected attempt, in the order the validator meets them: ``cut``
-(the text hit ``designer.max_new_tokens`` and intake could not read it), ``size`` (too_large), ``no_code``
-(empty), ``syntax`` (syntax_error), ``class`` (no or several environment classes), ``load`` (import or
-``__init__``), ``reset``, ``step``, ``checks`` (the validation probes: reward range, determinism, the tool-use reset
-gate) and ``gates`` (the optional admission gates). The reason codes of ``spade.envs.validate.REASONS`` stay in
+Designs (``design_stage``), one stage per rejected attempt, in the order the validator meets them: ``no_code``
+(the text holds no Python at all: no code fence and no ``class``/``def``/``import`` line, ``wrote_code``; or nothing
+was left after extraction), ``cut`` (code began, the text hit ``designer.max_new_tokens`` and intake could not read
+it: the unfinished text is the root cause of its syntax error), ``size`` (too_large), ``syntax`` (syntax_error),
+``class`` (no or several environment classes), ``load`` (import or ``__init__``), ``reset``, ``step``, ``checks``
+(the validation probes: reward range, determinism, the tool-use reset gate) and ``gates`` (the optional admission
+gates). Prose cut at the budget counts as ``no_code``, not ``cut``: a larger budget would buy more prose (the toy
+designer's 384-token answers were all prose). The reason codes of ``spade.envs.validate.REASONS`` stay in
 ``reject_reasons``; the stage groups them by where the design broke.
 """
 
 from __future__ import annotations
+
+import re
 
 EPISODE_CAUSES = ("earned", "no_action", "cut", "wrong_action", "turn_limit", "context_limit", "env_failure")
 DESIGN_STAGES = ("cut", "size", "no_code", "syntax", "class", "load", "reset", "step", "checks", "gates")
@@ -49,6 +54,9 @@ STAGE_OF_REASON = {
 }
 # intake failures a text cut short can cause: the rest of the text was never written, so the cut is the root cause
 CUT_MASKS = ("syntax_error", "empty", "no_env_class")
+# a line that starts Python: a code fence, or a class, function, import or decorator line
+CODE_LINE = re.compile(r"^[ \t]*(?:`{3}|~{3}|class\s+\w+\s*[:(]|(?:async\s+)?def\s+\w+\s*\(|import\s+\w"
+                       r"|from\s+[\w.]+\s+import\s|@\w)", re.M)
 
 
 def episode_cause(outcome: str, final_return: float, last_parsed: bool, last_cut: bool) -> str:
@@ -66,12 +74,20 @@ def episode_cause(outcome: str, final_return: float, last_parsed: bool, last_cut
     return "wrong_action" if outcome == "terminated" else "turn_limit"
 
 
-def design_stage(reason: str, cut: bool) -> str:
-    """The stage a design failed at (module docstring); "ok" for a valid one. A design cut at
-    ``designer.max_new_tokens`` whose intake failed (syntax error, no code, no class) counts as ``cut``: the
-    unfinished text is the root cause of the syntax error."""
+def wrote_code(text: str) -> bool:
+    """Whether a designer's text began any Python (a ``CODE_LINE``), as opposed to prose only."""
+    return CODE_LINE.search(text) is not None
+
+
+def design_stage(reason: str, cut: bool, code: bool = True) -> str:
+    """The stage a design failed at (module docstring); "ok" for a valid one. ``cut``: the text hit
+    ``designer.max_new_tokens``; ``code``: it began Python (``wrote_code``). An intake failure (syntax error, no
+    code, no class) of a text without code is ``no_code``; of a cut text with code, ``cut``: the unfinished text
+    is the root cause of the syntax error."""
     if reason == "ok":
         return "ok"
+    if reason in CUT_MASKS and not code:
+        return "no_code"
     if cut and reason in CUT_MASKS:
         return "cut"
     if reason not in STAGE_OF_REASON:
@@ -80,9 +96,10 @@ def design_stage(reason: str, cut: bool) -> str:
 
 
 def report_stage(report: dict) -> str:
-    """The stage of one archived validation report: its ``stage`` when recorded, else from its ``reason`` and
-    ``cut`` (reports written before stages were recorded carry no ``cut``: counted as not cut)."""
-    return report.get("stage") or design_stage(report.get("reason", "ok"), bool(report.get("cut")))
+    """The stage of one archived validation report: its ``stage`` when recorded, else from its ``reason``, ``cut``
+    and ``wrote_code`` (reports written before stages were recorded carry neither: counted as code, not cut)."""
+    return report.get("stage") or design_stage(report.get("reason", "ok"), bool(report.get("cut")),
+                                               bool(report.get("wrote_code", True)))
 
 
 def counts(values, names: tuple) -> dict:
