@@ -231,7 +231,7 @@ def test_a_step_logs_causes_and_stages_and_the_browser_shows_them(pool, tiny_mod
     assert tags["designer/fail_stages/cut"] == 1.0 and tags["designer/cut_share"] == 1.0
     assert tags["agent/unparsed_turn_share"] == 1.0
     rows = {q: (v, d) for q, v, d in run_table_rows("diag", pd.DataFrame(columns=TIDY_COLUMNS), [metrics], {})}
-    assert rows["Designer rejections by stage (cut: hit designer.max_new_tokens)"] == ("1", "cut 1")
+    assert rows["Designer rejections by failing stage"] == ("1", "cut 1")
     assert rows["No-hint episodes by cause"] == ("2", "no_action 2")
     assert rows["Hint-arm episodes by cause"] == ("2", "no_action 2")
     assert rows["Designer rejections (reason codes)"] == ("1", "syntax_error 1")

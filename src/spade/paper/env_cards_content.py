@@ -257,8 +257,8 @@ def attempt_stage(report: dict) -> str:
 
 
 def stage_text(report: dict) -> str:
-    """``attempt_stage``, with "(text cut at designer.max_new_tokens)" when the text was cut but the attempt passed
-    intake (so the cut is not counted as its stage)."""
+    """``attempt_stage``, with "(text cut at designer.max_new_tokens)" when the text was cut but the cut is not its
+    stage (prose cut at the budget, or code that intake could read)."""
     stage = attempt_stage(report)
     return stage + (" (text cut at designer.max_new_tokens)" if report.get("cut") and stage != "cut" else "")
 

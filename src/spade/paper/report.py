@@ -440,7 +440,7 @@ def run_table_rows(run: str, tidy: pd.DataFrame, records: list[dict], times: dic
                  f"{valid} of {attempts} design attempts{interval}" if attempts else "no design attempts logged"))
     # why nothing is earned (spade.core.failures): rejections by reason code and by stage, episodes by cause
     for label, key in (("Designer rejections (reason codes)", "reject_reasons"),
-                       ("Designer rejections by stage (cut: hit designer.max_new_tokens)", "design_fail_stages"),
+                       ("Designer rejections by failing stage", "design_fail_stages"),
                        ("Hint-arm episodes by cause", "hint_causes"), ("No-hint episodes by cause", "agent_causes")):
         logged = [r for r in records if isinstance(r.get(key), dict)]
         counts = summed(r[key] for r in logged)
