@@ -2,7 +2,8 @@
 
 ``ScriptedBackend(tokenizer, reply)`` answers every prompt with ``reply(prompt_text, seed)``, where
 ``prompt_text`` is the decoded prompt (chat template included). Completion ids are the reply's tokens
-plus eos, so token counts are real. It records every call for assertions.
+plus eos, so token counts are real. It records every call for assertions. ``RoleBackend`` answers by SPADE role;
+``BudgetBackend`` too, and cuts a reply at ``max_new_tokens`` as a real backend does (finish_reason "length").
 """
 
 from __future__ import annotations
@@ -60,3 +61,35 @@ class RoleBackend:
     def of(self, role: str) -> list:
         """(temperature, max_new_tokens) of every prompt of ``role``."""
         return [(t, n) for r, t, n in self.calls if r == role]
+
+
+class BudgetBackend:
+    """A stand-in model that answers by role (``role_of``) and keeps to ``max_new_tokens`` as a real backend does.
+
+    ``replies[role]`` is a text, a callable ``prompt_text -> text``, or a list of texts answered in turn. A reply
+    within the budget ends with eos (finish_reason "stop"); a longer one is cut to ``max_new_tokens`` tokens,
+    without eos, with finish_reason "length" and its text decoded from the kept tokens."""
+
+    def __init__(self, tokenizer, replies: dict):
+        self.tokenizer, self.replies = tokenizer, {role: list(r) if isinstance(r, list) else r
+                                                   for role, r in replies.items()}
+
+    def _reply(self, text: str) -> str:
+        reply = self.replies[role_of(text)]
+        if isinstance(reply, list):
+            return reply.pop(0)
+        return reply(text) if callable(reply) else reply
+
+    def generate(self, prompts, params, seed):
+        out = []
+        for prompt in prompts:
+            reply = self._reply(self.tokenizer.decode(prompt))
+            ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"]
+            if len(ids) > params.max_new_tokens:
+                ids = ids[: params.max_new_tokens]
+                text = self.tokenizer.decode(ids, skip_special_tokens=True)
+                out.append(Generation(text, ids, [-0.1] * len(ids), "length"))
+            else:
+                ids = ids + [self.tokenizer.eos_token_id]
+                out.append(Generation(reply, ids, [-0.1] * len(ids), "stop"))
+        return out

@@ -11,7 +11,10 @@ the environment as one extracted action per turn:
 - tool use: ``<answer>...</answer>`` if present, else the first tool call (``<tool_call>{...}</tool_call>``
   or a bare JSON object with a ``name``).
 
-The episode return follows spec 3.4: the final step's reward if the episode terminated, else 0.
+The episode return follows spec 3.4: the final step's reward if the episode terminated, else 0. Every record
+also counts its turns without a parsable action (``parsed_action`` None) and its turns cut at
+``max_new_tokens``, and carries its ``cause`` (spade.core.failures.episode_cause): why it earned nothing, or
+"earned".
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 from spade.configtools import option
 from spade.inference.generation import GenerationBackend, SamplingParams, cut_to_limit
+from spade.core.failures import episode_cause
 from spade.core.rewards import episode_return, is_win
 from spade.seeding import derive_seed
 from spade.sandbox.pool import SandboxPool
@@ -79,6 +83,11 @@ class EpisodeRecord:
     won: bool = False
     outcome: str = "turn_limit"  # one of OUTCOMES
     failure: str = ""  # the sandbox outcome's description when outcome == "env_failure"
+    unparsed_turns: int = 0  # turns whose reply held no parsable action (parsed_action None)
+    cut_turns: int = 0  # turns whose reply hit max_new_tokens (finish_reason "length")
+    last_parsed: bool = False  # the last reply held a parsable action
+    last_cut: bool = False  # the last reply hit max_new_tokens
+    cause: str = ""  # spade.core.failures.EPISODE_CAUSES, set when the episode ends
     token_ids: list = field(default_factory=list, repr=False)  # [T] the whole episode
     loss_mask: list = field(default_factory=list, repr=False)  # [T] 1 on tokens the agent sampled
     rollout_logprobs: list = field(default_factory=list, repr=False)  # [T] sampling log-probs (0 off-mask)
@@ -106,8 +115,18 @@ def first_boxed(text: str) -> str | None:
     return None
 
 
-def extract_action(text: str, kind: str) -> str:
-    """The action sent to the environment for one model turn (see the module docstring)."""
+def _named_object(text: str) -> bool:
+    """Whether ``text`` starts with a JSON object that has a ``name`` (a bare tool call)."""
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and "name" in value
+
+
+def parsed_action(text: str, kind: str) -> str | None:
+    """The action of one model turn in the format the agent was asked for (module docstring); None when the reply
+    holds none (games: no ``\\boxed{...}``; tool use: no answer, no tool call, no JSON object with a ``name``)."""
     visible = THINK_RE.sub("", text).strip()
     if kind == "tool_use":
         answer = ANSWER_RE.search(visible)
@@ -117,9 +136,26 @@ def extract_action(text: str, kind: str) -> str:
         if tagged:
             return tagged.group(1).strip()
         start = visible.find("{")
-        return visible[start:] if start >= 0 else visible
+        return visible[start:] if start >= 0 and _named_object(visible[start:]) else None
     boxed = first_boxed(visible)
-    return visible if boxed is None else "\\boxed{" + boxed + "}"
+    return None if boxed is None else "\\boxed{" + boxed + "}"
+
+
+def extract_action(text: str, kind: str) -> str:
+    """The action sent to the environment for one model turn (see the module docstring): ``parsed_action``, else
+    the raw text (tool use: from its first ``{``), so that the environment answers with its own format reminder."""
+    action = parsed_action(text, kind)
+    if action is not None:
+        return action
+    visible = THINK_RE.sub("", text).strip()
+    start = visible.find("{") if kind == "tool_use" else -1
+    return visible[start:] if start >= 0 else visible
+
+
+def settle(record: EpisodeRecord) -> EpisodeRecord:
+    """Set the ``cause`` of an ended episode (spade.core.failures.episode_cause); returns it."""
+    record.cause = episode_cause(record.outcome, record.final_return, record.last_parsed, record.last_cut)
+    return record
 
 
 class ChatTokens:
@@ -180,7 +216,7 @@ class EpisodeRunner:
         if not outcome.ok:
             episode.close()
             record.outcome, record.failure = "env_failure", outcome.describe()
-            return record
+            return settle(record)
         observation, info = outcome.value
         if job.kind == "tool_use" and info.get("tools"):
             observation += "\n\nTools (OpenAI function schemas):\n" + json.dumps(info["tools"], indent=1)
@@ -215,7 +251,7 @@ class EpisodeRunner:
         for entry in started:
             if isinstance(entry, _Live):
                 entry.episode.close()
-        return [s.record if isinstance(s, _Live) else s for s in started]
+        return [settle(s.record) if isinstance(s, _Live) else s for s in started]
 
     def _finished(self, entry: _Live) -> bool:
         return entry.record.outcome in ("terminated", "truncated", "context_limit", "env_failure")
@@ -262,6 +298,10 @@ class EpisodeRunner:
         record.rollout_logprobs += list(generation.logprobs)
         record.generated_tokens += len(ids)
         record.turns += 1
+        record.last_parsed = parsed_action(text, entry.job.kind) is not None
+        record.last_cut = generation.finish_reason == "length"
+        record.unparsed_turns += not record.last_parsed
+        record.cut_turns += record.last_cut
         outcome = entry.episode.step(extract_action(text, entry.job.kind))
         if not outcome.ok:
             record.outcome, record.failure = "env_failure", outcome.describe()
@@ -292,7 +332,7 @@ class EpisodeRunner:
         if not self._finished(entry):
             entry.record.outcome = "turn_limit"
         entry.episode.close()
-        return entry.record
+        return settle(entry.record)
 
     async def run_one(self, job: EpisodeJob, agenerate, in_thread=None, with_hint=None) -> EpisodeRecord:
         """Play one episode with an asynchronous generator (e.g. a vLLM engine behind ``spade.rlhf``).

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 
+from spade.core.failures import design_stage, wrote_code
 from spade.core.phases import timed
 from spade.core.slots import EnvSlot
 from spade.designer.feedback import revision_chat
@@ -98,7 +99,10 @@ class EnvironmentDesign:
         slot.attempts += 1
         report = self._validate(generation.text)
         tokens = getattr(generation, "completion_tokens", None)  # an external designer reports its usage
-        slot.reports.append({**report.to_dict(),
+        # where it broke (spade.core.failures): was the text cut at designer.max_new_tokens, did it begin any code
+        cut, code = generation.finish_reason == "length", wrote_code(generation.text)
+        stage = {"cut": cut, "wrote_code": code, "stage": design_stage(report.reason, cut, code)}
+        slot.reports.append({**report.to_dict(), **stage,
                              "generated_tokens": len(generation.completion_ids) if tokens is None else tokens,
                              "revision": revision})
         sample = None if self.designer_backend is not None else self._sample_dict(prompt, generation)
@@ -108,7 +112,7 @@ class EnvironmentDesign:
         elif sample is not None:
             invalid.append({**sample, "skill": slot.skill})
             if self.rejected_dir is not None:
-                store_rejection(self.rejected_dir, generation.text, report)
+                store_rejection(self.rejected_dir, generation.text, report, stage)
         return report
 
     def _design_chat(self, slot: EnvSlot, step: int, attempt: int, memory: bool = True) -> list:

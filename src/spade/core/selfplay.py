@@ -51,6 +51,7 @@ from spade.core import env_source
 from spade.core.advantages import designer_advantages, designer_upweight, grpo_advantages
 from spade.core.agent import EpisodeJob, EpisodeRunner
 from spade.core.design import EnvironmentDesign
+from spade.core.failures import cause_counts, summed
 from spade.core.fixed_envs import FixedEnvironments
 from spade.core.phases import PhaseClock, timed
 from spade.core.rewards import (
@@ -191,6 +192,16 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         for record in records:
             grouped.setdefault(record.env_id, []).append(record)
         return grouped
+
+    def play_hint_arm(self, slots: list, step: int) -> dict:
+        """Play the hint arm (G per valid slot, measurement only) and book its returns, seeds and causes on the
+        slots; returns the step metric 'hint_causes' (spade.core.failures)."""
+        hinted = self.play(slots, step, "hint")
+        for slot in slots:
+            records = hinted.get(slot.env_id, [])
+            slot.hint_returns, slot.hint_seeds = [r.final_return for r in records], [r.seed for r in records]
+            slot.hint_causes = cause_counts(records)
+        return {"hint_causes": cause_counts([r for records in hinted.values() for r in records])}
 
     # ----- rewards -------------------------------------------------------------------------------
     @timed("rewards")
@@ -363,10 +374,7 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
             self.state.invalid_samples = invalid
             self.weigh_designer(samples, slots)
             self.write_hints(slots, step)
-            hinted = self.play(slots, step, "hint")
-            for slot in slots:
-                slot.hint_returns = [r.final_return for r in hinted.get(slot.env_id, [])]
-                slot.hint_seeds = [r.seed for r in hinted.get(slot.env_id, [])]
+            metrics.update(self.play_hint_arm(slots, step))
             metrics.update(self._design_metrics(slots))
             if self.designer_backend is not None:
                 metrics["env_source"] = self.mode
@@ -394,6 +402,7 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         slot.return_sum += sum(returns)
         slot.episodes += len(kept)
         slot.distinct_rewards = sorted(set(slot.distinct_rewards) | {r.rewards[-1] for r in kept if r.rewards})
+        slot.causes = summed([slot.causes, cause_counts(records)])  # dropped plays too (cause 'env_failure')
         advantages = iter(grpo_advantages(returns, [0] * len(returns)).tolist())
         return [None if self.dropped(r) else next(advantages) for r in records]
 

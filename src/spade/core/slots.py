@@ -38,6 +38,8 @@ class EnvSlot:
     hint_seeds: list = field(default_factory=list)  # [G] episode seed of each entry of hint_returns
     paired_seeds: list = field(default_factory=list)  # episode seed of each entry of paired_returns
     distinct_rewards: list = field(default_factory=list)  # reward values observed (figure 16)
+    causes: dict = field(default_factory=dict)  # no-hint plays over the window by cause (spade.core.failures)
+    hint_causes: dict = field(default_factory=dict)  # the hint arm's plays by cause
     designer_sample: dict | None = None  # token ids / mask / log-probs of the generation that made it
     env_kwargs: dict = field(default_factory=dict)  # constructor arguments besides max_turns (a backfilled level)
     regret: float | None = None

@@ -8,6 +8,7 @@ A mixin of :class:`spade.core.selfplay.SelfPlay`: it reads the core's ``mode`` a
 from __future__ import annotations
 
 from spade.core import env_source
+from spade.core.failures import cause_counts, stage_counts
 
 
 class StepMetrics:
@@ -26,6 +27,9 @@ class StepMetrics:
             "backfilled_share": sum(s.source.startswith("backfill") for s in slots) / len(slots) if slots else 0.0,
             "empty_share": sum(not s.valid for s in slots) / len(slots) if slots else 0.0,
             "reject_reasons": count_values(r["reason"] for r in attempts if not r["valid"]),
+            # where the rejected attempts broke (spade.core.failures.design_stage; 'cut' = hit designer.max_new_tokens)
+            "design_fail_stages": stage_counts(attempts),
+            "design_cut_share": sum(bool(r.get("cut")) for r in attempts) / len(attempts) if attempts else None,
         }
 
     def _closed_metrics(self, slots: list) -> dict:
@@ -46,6 +50,10 @@ class StepMetrics:
     def _play_metrics(self, slots: list, records: list, delayed: list) -> dict:
         dropped = sum(self.dropped(r) for r in records)
         failures = sum(r.outcome == "env_failure" for r in records)
+        # why plays earn nothing: every no-hint play, dropped ones included (cause 'env_failure')
+        causes, turns = cause_counts(records), sum(r.turns for r in records)
+        unparsed, cut = sum(r.unparsed_turns for r in records), sum(r.cut_turns for r in records)
+        zero_share = 1 - causes["earned"] / len(records) if records else None
         records = [r for r in records if not self.dropped(r)]
         groups: dict = {}  # env_id -> returns of this step's kept no-hint episodes (one GRPO group)
         for record in records:
@@ -65,6 +73,10 @@ class StepMetrics:
             "mean_turns": mean_or_none([r.turns for r in records]),
             "mean_generated_tokens": mean_or_none([r.generated_tokens for r in records]),
             "env_failures": failures,
+            "agent_causes": causes,
+            "agent_unearned_share": zero_share,
+            "agent_unparsed_turn_share": unparsed / turns if turns else None,
+            "agent_cut_turn_share": cut / turns if turns else None,
             "win_rate_by_skill": {k: mean_or_none(v) for k, v in by_skill.items()},
             "env_win_rates": {s.env_id: s.win_rate for s in slots if s.episodes},
             "filled_slots": sum(s.valid for s in slots),

@@ -303,14 +303,15 @@ class Validator:
                     raise _Reject("reset_gate_presatisfied", f"criterion {index} is already True on a fresh state (seed {seed})")
 
 
-def store_rejection(folder: str | Path, raw: str, report: ValidationReport) -> Path:
-    """Keep a rejected candidate on disk: ``<folder>/<sha12>/{raw.txt, code.py, report.json}``."""
+def store_rejection(folder: str | Path, raw: str, report: ValidationReport, extra: dict | None = None) -> Path:
+    """Keep a rejected candidate on disk: ``<folder>/<sha12>/{raw.txt, code.py, report.json}``; ``extra`` adds
+    keys to report.json (the self-play core adds whether the text was cut and its failing stage)."""
     digest = hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()[:12]
     target = Path(folder) / digest
     atomic_write_text(target / "raw.txt", raw)
     if report.code:
         atomic_write_text(target / "code.py", report.code)
-    atomic_write_json(target / "report.json", report.to_dict())
+    atomic_write_json(target / "report.json", {**report.to_dict(), **(extra or {})})
     return target
 
 

@@ -94,7 +94,7 @@ class HeldoutLibrary(Benchmark):
                 tokens=episode.generated_tokens,
                 group=item.group,
                 extra={"return": episode.final_return, "outcome": episode.outcome, "failure": episode.failure,
-                       "rewards": episode.rewards},
+                       "cause": episode.cause, "rewards": episode.rewards},  # cause: spade.core.failures
             ))
         return records
 

@@ -133,7 +133,7 @@ class HeldoutMechanisms(Benchmark):
                 extra={"family": instance.family, "seed": instance.seed, "presentation": item.payload["presentation"],
                        "attempt": instance.attempt, "params_hash": instance.params_hash, "u_star": instance.u_star,
                        "u0": instance.u0, "outcome": episode.outcome, "failure": episode.failure,
-                       "rewards": episode.rewards},
+                       "cause": episode.cause, "rewards": episode.rewards},
             ))
         return records
 

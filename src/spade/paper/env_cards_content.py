@@ -13,6 +13,7 @@ import json
 import math
 from dataclasses import dataclass
 
+from spade.core.failures import counts_text, report_stage, summed
 from spade.core.rewards import WIN_THRESHOLD
 from spade.paper.env_cards_archive import EnvRecord, RunArchive
 
@@ -244,6 +245,39 @@ def card_fields(env: EnvRecord, observation: Observation | None) -> list:
     ]
 
 
+def attempt_stage(report: dict) -> str:
+    """The stage at which an archived design attempt failed (spade.core.failures), "ok" for a valid one, "unknown"
+    for a reason code the stages do not know (the reason code itself is shown beside it)."""
+    if report.get("valid"):
+        return "ok"
+    try:
+        return report_stage(report)
+    except ValueError:
+        return "unknown"
+
+
+def stage_text(report: dict) -> str:
+    """``attempt_stage``, with "(text cut at designer.max_new_tokens)" when the text was cut but the cut is not its
+    stage (prose cut at the budget, or code that intake could read)."""
+    stage = attempt_stage(report)
+    return stage + (" (text cut at designer.max_new_tokens)" if report.get("cut") and stage != "cut" else "")
+
+
+def causes_text(causes) -> str:
+    """Episodes by cause (spade.core.failures), e.g. "no_action 3, cut 1"; why none is shown otherwise."""
+    if not isinstance(causes, dict):
+        return NOT_RECORDED
+    return counts_text(causes) or "no play"
+
+
+def set_diagnosis(envs: list) -> tuple[str, str]:
+    """(rejected design attempts by stage, no-hint plays by cause) of one archived set."""
+    reports = [r for env in envs for r in env.data.get("reports") or [] if isinstance(r, dict) and not r.get("valid")]
+    stages = summed({attempt_stage(r): 1} for r in reports)
+    logged = [env.data["causes"] for env in envs if isinstance(env.data.get("causes"), dict)]
+    return counts_text(stages) or "none", causes_text(summed(logged)) if logged else NOT_RECORDED
+
+
 def window_stats(env: EnvRecord) -> list:
     """[(label, value)] of the browser's statistics of one slot's window."""
     data = env.data
@@ -257,6 +291,8 @@ def window_stats(env: EnvRecord) -> list:
         ("win rate, no hint", win_rate_without_hint(env)),
         ("mean return, no hint", mean_return_without_hint(env)),
         ("plays left out (environment failures)", str(data.get("dropped", "-"))),
+        ("no-hint plays by cause", causes_text(data.get("causes"))),
+        ("hinted plays by cause", causes_text(data.get("hint_causes"))),
         ("distinct rewards seen", ", ".join(f"{v:g}" for v in distinct if finite_number(v) is not None) or "-"),
         ("regeneration step, no hint (paired seeds)",
          f"mean {sum(paired) / len(paired):.3f} over {len(paired)} plays" if paired else "-"),

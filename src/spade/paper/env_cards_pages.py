@@ -14,8 +14,9 @@ import html
 import json
 
 from spade.paper.env_cards_archive import EnvRecord, Rejection, RunArchive
-from spade.paper.env_cards_content import (NOT_RECORDED, card_fields, code_stats, corpus_text, empty_phase_text,
-                                           finite_number, observation_text, scale_note, steps_label, window_stats)
+from spade.paper.env_cards_content import (NOT_RECORDED, attempt_stage, card_fields, code_stats, corpus_text,
+                                           empty_phase_text, finite_number, observation_text, scale_note, set_diagnosis,
+                                           stage_text, steps_label, window_stats)
 
 HIGHLIGHT_STYLE = "friendly"
 
@@ -151,13 +152,14 @@ def _report_rows(reports: list) -> str:
         checks = ", ".join(map(str, report.get("checks") or [])) or "-"
         changes = ", ".join(map(str, report.get("changes") or [])) or "-"
         rows.append(f"<tr><td>{number}</td><td>{_e(report.get('revision', 0))}</td>"
-                    f"<td>{'valid' if report.get('valid') else 'rejected'}</td>"
+                    f"<td>{'valid' if report.get('valid') else 'rejected'}</td><td>{_e(stage_text(report))}</td>"
                     f"<td><code>{_e(report.get('reason', '?'))}</code></td><td class=\"msg\">{_e(report.get('message', ''))}"
                     f"</td><td>{_e(checks)}</td><td>{_e(changes)}</td><td>{_e(report.get('isolation', ''))}</td>"
                     f"<td>{_e(report.get('generated_tokens', ''))}</td></tr>")
     if not rows:
         return '<p class="muted">No validation report was archived for this slot.</p>'
-    return ('<table class="data reports"><tr><th>attempt</th><th>revision</th><th>verdict</th><th>reason code</th>'
+    return ('<table class="data reports"><tr><th>attempt</th><th>revision</th><th>verdict</th><th>failing stage</th>'
+            '<th>reason code</th>'
             "<th>message</th><th>checks passed</th><th>intake changes</th><th>isolation</th><th>tokens</th></tr>"
             + "".join(rows) + "</table>")
 
@@ -224,7 +226,8 @@ def _rejected_article(rejection: Rejection) -> str:
     where = (f'slot <a href="#{_e(rejection.slot.anchor)}">{_e(rejection.slot.env_id)}</a> (set of step '
              f"{rejection.slot.step}), attempt {rejection.attempt}" if rejection.slot else
              "slot and step " + NOT_RECORDED + " (no archived slot has this report)")
-    rows = [("reason code", str(report.get("reason", "?"))), ("message", str(report.get("message", ""))),
+    rows = [("failing stage", stage_text(report)), ("reason code", str(report.get("reason", "?"))),
+            ("message", str(report.get("message", ""))),
             ("checks passed", ", ".join(map(str, report.get("checks") or [])) or "-"),
             ("intake changes", ", ".join(map(str, report.get("changes") or [])) or "-"),
             ("isolation", str(report.get("isolation", "-"))), ("kept in", rejection.folder.as_posix())]
@@ -235,7 +238,8 @@ def _rejected_article(rejection: Rejection) -> str:
     return (f'<article class="env rejected" id="{_e(rejection.anchor)}" data-status="rejected" '
             f'data-has-code="{1 if rejection.code else 0}">'
             f'<h3 class="class-name">{_e(report.get("class_name") or "(no class found)")} '
-            f'<span class="badge rejected">rejected: {_e(report.get("reason", "?"))}</span></h3>'
+            f'<span class="badge rejected">rejected at {_e(attempt_stage(report))}: {_e(report.get("reason", "?"))}'
+            "</span></h3>"
             f"<p>{where}</p>{_stats_table(rows)}{code}"
             f'<details><summary>raw designer output (raw.txt)</summary><pre class="text">{_e(rejection.raw)}</pre>'
             "</details></article>")
@@ -273,8 +277,10 @@ def render_browser_html(archive: RunArchive, observations: dict, cards_href: str
                  and isinstance(env.data.get("wins"), int)]
         mean = f"{sum(rates) / len(rates):.2f}" if rates else "-"
         designed = sum(env.designer_written for env in envs)
+        stages, causes = set_diagnosis(envs)
         overview.append(f'<tr><td><a href="#set-{step:05d}">{step}</a></td><td>{valid}/{len(envs)}</td>'
-                        f"<td>{designed}</td><td>{mean}</td><td>{_e(path.name)}</td></tr>")
+                        f"<td>{designed}</td><td>{mean}</td><td>{_e(stages)}</td><td>{_e(causes)}</td>"
+                        f"<td>{_e(path.name)}</td></tr>")
         articles = "".join(_env_article(archive, env, observations, by_slot.get(env.anchor, [])) for env in envs)
         blocks.append(f'<section class="set" id="set-{step:05d}"><h2>Environment set of step {step}</h2>'
                       f'<p class="muted">{valid} of {len(envs)} slots valid; {designed} designer-written; '
@@ -285,12 +291,13 @@ def render_browser_html(archive: RunArchive, observations: dict, cards_href: str
                                      "absent).</p>") + "</section>")
     slots = len(archive.envs)
     controls = ('<div class="controls"><label>filter <input id="filter" type="search" '
-                'placeholder="class name, skill, reason code, text in the code"></label> '
+                'placeholder="class name, skill, reason code, failing stage, text in the code"></label> '
                 '<label>status <select id="status"><option value="">all</option><option value="valid">valid</option>'
                 '<option value="empty">empty slot</option><option value="rejected">rejected</option></select></label> '
                 f'<span class="muted"><span id="shown">{slots + len(archive.rejected)}</span> shown</span></div>')
     table = ('<table class="data overview"><tr><th>set step</th><th>valid / slots</th><th>designer-written</th>'
-             "<th>mean win rate (no hint)</th><th>archive</th></tr>" + "".join(overview) + "</table>")
+             "<th>mean win rate (no hint)</th><th>rejected attempts by failing stage</th>"
+             "<th>no-hint plays by cause (window)</th><th>archive</th></tr>" + "".join(overview) + "</table>")
     links = f'<a href="{_e(cards_href)}">environment cards</a> · <a href="#rejected">rejected candidates</a>'
     body = (_header(archive, f"Environments of run {archive.run}", links) + f"<main>{controls}{table}"
             + "".join(blocks) + rejected_block + "</main>")

@@ -42,6 +42,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from spade.core.failures import counts_text, summed
+
 TIDY_COLUMNS = ["run", "step", "benchmark", "metric", "value", "n", "stderr", "config_hash", "git_commit", "seed",
                 "eval_seed"]
 SORT_KEYS = ["run", "step", "benchmark", "metric"]
@@ -436,13 +438,14 @@ def run_table_rows(run: str, tidy: pd.DataFrame, records: list[dict], times: dic
         interval = f", 95% Wilson interval [{low:.{decimals}f}, {high:.{decimals}f}]"
     rows.append(("Designer valid-environment rate", _fmt(valid / attempts if attempts else None, decimals),
                  f"{valid} of {attempts} design attempts{interval}" if attempts else "no design attempts logged"))
-    reasons: dict = {}
-    for record in regen:
-        for reason, count in (record.get("reject_reasons") or {}).items():
-            reasons[reason] = reasons.get(reason, 0) + count
-    histogram = ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
-    rows.append(("Designer rejections (reason codes)", str(sum(reasons.values())) if regen else "not run",
-                 histogram or ("none" if regen else "no regeneration logged")))
+    # why nothing is earned (spade.core.failures): rejections by reason code and by stage, episodes by cause
+    for label, key in (("Designer rejections (reason codes)", "reject_reasons"),
+                       ("Designer rejections by failing stage", "design_fail_stages"),
+                       ("Hint-arm episodes by cause", "hint_causes"), ("No-hint episodes by cause", "agent_causes")):
+        logged = [r for r in records if isinstance(r.get(key), dict)]
+        counts = summed(r[key] for r in logged)
+        rows.append((label, str(sum(counts.values())) if logged else NOT_RUN,
+                     counts_text(counts) or "none" if logged else f"no step logged {key}"))
     _, shares = training_series(records, "backfilled_share", regeneration_only=True)
     rows.append(("Backfilled share (mean over regenerations)",
                  _fmt(sum(shares) / len(shares) if shares else None, decimals),

@@ -8,6 +8,9 @@ when asked, to Weights & Biases in offline mode, both inside the run folder.
   by what they describe: ``agent/`` (return, win rate), ``designer/`` (regret, designer reward, valid-environment
   rate), ``train/`` (loss, KL, clip fraction), ``perf/`` (step time, per-phase seconds and tokens/s, spade.core.phases);
   any other number of the record keeps its key under ``other/``. Lists, strings, booleans and None are left out.
+  Dict-valued keys of a small, stable set of names (``FAMILIES``) become one tag per entry, e.g. the causes of the
+  no-hint plays ``agent/causes/<cause>`` and the failing stages of designs ``designer/fail_stages/<stage>``
+  (spade.core.failures).
 - ``LiveMetrics``: the writers of one training process; ``log(record)`` after each metrics line.
 - ``require_backends(config)``: fails before any model loads when a switched-on backend cannot be imported.
 
@@ -68,6 +71,10 @@ TAGS = {
     "mean_generated_tokens": "agent/generated_tokens",
     "env_failures": "agent/env_failures",
     "dropped_plays": "agent/dropped_plays",
+    # why the no-hint plays earn nothing (spade.core.failures; the counts per cause are the family agent/causes)
+    "agent_unearned_share": "agent/unearned_share",
+    "agent_unparsed_turn_share": "agent/unparsed_turn_share",
+    "agent_cut_turn_share": "agent/cut_turn_share",
     # the designer: the new set's regret at its regeneration step, the closed set's rewards at its close
     "mean_regret": "designer/regret",
     "closed_set_step": "designer/closed_set_step",
@@ -85,6 +92,7 @@ TAGS = {
     "designer_weight": "designer/sample_weight",
     "backfilled_share": "designer/backfilled_share",
     "empty_share": "designer/empty_share",
+    "design_cut_share": "designer/cut_share",
     "filled_slots": "designer/filled_slots",
     "slots": "designer/slots",
     # the policy update (spade.train.trainer.LocalTrainer.update)
@@ -113,7 +121,9 @@ for _phase in (*PHASES, "other"):
     for _suffix, _name in PHASE_SUFFIXES.items():
         TAGS[f"phase_{_phase}_{_suffix}"] = f"perf/{_name}/{_phase}"
 # dict-valued keys whose entries are numbers of a small, stable set of names
-FAMILIES = {"win_rate_by_skill": "agent/win_rate_by_skill", "reject_reasons": "designer/rejects"}
+FAMILIES = {"win_rate_by_skill": "agent/win_rate_by_skill", "reject_reasons": "designer/rejects",
+            "agent_causes": "agent/causes", "hint_causes": "agent/hint_causes",
+            "design_fail_stages": "designer/fail_stages"}
 NOT_LOGGED = {"step"}  # the x axis
 
 
