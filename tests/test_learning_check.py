@@ -4,6 +4,7 @@ learning check (its task, its pool source, its benchmark and its run in the defa
 from __future__ import annotations
 
 import ast
+import json
 import random
 
 import pytest
@@ -295,6 +296,31 @@ def test_paired_bootstrap_difference_by_hand():
     assert diff == pytest.approx(0.1) and low == pytest.approx(0.1) and high == pytest.approx(0.1)
     with pytest.raises(ValueError, match="at least one"):
         paired_bootstrap_difference([])
+
+
+def test_learning_check_table_rows_by_hand(tmp_path):
+    from spade.paper.report import ReportInputError
+    from tests.paper_scripts import load_script
+
+    table = load_script("table_learning_check")
+    base = {f"i{k}": 0.0 for k in range(10)}
+    last = {f"i{k}": 1.0 if k < 4 else 0.0 for k in range(10)}  # 4 of 10 won after training, none before
+    rows = table.learning_check_rows([("s0", 0, base, 80, last), ("s1", 0, base, 80, base)])
+    assert rows[0][:2] == ("s0: held-out win rate, step 0 -> step 80", "0.000 -> 0.400")
+    assert "change +0.400" in rows[0][2] and "excludes 0" in rows[0][2] and "10 held-out instances" in rows[0][2]
+    assert rows[1][1] == "0.000 -> 0.000" and "[+0.000, +0.000] (includes 0)" in rows[1][2]
+    assert rows[2] == ("Smallest change over the runs", "+0.000", "mean +0.200 over 2 runs")
+    with pytest.raises(ReportInputError, match="run 's0'.*different held-out items"):
+        table.learning_check_rows([("s0", 0, base, 80, {"other": 1.0})])
+    # end to end: results and their item records on disk -> the Markdown table
+    for step, scores in ((0, base), (80, last)):
+        result = tmp_path / f"step_{step:06d}.json"
+        result.write_text(json.dumps({"step": step}))
+        result.with_name(result.stem + ".items.jsonl").write_text(
+            "".join(json.dumps({"id": i, "score": v}) + "\n" for i, v in scores.items()))
+    table.main(["--runs", "s0", "--base", str(tmp_path / "step_000000.json"), "--last",
+                str(tmp_path / "step_000080.json"), "--out", str(tmp_path / "t.md")])
+    assert "| s0: held-out win rate, step 0 -> step 80 | 0.000 -> 0.400 |" in (tmp_path / "t.md").read_text()
 
 
 # ----- the easy level in self-play --------------------------------------------------------------------------------

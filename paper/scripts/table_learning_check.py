@@ -1,8 +1,8 @@
 """The learning check's held-out win rate, base model against the last checkpoint, for each of its seed runs.
 
-    python paper/scripts/table_learning_check.py --runs toy_learning_check_s0 toy_learning_check_s1 \
-        --base results/evals/toy_learning_check_s0/learning_check/step_000000.json ... \
-        --last results/evals/toy_learning_check_s0/learning_check/step_000060.json ... \
+    python paper/scripts/table_learning_check.py --runs toy_learning_check_s0 toy_learning_check_s1 ... \
+        --base results/runs/toy_learning_check_s0/eval/learning_check/step_000000.json ... \
+        --last results/runs/toy_learning_check_s0/eval/learning_check/step_000080.json ... \
         --out results/tables/learning_check.md
 
 ``--base`` and ``--last`` list one `learning_check` result per run, in the order of ``--runs``; the item records
