@@ -1,5 +1,5 @@
-"""Learning-check environments (issues 16 and 30): small tasks on which the tiny random model (model card
-tiny-random) can learn something within a short run, so that the default workflow shows whether the trainer learns.
+"""Learning-check environments (issues 16 and 30): small tasks for the tiny random model (model card tiny-random),
+meant to show within a short run of the default workflow whether the trainer learns.
 
 ``symbol_copy`` (the default check, issue 30): copy two letters. Its answer is a function of the observation (a
 reply that ignores it earns under 0.05 on average) and its held-out instances (constructor argument

@@ -26,7 +26,6 @@ ALPHABET = "BCDGHJKLNQRSVWXZ"
 POSITION_CREDIT = 0.05  # reward per right position of a reply that does not win
 LETTER_CREDIT = 0.005  # reward per position that holds some other letter of ALPHABET (a first signal for a random
 # model: most of its replies hold no letter of the alphabet; tiny, so a constant reply still earns under 0.05)
-REPEAT = 1  # times the pair is written in the observation
 SPLITS = ("train", "heldout")
 
 
@@ -51,7 +50,7 @@ class SymbolCopy:
     def reset(self, seed=None):
         self.answer = random.Random(seed).choice(self.pairs)
         self.done = False
-        text = f"Reply with these two letters in the same order: {' '.join([self.answer] * REPEAT)}"
+        text = f"Reply with these two letters in the same order: {self.answer}"
         return text, {"split": self.split}
 
     def step(self, action):
