@@ -270,6 +270,7 @@ PAPER_BUILT_RUNS += TOY_TOOL_USE if "toy_tool_use" in sys.argv[1:] else []
 PAPER_BUILT_RUNS += TOY_ABLATIONS if "toy_ablations" in sys.argv[1:] else []
 
 OUT = paths.ResultPaths(SPADE.results_dir)
+LEARNING_CHECK_TABLE = f"{OUT.root}/tables/learning_check.md"  # the held-out win rate of every learning-check run
 
 # Job config files. A job reads the config of its run (the run as the workflow merged it: config files and --config
 # overrides; the job resolves the layers recipe < model card < run, as for any config file) from a YAML file:
@@ -535,7 +536,14 @@ def heldout_measure(wildcards):
 
 
 def run_outputs():
-    return [OUT.results_table] + [path for run in MAIN_RUNS for path in (OUT.run_table(run), OUT.training_figure(run))]
+    return ([OUT.results_table] + [path for run in MAIN_RUNS for path in (OUT.run_table(run), OUT.training_figure(run))]
+            + ([LEARNING_CHECK_TABLE] if LEARNING_CHECKS else []))
+
+
+def learning_check_results(which):
+    """The `learning_check` result of every learning-check run at step 0 (`which` "base") or at its last checkpoint."""
+    return [OUT.eval_file(run, 0 if which == "base" else RUNS[run].selfplay.checkpoint_steps()[-1], "learning_check")
+            for run in LEARNING_CHECKS]
 
 
 def pending_outputs():

@@ -46,6 +46,27 @@ rule run_table:
         "> {log} 2>&1"
 
 
+rule learning_check_table:
+    """The learning check's held-out win rate, base model against the last checkpoint, for each seed run (config key
+    `learning_check`), with a paired bootstrap interval over each run's held-out instances."""
+    input:
+        script=script("table_learning_check.py"),
+        base=learning_check_results("base"),
+        last=learning_check_results("last"),
+    output:
+        reported(LEARNING_CHECK_TABLE, "learning_check_table", "Run", "learning check"),
+    log:
+        OUT.log("learning_check_table"),
+    conda:
+        CPU_ENV
+    params:
+        runs=LEARNING_CHECKS,
+        python=CPU_PYTHON,
+    shell:
+        "{params.python} {input.script} --runs {params.runs} --base {input.base} --last {input.last} --out {output} "
+        "> {log} 2>&1"
+
+
 rule training_figure:
     input:
         script=script("fig_toy_training.py"),

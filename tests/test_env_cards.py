@@ -304,9 +304,10 @@ def test_snakemake_env_cards_plans_the_main_runs_and_reads_finished_extra_runs(t
     plan, jobs = _plan_env_cards(tmp_path, "configs/default.yaml", "toy_tool_use", 2)
     cards = {re.search(r"wildcards: run=(\w+)", body).group(1): body for rule, body in jobs
              if rule == "env_cards_of_run"}
-    assert sorted(cards) == ["toy", "toy_learning_check", "toy_tool_use"]
+    checks = [f"toy_learning_check_s{seed}" for seed in range(3)]
+    assert sorted(cards) == ["toy", *checks, "toy_tool_use"]
     trained = sorted(re.search(r"wildcards: run=(\w+)", body).group(1) for rule, body in jobs if rule == "train")
-    assert trained == ["toy", "toy_learning_check"]
+    assert trained == ["toy", *checks]
     assert "results/runs/toy/summary.json" in cards["toy"] and "summary.json" not in cards["toy_tool_use"]
     assert "results/figures/toy_env_cards.pdf" in cards["toy"]
     assert "results/env_cards/toy/environments.html" in cards["toy"]

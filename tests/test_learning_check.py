@@ -4,6 +4,7 @@ learning check (its task, its pool source, its benchmark and its run in the defa
 from __future__ import annotations
 
 import ast
+import json
 import random
 
 import pytest
@@ -122,9 +123,103 @@ def test_digit_reply_rewards_by_hand(reply, length, reward):
     assert (got, terminated, truncated) == (reward, True, False)
 
 
+def symbol_copy(split="train"):
+    return load(check_source("symbol_copy", "k"), "symbol_copy")(split=split)
+
+
+@pytest.mark.parametrize("reply, reward", [
+    ("KQ", 1.0), ("k q", 1.0), (" K Q ", 1.0),  # exact: spaces and case ignored
+    ("KB", 0.055), ("BQ", 0.055), ("K7", 0.05), ("QK", 0.01), ("BB", 0.01), ("K", 0.05), ("KQB", 0.1),
+    ("", 0.0), ("12", 0.0), ("A", 0.0),  # A, like 1 and 2, is no letter of the alphabet
+])
+def test_symbol_copy_rewards_by_hand(reply, reward):
+    env = symbol_copy()
+    env.reset(0)
+    env.answer = "KQ"
+    _, got, terminated, truncated, info = env.step(reply)
+    assert (got, terminated, truncated) == (pytest.approx(reward), True, False)
+    assert env.step("KQ")[1:3] == (0.0, True)  # one turn
+
+
+def test_symbol_copy_shows_its_answer_and_wins_with_its_solution():
+    env = symbol_copy()
+    for seed in range(20):
+        observation, _ = env.reset(seed)
+        assert observation.endswith(": " + env.answer) and env.step(env.solution())[1] == 1.0
+
+
+def score_per_reply(make_env, reward, replies, instances=1000):
+    """Mean reward of each constant reply over the first ``instances`` seeds; ``reward(env, reply)``."""
+    envs = []
+    for seed in range(instances):
+        env = make_env()
+        env.reset(seed)
+        envs.append(env)
+    return {reply: sum(reward(env, reply) for env in envs) / instances for reply in replies}
+
+
+def replay_reward(env, reply):
+    env.done = False
+    return env.step(reply)[1]
+
+
+def constant_replies(alphabet):
+    """Every reply that can score: the reward reads the first two letters of the reply (spaces removed, case
+    ignored), credits only letters of the alphabet and wins only on an exact two-letter reply, so a longer reply, or
+    one with another character, scores at most what its first two alphabet letters score."""
+    return list(alphabet) + [a + b for a in alphabet for b in alphabet]
+
+
+@pytest.mark.parametrize("split", ["train", "heldout"])
+def test_no_constant_reply_earns_more_than_0_05(split):
+    module = load_module("symbol_copy")
+    scores = score_per_reply(lambda: symbol_copy(split), replay_reward, constant_replies(module["ALPHABET"]))
+    assert max(scores.values()) <= 0.05
+    # the mutation the bound catches: credit for any letter of the alphabet, whatever was shown (digit_reply's flaw)
+    def any_letter(env, reply):
+        return 1.0 if replay_reward(env, reply) == 1.0 else 0.45 * sum(c in module["ALPHABET"] for c in reply[:2])
+    assert max(score_per_reply(lambda: symbol_copy(split), any_letter, ["BB"], 200).values()) > 0.05
+    # and digit_reply itself: eight sevens earn 0.9 or more on every instance
+    digits = load(check_source("digit_reply", "k"), "digit_reply")
+    assert score_per_reply(digits, replay_reward, ["77777777"], 200)["77777777"] >= 0.9
+
+
+def load_module(name):
+    namespace = {"__name__": name}
+    exec(compile(check_source(name, "k"), name, "exec"), namespace)  # our own trusted file
+    return namespace
+
+
+def prompts_of(split):
+    """Every observation the split can show: one per letter pair of the split."""
+    module = load_module("symbol_copy")
+    env = symbol_copy(split)
+    shown = set()
+    for pair in module["split_pairs"](split):
+        env.pairs = [pair]
+        shown.add(env.reset(0)[0])
+    return shown
+
+
+def test_heldout_prompts_are_never_trained_on():
+    module = load_module("symbol_copy")
+    train, heldout = prompts_of("train"), prompts_of("heldout")
+    assert (len(train), len(heldout)) == (170, 86)  # 16 x 16 pairs, (i + j) % 3 == 0 held out
+    assert not train & heldout
+    env = symbol_copy("train")  # seeds reach only those prompts, and all of them
+    assert {env.reset(seed)[0] for seed in range(3000)} == train
+    # every letter is trained on at both positions
+    pairs = module["split_pairs"]("train")
+    assert {p[0] for p in pairs} == {p[1] for p in pairs} == set(module["ALPHABET"])
+    # the mutation the check catches: held-out instances that are only other seeds of the training space
+    assert prompts_of("train") & {symbol_copy("train").reset(seed)[0] for seed in range(10_000, 10_050)}
+    with pytest.raises(ValueError, match=r"split must be one of \('train', 'heldout'\), got 'test'"):
+        symbol_copy("test")
+
+
 def test_check_source_names_the_key_and_the_allowed_names():
-    assert set(CHECKS) == {"digit_reply"}
-    with pytest.raises(ConfigError, match=r"baseline.pool_envs.*'small_sum'.*\['digit_reply'\]"):
+    assert set(CHECKS) == {"digit_reply", "symbol_copy"}
+    with pytest.raises(ConfigError, match=r"baseline.pool_envs.*'small_sum'.*\['digit_reply', 'symbol_copy'\]"):
         check_source("small_sum", "baseline.pool_envs")
 
 
@@ -133,25 +228,32 @@ def test_checks_stay_out_of_the_library():
 
 
 def test_the_check_pool_and_benchmark(tiny_model, pool):
+    """The pool opens symbol_copy at its training split, the benchmark at its held-out split: every prompt the
+    benchmark plays is a held-out pair, and a reply that copies it wins."""
     from spade.core import pool_sources
     from spade.config import load_config
     from spade.evals.registry import registry
     from spade.evals.base import EvalContext
 
     config = load_config("configs/default.yaml", overrides={
-        "baseline": {"mode": "fixed_pool", "pool_source": "checks", "pool_envs": ["digit_reply"]},
+        "baseline": {"mode": "fixed_pool", "pool_source": "checks", "pool_envs": ["symbol_copy"]},
         "selfplay": {"backfill": False, "train_designer": False}})
     (entry,) = pool_sources.make_source(config).entries()
-    assert (entry.name, entry.origin) == ("digit_reply", "check:digit_reply")
+    assert (entry.name, entry.origin) == ("symbol_copy", "check:symbol_copy")
     _, tokenizer = tiny_model
     bench = registry()["learning_check"](config.eval.learning_check)
     items = bench.items()
-    assert len(items) == config.eval.learning_check.episodes
-    ctx = EvalContext(EchoBackend(tokenizer, "12345678"), seed=0, benchmark="learning_check", max_new_tokens=16,
-                      max_context_tokens=2048, pool_factory=lambda: pool)
-    metrics = {m.name: m.value for m in bench.aggregate(bench.play(items[:6], ctx))}
-    lengths = [load(check_source("digit_reply", "k"), "d")().reset(ctx.item_seed(i.id))[1]["length"] for i in items[:6]]
-    assert metrics["mean_return"] == pytest.approx(sum(1.0 if n == 8 else 0.9 for n in lengths) / 6)
+    assert len(items) == config.eval.learning_check.episodes and items[0].payload["env"] == "symbol_copy"
+    heldout, train = prompts_of("heldout"), prompts_of("train")
+    ctx = EvalContext(None, seed=0, benchmark="learning_check", max_new_tokens=4, max_context_tokens=2048,
+                      pool_factory=lambda: pool)
+    shown = [symbol_copy("heldout").reset(ctx.item_seed(item.id))[0] for item in items[:6]]
+    ctx.backend = EchoBackend(tokenizer, shown[0][-2:])  # copies the first item's letters
+    records = bench.play(items[:6], ctx)
+    assert all(sum(text in prompt for text in heldout) == 1 and not any(text in prompt for text in train)
+               for prompt in ctx.backend.prompts)
+    assert [r.score for r in records] == [1.0 if text == shown[0] else 0.0 for text in shown]
+    assert records[0].score == 1.0
 
 
 # ----- the learning signal of the run table ---------------------------------------------------------------------
@@ -171,11 +273,54 @@ def test_learning_signal_compares_the_first_and_last_quarter():
 
     records = [{"step": s, "agent_returns": [s / 10] * 4} for s in range(8)]  # quarters: steps 0-1 and 6-7
     diff, low, high, n_first, n_last = learning_signal(records)
-    assert diff == pytest.approx((0.6 + 0.7) / 2 - (0.0 + 0.1) / 2) and n_first == n_last == 8
+    assert diff == pytest.approx((0.6 + 0.7) / 2 - (0.0 + 0.1) / 2) and n_first == n_last == 2
     assert 0 < low <= diff <= high
     name, value, detail = learning_signal_row(records)
-    assert value == "+0.600" and "excludes 0" in detail
+    assert value == "+0.600" and "excludes 0" in detail and "over steps" in detail
     assert learning_signal_row(records[:1])[1] == "not run"
+    # the interval resamples steps, not episodes: two steps per quarter whose means differ by more than the change
+    # give an interval that includes 0, though resampling their 200 episodes would exclude it
+    records = [{"step": s, "agent_returns": [value] * 50} for s, value in enumerate([0.0, 1.0, 0, 0, 0, 0, 0.5, 1.5])]
+    diff, low, high, n_first, n_last = learning_signal(records)
+    assert diff == pytest.approx(0.5) and low < 0 < high and n_first == n_last == 2
+
+
+def test_paired_bootstrap_difference_by_hand():
+    from spade.analysis.rates import paired_bootstrap_difference
+
+    assert paired_bootstrap_difference([(0, 1)] * 5) == (1.0, 1.0, 1.0)  # every item gains 1: no spread
+    diff, low, high = paired_bootstrap_difference([(0, 1), (1, 0)] * 20, seed=3)
+    assert diff == 0.0 and low < 0 < high
+    # pairing matters: the same scores, unpaired, would vary far more than the constant item-wise gain of 0.1
+    diff, low, high = paired_bootstrap_difference([(x, x + 0.1) for x in (0.0, 0.9) * 10])
+    assert diff == pytest.approx(0.1) and low == pytest.approx(0.1) and high == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="at least one"):
+        paired_bootstrap_difference([])
+
+
+def test_learning_check_table_rows_by_hand(tmp_path):
+    from spade.paper.report import ReportInputError
+    from tests.paper_scripts import load_script
+
+    table = load_script("table_learning_check")
+    base = {f"i{k}": 0.0 for k in range(10)}
+    last = {f"i{k}": 1.0 if k < 4 else 0.0 for k in range(10)}  # 4 of 10 won after training, none before
+    rows = table.learning_check_rows([("s0", 0, base, 80, last), ("s1", 0, base, 80, base)])
+    assert rows[0][:2] == ("s0: held-out win rate, step 0 -> step 80", "0.000 -> 0.400")
+    assert "change +0.400" in rows[0][2] and "excludes 0" in rows[0][2] and "10 held-out instances" in rows[0][2]
+    assert rows[1][1] == "0.000 -> 0.000" and "[+0.000, +0.000] (includes 0)" in rows[1][2]
+    assert rows[2] == ("Smallest change over the runs", "+0.000", "mean +0.200 over 2 runs")
+    with pytest.raises(ReportInputError, match="run 's0'.*different held-out items"):
+        table.learning_check_rows([("s0", 0, base, 80, {"other": 1.0})])
+    # end to end: results and their item records on disk -> the Markdown table
+    for step, scores in ((0, base), (80, last)):
+        result = tmp_path / f"step_{step:06d}.json"
+        result.write_text(json.dumps({"step": step}))
+        result.with_name(result.stem + ".items.jsonl").write_text(
+            "".join(json.dumps({"id": i, "score": v}) + "\n" for i, v in scores.items()))
+    table.main(["--runs", "s0", "--base", str(tmp_path / "step_000000.json"), "--last",
+                str(tmp_path / "step_000080.json"), "--out", str(tmp_path / "t.md")])
+    assert "| s0: held-out win rate, step 0 -> step 80 | 0.000 -> 0.400 |" in (tmp_path / "t.md").read_text()
 
 
 # ----- the easy level in self-play --------------------------------------------------------------------------------

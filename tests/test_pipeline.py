@@ -124,14 +124,16 @@ def test_toy_pipeline_end_to_end_on_the_tiny_model(tiny_pipeline):
 REPORT_TARGETS = ["env_cards", "results/paper/tables/table5_hyperparameters.md",
                   "results/paper/tables/table3_ablations.md", "results/paper/figures/fig1_middle_games_transfer.pdf",
                   "results/paper/numbers/games_gain.tex", "paper_comparison"]
+CHECK_RUNS = ("toy_learning_check_s0", "toy_learning_check_s1", "toy_learning_check_s2")  # configs/default.yaml
 REPORTED = {
     **dict.fromkeys(["results/tables/results.csv", "results/library/report.md"]
-                    + [f"results/tables/{run}_run.md" for run in ("tiny", "toy_learning_check")]
-                    + [f"results/figures/{run}_training.pdf" for run in ("tiny", "toy_learning_check")], "Run"),
+                    + [f"results/tables/{run}_run.md" for run in ("tiny", *CHECK_RUNS)]
+                    + [f"results/figures/{run}_training.pdf" for run in ("tiny", *CHECK_RUNS)]
+                    + ["results/tables/learning_check.md"], "Run"),
     **dict.fromkeys(["results/tables/suite.csv", "results/bench/eval_throughput.json"]
-                    + [f"results/runs/{run}/selected_checkpoint.json" for run in ("tiny", "toy_learning_check")],
+                    + [f"results/runs/{run}/selected_checkpoint.json" for run in ("tiny", *CHECK_RUNS)],
                     "Evaluation"),
-    **dict.fromkeys([path for run in ("tiny", "toy_learning_check")
+    **dict.fromkeys([path for run in ("tiny", *CHECK_RUNS)
                      for path in (f"results/figures/{run}_env_cards.pdf", f"results/figures/{run}_env_cards.png",
                                   f"results/figures/{run}_env_cards.pdf.provenance.json",
                                   f"results/env_cards/{run}/cards.html", f"results/env_cards/{run}/environments.html")],
@@ -196,9 +198,9 @@ def test_report_holds_every_table_and_figure_with_its_caption(tiny_report):
     assert f"config hash {recorded}" in caption and "Toy scale (tiny-random, 4 steps;" in caption
     # a paper artifact that found no run of ours says so; the environment cards name their run
     assert "No run of ours was found" in text_of(results["results/paper/tables/table3_ablations.md"]["caption"])
-    assert "run toy_learning_check" in text_of(results["results/env_cards/toy_learning_check/cards.html"]["caption"])
+    assert "run toy_learning_check_s0" in text_of(results["results/env_cards/toy_learning_check_s0/cards.html"]["caption"])
     description = text_of(report_variable(html, "workflow_desc"))
-    assert "Toy scale." in description and "tiny, toy_learning_check" in description
+    assert "Toy scale." in description and f"tiny, {', '.join(CHECK_RUNS)}" in description
     # the zip form: the page, and each registered file beside it
     unpacked = tiny_report / "unpacked/report"
     assert set(report_variable((unpacked / "report.html").read_text(), "results")) == set(REPORTED)

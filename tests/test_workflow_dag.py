@@ -65,17 +65,19 @@ def resources(job: dict) -> dict:
 def test_default_plan_is_the_toy_pipeline(tmp_path):
     """`snakemake -n` (the default config) in an empty folder plans the toy exactly: 4 steps, checkpoints every 2 -> steps 0, 2, 4 on
     the one during-training benchmark; the local trainer with the toy config and no GPU resources. And the learning
-    check (issue 16): the tiny model, 40 steps, checkpoints every 10 on its own held-out benchmark."""
+    check (issues 16, 30): the tiny model, three seeds, 80 steps each, evaluated at steps 0 and 80 on its own held-out
+    benchmark, and their table."""
     run = snakemake(["-n", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)])
     assert run.returncode == 0, run.stderr[-3000:]
-    assert job_stats(run.stdout) == {"build_corpus": 1, "library_check": 1, "prepare_model": 2, "evaluate": 8,
-                                     "train": 2, "results_table": 1, "run_table": 2, "training_figure": 2, "all": 1}
+    assert job_stats(run.stdout) == {"build_corpus": 1, "library_check": 1, "prepare_model": 2, "evaluate": 9,
+                                     "train": 4, "results_table": 1, "run_table": 4, "training_figure": 4,
+                                     "learning_check_table": 1, "all": 1}
     planned = jobs(run.stdout)
     trains = {job["wildcards"]: job for job in planned if job["rule"] == "train"}
-    train, check = trains["run=toy"], trains["run=toy_learning_check"]
+    train, check = trains["run=toy"], trains["run=toy_learning_check_s1"]
     # each job reads its run's config from a file: the command stays one short readable line
     assert "train --backend local --config results/configs/toy-" in train["shell"]
-    assert "--config results/configs/toy_learning_check-" in check["shell"]
+    assert "--config results/configs/toy_learning_check_s1-" in check["shell"]
     for job in planned:
         assert "{" not in job["shell"] and len(job["shell"]) < 1000, job["shell"]
     for key in ("toy_ablations", "learning_check"):  # workflow keys: a run's own config never carries them
@@ -83,10 +85,12 @@ def test_default_plan_is_the_toy_pipeline(tmp_path):
     assert job_config(train, tmp_path)["run_name"] == "toy" and "--run-dir results/runs/toy " in train["shell"]
     assert job_config(check, tmp_path)["model_card"] == "tiny-random"
     assert job_config(check, tmp_path)["baseline"]["pool_source"] == "checks"
+    assert job_config(check, tmp_path)["seed"] == 1 and job_config(check, tmp_path)["baseline"]["pool_envs"] == ["symbol_copy"]
     assert "gres" not in resources(train) and "gpu" not in resources(train)
     steps = sorted(job["wildcards"] for job in planned if job["rule"] == "evaluate")
     assert steps == [f"run=toy, benchmark=heldout_library, step={step}" for step in ("000000", "000002", "000004")] + [
-        f"run=toy_learning_check, benchmark=learning_check, step={step:06d}" for step in (0, 10, 20, 30, 40)]
+        f"run=toy_learning_check_s{seed}, benchmark=learning_check, step={step:06d}" for seed in range(3)
+        for step in (0, 80)]
     models = {job["wildcards"]: job for job in planned if job["rule"] == "prepare_model"}
     assert sorted(models) == ["card=smollm2-135m", "card=tiny-random"]
     for card, job in models.items():  # each folder is built from the config of a run of its own card
@@ -141,13 +145,13 @@ def test_toy_ablations_plan_every_mode_and_the_ablation_artifacts(tmp_path):
                      str(tmp_path)])
     assert run.returncode == 0, run.stderr[-3000:]
     stats = job_stats(run.stdout)
-    assert stats["train"] == 2 + len(ablations)  # and the toy and its learning check (main runs: the results table)
+    assert stats["train"] == 4 + len(ablations)  # and the toy and its learning checks (main runs: the results table)
     for name in ("paper_table3", "paper_table6", "paper_fig6", "paper_fig10", "paper_fig11", "paper_fig13",
                  "paper_fig14", "paper_fig18", "paper_env_sources_table", "paper_env_sources_figure", "toy_ablations"):
         assert stats[name] == 1, name
     planned = jobs(run.stdout)
     trains = {job["wildcards"].removeprefix("run="): job for job in planned if job["rule"] == "train"}
-    assert sorted(trains) == sorted(["toy", "toy_learning_check", *ablations])
+    assert sorted(trains) == sorted(["toy", *(f"toy_learning_check_s{seed}" for seed in range(3)), *ablations])
     assert '"memory": {"enabled": false, "n_positive": 1}' in config_text(trains["toy_no_memory"], tmp_path)
     assert '"reward": "ema_lp"' in config_text(trains["toy_ema_lp"], tmp_path)
     assert '"ema_lp"' not in config_text(trains["toy"], tmp_path)

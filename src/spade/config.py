@@ -201,7 +201,7 @@ class SpadeConfig:
     toy_ablations: dict = option({}, "Workflow only (`snakemake toy_ablations`): run name -> settings laid over this "
                                  "config, one extra run per entry (rules/common.smk). A run itself ignores it.")
     learning_check: dict = option({}, "Workflow only (the default target): run name -> settings laid over this "
-                                  "config, one extra main run per entry, the toy's learning check (rules/common.smk). "
+                                  "config, one extra main run per entry, the toy's learning check (one per seed; rules/common.smk). "
                                   "A run itself ignores it.")
     toy_tool_use: dict = option({}, "Workflow only (`snakemake toy_tool_use`): run name -> settings laid over this "
                                 "config, or the YAML file holding them (configs/toy_tool_use.yaml): the tool-use toy "

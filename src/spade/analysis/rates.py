@@ -118,3 +118,23 @@ def bootstrap_mean_difference(before, after, resamples: int = 2000, seed: int = 
     low = diffs[int(math.floor((1 - c) / 2 * (resamples - 1)))]
     high = diffs[int(math.ceil((1 + c) / 2 * (resamples - 1)))]
     return sum(after) / len(after) - sum(before) / len(before), low, high
+
+
+def paired_bootstrap_difference(pairs, resamples: int = 2000, seed: int = 0,
+                                confidence: float = 0.95) -> tuple[float, float, float]:
+    """Mean of ``after - before`` over ``pairs`` of (before, after) scores of the same items (e.g. one held-out
+    instance played by the base model and by a checkpoint) and its percentile bootstrap interval: each resample
+    draws ``len(pairs)`` items with replacement and keeps both of an item's scores together."""
+    import random
+
+    diffs = [float(after) - float(before) for before, after in pairs]
+    if not diffs:
+        raise ValueError("pairs needs at least one (before, after) pair, got none")
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    c = _confidence(confidence)
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choices(diffs, k=len(diffs))) / len(diffs) for _ in range(resamples))
+    low = means[int(math.floor((1 - c) / 2 * (resamples - 1)))]
+    high = means[int(math.ceil((1 + c) / 2 * (resamples - 1)))]
+    return sum(diffs) / len(diffs), low, high

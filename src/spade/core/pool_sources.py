@@ -70,7 +70,7 @@ class LibrarySource:
 
 
 class CheckSource:
-    """The learning-check environments (``spade.envs.checks``): the toy's check that the trainer learns (issue 16)."""
+    """The learning-check environments (``spade.envs.checks``), opened with their training instances (issues 16, 30)."""
 
     label = "checks"
 

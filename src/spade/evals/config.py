@@ -57,8 +57,8 @@ class EvalConfig:
                             "subsample for smoke tests; the result records it).", min=0)
     throughput: ThroughputConfig = option(ThroughputConfig(), "The batched-vs-naive throughput measurement.")
     heldout_library: HeldoutLibraryConfig = option(HeldoutLibraryConfig(), "Built-in environments as a held-out suite.")
-    learning_check: LearningCheckConfig = option(LearningCheckConfig(), "Held-out instances of the toy's learning-check "
-                                                 "tasks (spade.envs.checks; not a paper benchmark).")
+    learning_check: LearningCheckConfig = option(LearningCheckConfig(), "The held-out instance space of the toy's "
+                                                 "learning-check tasks (spade.envs.checks; not a paper benchmark).")
     heldout_mechanisms: HeldoutMechanismsConfig = option(HeldoutMechanismsConfig(), "Mechanism families (VHD-Play) as "
                                                          "a held-out suite: written-out, written and agentic scores.")
     reasoning_gym_hard: ReasoningGymConfig = option(ReasoningGymConfig(), "Reasoning Gym hard split (100 tasks).")

@@ -1,5 +1,5 @@
 """Built-in environment library as a held-out agentic suite: win rate and mean return (spec 9); and the toy's
-learning check on held-out instances of its tasks (``learning_check``).
+learning check on the held-out instance space of its tasks (``learning_check``).
 
 The environments named in ``eval.heldout_library.environments`` are never used for backfill or memory
 seeding, so they measure transfer within the library. They run in the sandbox, exactly as in training
@@ -111,10 +111,12 @@ class HeldoutLibrary(Benchmark):
 
 @dataclass(frozen=True)
 class LearningCheckConfig:
-    environments: list = option(["digit_reply"], "Learning-check environments (spade.envs.checks) evaluated, on "
-                                "instances the run never trained on (evaluation seeds).")
-    episodes: int = option(32, "Episodes per environment; the interval of a win rate of ~0.3 is about +-0.16 at 32.",
-                           min=1)
+    environments: list = option(["symbol_copy"], "Learning-check environments (spade.envs.checks) evaluated on their "
+                                "held-out instance space (spade.envs.checks.HELDOUT_ARGS: symbol_copy's letter pairs "
+                                "training never shows); a check without one (digit_reply) plays other seeds of its "
+                                "training instances.")
+    episodes: int = option(32, "Episodes per environment; the 95% interval of a win rate of ~0.3 is about +-0.16 at 32, "
+                           "+-0.08 at 128.", min=1)
     max_turns: int = option(1, "Most agent turns per episode (the learning check's training limit, agent.max_turns "
                             "of its run).", min=1)
     prompt_style: str = option("paper", "How each episode starts, as agent.prompt_style of the check run.",
@@ -123,13 +125,14 @@ class LearningCheckConfig:
 
 @register_benchmark
 class LearningCheck(HeldoutLibrary):
-    """Held-out instances of the learning-check tasks (``spade.envs.checks``): the toy's evidence that training
-    moves a measure outside its own episodes (issue 16). Not a paper benchmark."""
+    """Held-out instances of the learning-check tasks (``spade.envs.checks``): each environment is opened with its
+    held-out constructor arguments (``HELDOUT_ARGS``), so ``symbol_copy`` plays only letter pairs its training never
+    shows (issue 30). Not a paper benchmark."""
 
     name = "learning_check"
     config_cls = LearningCheckConfig
 
     def _environment(self, name: str) -> tuple:
-        from spade.envs.checks import check_source
+        from spade.envs.checks import HELDOUT_ARGS, check_source
 
-        return check_source(name, f"eval.{self.name}.environments"), "game", {}
+        return check_source(name, f"eval.{self.name}.environments"), "game", dict(HELDOUT_ARGS.get(name, {}))

@@ -517,16 +517,17 @@ def phase_rows(records: list[dict], second_decimals: int = 1) -> list[tuple[str,
 
 def learning_signal(records: list) -> tuple[float, float, float, int, int] | None:
     """Mean no-hint training return of the last quarter of the played steps minus the first quarter's, with its
-    95% percentile bootstrap interval over episodes (``agent_returns``; at least one step per quarter, no overlap):
-    (difference, low, high, episodes first, episodes last); None with fewer than 2 steps or no per-episode log."""
+    95% percentile bootstrap interval over whole steps (each step's mean of ``agent_returns``: the episodes of one
+    step share its policy, so they are not independent draws; at least one step per quarter, no overlap):
+    (difference, low, high, steps first, steps last); None with fewer than 2 steps or no per-episode log."""
     from spade.analysis.rates import bootstrap_mean_difference
 
     played = [r for r in records if r.get("agent_returns")]
     if len(played) < 2:
         return None
     k = max(1, len(played) // 4)
-    first = [x for r in played[:k] for x in r["agent_returns"]]
-    last = [x for r in played[-k:] for x in r["agent_returns"]]
+    first = [sum(r["agent_returns"]) / len(r["agent_returns"]) for r in played[:k]]
+    last = [sum(r["agent_returns"]) / len(r["agent_returns"]) for r in played[-k:]]
     return (*bootstrap_mean_difference(first, last, seed=0), len(first), len(last))
 
 
@@ -537,8 +538,8 @@ def learning_signal_row(records: list, decimals: int = 3) -> tuple[str, str, str
         return name, "not run", "needs 2 steps with per-episode returns (agent_returns)"
     diff, low, high, n_first, n_last = signal
     verdict = "excludes 0" if low > 0 or high < 0 else "includes 0"
-    return (name, _fmt(diff, decimals, signed=True), f"95% bootstrap interval [{low:.{decimals}f}, {high:.{decimals}f}] "
-            f"({verdict}); {n_first} and {n_last} episodes")
+    return (name, _fmt(diff, decimals, signed=True), f"95% bootstrap interval over steps [{low:.{decimals}f}, "
+            f"{high:.{decimals}f}] ({verdict}); {n_first} and {n_last} steps")
 
 
 def step_interval(record: dict, kind: str) -> tuple[float, float] | None:

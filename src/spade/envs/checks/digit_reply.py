@@ -1,10 +1,12 @@
-"""Reply with a number of a given length: the learning check's task (issue 16).
+"""Reply with a number of a given length: the first learning check's task (issue 16), no longer the default's.
 
-Single turn. The reward is the share of the first n characters of the reply (spaces removed) that are digits, so
-a policy earns more the closer it comes to what was asked (at most 0.9 unless the reply is exactly n digits,
-which wins with 1.0). A randomly initialised
-model starts near 0 and a working policy-gradient trainer raises its return within a few dozen steps. It is not a
-paper environment and nothing draws it unless a config names it (spade.envs.checks).
+Single turn. The reward is the share of the first n characters of the reply (spaces removed) that are digits,
+capped at 0.9 unless the reply is exactly n digits, which wins with 1.0. The reward barely depends on the prompt: any
+reply of at least 8 digits earns 0.9 on every instance, so a rising return shows only that the trainer moves the
+policy toward digits, not that the policy reads the observation (the tiny random model learned to emit 12 digits and
+won no episode: issue 30). Its instances are not held out either: a seed picks n in 4..8, 5 prompts in all. The
+default learning check uses ``symbol_copy`` instead; this file stays for runs that name it (the OpenRLHF integration
+run). Not a paper environment; nothing draws it unless a config names it (spade.envs.checks).
 """
 
 import random

@@ -1,7 +1,8 @@
 """Registration of every built-in environment (one ``register_env`` call per file).
 
-``levels``: the single-turn puzzles also take ``level="easy"``, smaller instances of the same task (issue 16) that
-a 135M model sometimes wins; the toy backfills and evaluates at that level (``selfplay.library_level``)."""
+``levels``: the single-turn puzzles also take ``level="easy"``, smaller instances of the same task (issue 16), meant
+for models too small for the standard tier; SmolLM2-135M still won none of 60 easy episodes (docs/FIDELITY.md). The
+toy can backfill and evaluate at that level (``selfplay.library_level``, ``eval.heldout_library.level``)."""
 
 from spade.envs.library.registry import LibraryEnv, register_env
 
