@@ -525,10 +525,8 @@ def learning_signal(records: list) -> tuple[float, float, float, int, int] | Non
     played = [r for r in records if r.get("agent_returns")]
     if len(played) < 2:
         return None
-    k = max(1, len(played) // 4)
-    first = [sum(r["agent_returns"]) / len(r["agent_returns"]) for r in played[:k]]
-    last = [sum(r["agent_returns"]) / len(r["agent_returns"]) for r in played[-k:]]
-    return (*bootstrap_mean_difference(first, last, seed=0), len(first), len(last))
+    k, means = max(1, len(played) // 4), [sum(r["agent_returns"]) / len(r["agent_returns"]) for r in played]
+    return (*bootstrap_mean_difference(means[:k], means[-k:], seed=0), k, k)
 
 
 def learning_signal_row(records: list, decimals: int = 3) -> tuple[str, str, str]:
