@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spade.core.agent import AgentConfig
-from spade.core.env_source import BaselineConfig
+from spade.core.env_source import EXTERNAL_MODE, BaselineConfig
 from spade.configtools import ConfigError, deep_merge, from_dict, load_yaml, option
 from spade.designer.corpus import CorpusConfig
 from spade.designer.feedback import DesignerFeedbackConfig
@@ -92,6 +92,12 @@ class DesignerConfig:
     hint_temperature: float = option(0.3, "Hint sampling temperature (paper silent; reference code 0.3 for games "
                                      "and tool use). Set it to the designer temperature 0.6 for the previous "
                                      "behaviour.", min=0.0)
+    response_prefix: str = option(
+        "", "Deviation (ours, toy only): text that opens every design reply right after the chat template's "
+        "generation prompt, e.g. an opened ```python fence and the start of the class, so a model too small to answer "
+        "in code still writes a module. It is part of the prompt tokens (loss mask 0, never trained) and of the text "
+        "intake and validation read; the policy's own designs only (an external designer refuses it). '' = none "
+        "(paper).")
     reward: str = option("regret", "Designer reward: hint regret blend (paper), EMA learning potential or "
                          "the calibration band (AutoEnvScaling).", choices=DESIGNER_REWARDS)
     invalid: str = option("discard", "Invalid candidates: 'discard' (paper, no sample) or 'penalty'.",
@@ -229,6 +235,10 @@ class SpadeConfig:
         if self.reward.ema_g_fast <= self.reward.ema_g_slow:
             raise ConfigError("config key 'reward.ema_g_fast' must be larger than 'reward.ema_g_slow' "
                               f"(got {self.reward.ema_g_fast!r} <= {self.reward.ema_g_slow!r})")
+        if self.designer.response_prefix and self.baseline.mode == EXTERNAL_MODE:
+            raise ConfigError(f"config key 'designer.response_prefix' is {self.designer.response_prefix!r}, but "
+                              f"baseline.mode {EXTERNAL_MODE!r} designs through an external model's chat API, "
+                              "which cannot be given an opened reply; set designer.response_prefix: ''")
         if self.selfplay.active_skills > len(self.selfplay.skills):
             raise ConfigError(f"config key 'selfplay.active_skills' ({self.selfplay.active_skills}) exceeds the "
                               f"number of skills in 'selfplay.skills' ({len(self.selfplay.skills)})")

@@ -3,7 +3,8 @@
 Every unfinished episode of a batch generates its next turn together (one backend call per turn).
 An episode is kept as ONE exact token sequence: the rendered first prompt, then for every turn the
 sampled tokens (trained, ``loss_mask`` 1) and the tokens of the next observation rendered by the chat
-template (never trained, mask 0). Generated code runs only in the sandbox; the model's text reaches
+template (never trained, mask 0); with ``agent.response_prefix`` (toy only) its tokens follow every
+generation prompt (mask 0) and its text opens the reply the parser reads. Generated code runs only in the sandbox; the model's text reaches
 the environment as one extracted action per turn:
 
 - games: the first ``\\boxed{...}`` span (brace-balanced); the raw text if there is none, so the
@@ -50,6 +51,11 @@ class AgentConfig:
         "paper", "What an episode starts with: 'paper' = the system prompt; 'demonstration' (ours) adds one worked "
         "exchange in the games' \\boxed{} answer format, for models too small to follow the instruction alone.",
         choices=("paper", "demonstration"))
+    response_prefix: str = option(
+        "", "Deviation (ours, toy only): text that opens every agent turn right after the chat template's generation "
+        "prompt, e.g. '\\boxed{' so a model too small to follow the answer format still writes one. It is part of the "
+        "prompt tokens (loss mask 0, never trained) and of the text the action parser reads; the environment's "
+        "reward is unchanged. '' = none (paper).")
     failed_plays: str = option(
         "drop", "A no-hint play that ends in an environment failure (sandbox error, timeout, crash): 'drop' "
         "(reference code) leaves it out of its group's z-score, the window statistics and the training batch, and "
@@ -207,6 +213,9 @@ class EpisodeRunner:
         self.backend, self.pool, self.config = backend, pool, config
         self.system_prompts = system_prompts  # kind -> system prompt text, or the messages before the first observation
         self.chat = ChatTokens(backend.tokenizer)
+        # agent.response_prefix: its tokens follow every generation prompt; its text opens every parsed reply
+        self.prefix = config.response_prefix
+        self.prefix_ids = self.chat.encode(self.prefix) if self.prefix else []
 
     def _start(self, job: EpisodeJob, with_hint) -> _Live | EpisodeRecord:
         record = EpisodeRecord(job.env_id, job.seed, job.arm)
@@ -225,7 +234,7 @@ class EpisodeRunner:
         prefix = self.system_prompts[job.kind]
         messages = [{"role": "system", "content": prefix}] if isinstance(prefix, str) else [dict(m) for m in prefix]
         messages.append({"role": "user", "content": observation})
-        record.token_ids = self.chat.first_prompt(messages)
+        record.token_ids = self.chat.first_prompt(messages) + self.prefix_ids
         record.loss_mask = [0] * len(record.token_ids)
         record.rollout_logprobs = [0.0] * len(record.token_ids)
         return _Live(job, record, messages, episode)
@@ -291,7 +300,7 @@ class EpisodeRunner:
         """Append one sampled turn to the episode, step the environment, append the next observation."""
         # the batch may run past this episode's own budget
         generation = cut_to_limit(generation, budget, self.backend.tokenizer)
-        ids, text = generation.completion_ids, generation.text
+        ids, text = generation.completion_ids, self.prefix + generation.text  # the reply as the parser reads it
         record = entry.record
         record.token_ids += ids
         record.loss_mask += [1] * len(ids)
@@ -315,7 +324,7 @@ class EpisodeRunner:
             return
         entry.messages.append({"role": "assistant", "content": text})
         ended = bool(ids) and ids[-1] == self.chat.eos_id
-        extra = self.chat.continuation(entry.messages, observation, ended)
+        extra = self.chat.continuation(entry.messages, observation, ended) + self.prefix_ids
         entry.messages.append({"role": "user", "content": observation})
         if len(record.token_ids) + len(extra) >= self.config.max_context_tokens:
             record.outcome = "context_limit"

@@ -16,6 +16,7 @@ A mixin of :class:`spade.core.selfplay.SelfPlay`: it reads the core's ``config``
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from spade.core.failures import design_stage, wrote_code
 from spade.core.phases import timed
@@ -33,14 +34,22 @@ class EnvironmentDesign:
     """The designer's side of a regeneration step: a new environment set, validated, and its hints."""
 
     # ----- designer generations ----------------------------------------------------------------
-    def _generate(self, chats: list, max_new_tokens: int, seed: int, temperature: float | None = None):
-        """Designer-model generations of ``chats``; ``temperature`` None = designer.temperature (designs)."""
+    def _generate(self, chats: list, max_new_tokens: int, seed: int, temperature: float | None = None,
+                  prefix: str = ""):
+        """Designer-model generations of ``chats``; ``temperature`` None = designer.temperature (designs).
+        ``prefix`` (designer.response_prefix, designs only) opens the reply: its tokens end every prompt (never
+        trained) and each generation's text starts with it, as intake reads it."""
         temperature = self.config.designer.temperature if temperature is None else temperature
         params = SamplingParams(temperature, 1.0, max_new_tokens)
         if self.designer_backend is not None:  # external designer: text only, no prompt tokens, never trained
+            if prefix:  # SelfPlay refuses the combination; a chat API cannot be given an opened reply
+                raise ValueError("designer.response_prefix applies to the policy's own designs only")
             return [[] for _ in chats], self.designer_backend.generate_chats(chats, params, seed)
-        prompts = [self.runner.chat.first_prompt(chat) for chat in chats]
+        prefix_ids = self.runner.chat.encode(prefix) if prefix else []
+        prompts = [self.runner.chat.first_prompt(chat) + prefix_ids for chat in chats]
         generations = self.backend.generate(prompts, params, seed)
+        if prefix:
+            generations = [replace(g, text=prefix + g.text) for g in generations]
         return prompts, generations
 
     @staticmethod
@@ -68,7 +77,8 @@ class EnvironmentDesign:
                 break
             chats = [self._design_chat(slot, step, attempt, memory) for slot in todo]
             prompts, generations = self._generate(chats, cfg.designer.max_new_tokens,
-                                                  derive_seed(cfg.seed, "design", step, attempt))
+                                                  derive_seed(cfg.seed, "design", step, attempt),
+                                                  prefix=cfg.designer.response_prefix)
             pending = [(slot, chat, generation, self._judge(slot, prompt, generation, invalid, 0))
                        for slot, chat, prompt, generation in zip(todo, chats, prompts, generations)]
             feedback = cfg.designer_feedback
@@ -81,7 +91,8 @@ class EnvironmentDesign:
                                        feedback.answer_chars, feedback.report_chars)
                          for _, chat, generation, report in pending]
                 prompts, generations = self._generate(chats, cfg.designer.max_new_tokens,
-                                                      derive_seed(cfg.seed, "design-revision", step, attempt, revision))
+                                                      derive_seed(cfg.seed, "design-revision", step, attempt, revision),
+                                                      prefix=cfg.designer.response_prefix)
                 pending = [(slot, chat, generation, self._judge(slot, prompt, generation, invalid, revision))
                            for (slot, *_), chat, prompt, generation in zip(pending, chats, prompts, generations)]
         if cfg.selfplay.backfill:
