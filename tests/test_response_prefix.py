@@ -126,3 +126,23 @@ def test_paper_configs_leave_the_prefixes_off():
     for path in paths:
         config = load_config(path)
         assert (config.agent.response_prefix, config.designer.response_prefix) == ("", ""), path
+
+
+def test_agent_prefix_in_the_asynchronous_path_of_the_openrlhf_executor(pool, tiny_model):
+    """``EpisodeRunner.run_one`` (what spade.rlhf.executor plays through) sends the same prompts, prefix included,
+    and parses prefix + reply: the same two replies win there too."""
+    import asyncio
+
+    _, tokenizer = tiny_model
+    replies = ["1}", _crt_answer(pool, 7) + "}"]
+    backend = ScriptedBackend(tokenizer, lambda text, seed: replies.pop(0))
+    config = AgentConfig(max_turns=2, max_new_tokens=16, max_context_tokens=4096, response_prefix=BOX)
+    runner = EpisodeRunner(backend, pool, config, SYSTEM)
+    code = intake(get_env("crt_residue_puzzle").source())
+
+    async def agenerate(prompt_ids, params, seed):
+        return backend.generate([prompt_ids], params, seed)[0]
+
+    record = asyncio.run(runner.run_one(EpisodeJob("crt", code.code, code.class_name, "game", 7), agenerate))
+    assert record.won and record.turns == 2
+    assert all(call[0][0].endswith("<|im_start|>assistant\n" + BOX) for call in backend.calls)
