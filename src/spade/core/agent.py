@@ -4,8 +4,8 @@ Every unfinished episode of a batch generates its next turn together (one backen
 An episode is kept as ONE exact token sequence: the rendered first prompt, then for every turn the
 sampled tokens (trained, ``loss_mask`` 1) and the tokens of the next observation rendered by the chat
 template (never trained, mask 0); with ``agent.response_prefix`` (toy only) its tokens follow every
-generation prompt (mask 0) and its text opens the reply the parser reads. Generated code runs only in the sandbox; the model's text reaches
-the environment as one extracted action per turn:
+generation prompt (mask 0) and its text opens the reply the parser reads. Generated code runs only in
+the sandbox; the model's text reaches the environment as one extracted action per turn:
 
 - games: the first ``\\boxed{...}`` span (brace-balanced); the raw text if there is none, so the
   environment can answer with its own format reminder;
