@@ -101,14 +101,15 @@ def test_workflow_overrides_are_read_as_a_file_would_be():
     """Snakemake reads the inside of `--config 'section={...}'` with YAML's BaseLoader: every scalar a string."""
     config = {"seed": 1, "run_name": "toy", "selfplay": {"total_steps": "2", "backfill": "false", "group_size": 4},
               "validation": {"seeds": ["3", "4"]}, "corpus": {"path": "null"}, "paper": {"table_runs": "t.yaml"},
-              "toy_ablations": {"x": {"memory": {"enabled": "False"}}}}
+              "toy_ablations": {"x": {"memory": {"enabled": "False"}}}, "agent": {"response_prefix": ""}}
     given = {"seed": 1, "selfplay": {"total_steps": "2", "backfill": "false"}, "validation": {"seeds": ["3", "4"]},
              "corpus": {"path": "null"}, "paper": {"table_runs": "t.yaml"},
-             "toy_ablations": {"x": {"memory": {"enabled": "False"}}}}
+             "toy_ablations": {"x": {"memory": {"enabled": "False"}}}, "agent": {"response_prefix": ""}}
     retype_workflow_overrides(config, given)
     assert config == {"seed": 1, "run_name": "toy", "selfplay": {"total_steps": 2, "backfill": False, "group_size": 4},
                       "validation": {"seeds": [3, 4]}, "corpus": {"path": None}, "paper": {"table_runs": "t.yaml"},
-                      "toy_ablations": {"x": {"memory": {"enabled": False}}}}
+                      "toy_ablations": {"x": {"memory": {"enabled": False}}},
+                      "agent": {"response_prefix": ""}}  # an empty text stays a text (a config file's "")
 
 
 def snakemake(tmp_path, *config: str):

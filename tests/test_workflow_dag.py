@@ -178,7 +178,8 @@ def test_paper_on_the_toy_trains_only_the_toy(tmp_path):
     ablations = yaml.safe_load((ROOT / "configs/default.yaml").read_text())["toy_ablations"]
     full = snakemake(["-n", "toy_ablations", "--configfile", str(ROOT / "configs/default.yaml"), "--directory",
                       str(tmp_path)])
-    assert job_stats(full.stdout)["train"] == 2 + len(ablations)  # the main runs (toy and its check) and the ablations
+    checks = yaml.safe_load((ROOT / "configs/default.yaml").read_text())["learning_check"]
+    assert job_stats(full.stdout)["train"] == 1 + len(checks) + len(ablations)  # main runs (toy, checks), ablations
 
 
 def test_toy_tool_use_plans_the_tool_use_run_and_table_2(tmp_path):

@@ -147,7 +147,7 @@ def _yaml_scalar(value):
         return {key: _yaml_scalar(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_yaml_scalar(item) for item in value]
-    if isinstance(value, str):
+    if isinstance(value, str) and value:  # '' stays '' (YAML would read it as null): a quoted "" in a config file
         try:
             parsed = yaml.safe_load(value)
         except yaml.YAMLError:
