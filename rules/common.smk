@@ -536,14 +536,19 @@ def heldout_measure(wildcards):
 
 
 def run_outputs():
-    return ([OUT.results_table] + [path for run in MAIN_RUNS for path in (OUT.run_table(run), OUT.training_figure(run))]
-            + ([LEARNING_CHECK_TABLE] if LEARNING_CHECKS else []))
+    return (
+        [OUT.results_table]
+        + [path for run in MAIN_RUNS for path in (OUT.run_table(run), OUT.training_figure(run))]
+        + ([LEARNING_CHECK_TABLE] if LEARNING_CHECKS else [])
+    )
 
 
 def learning_check_results(which):
     """The `learning_check` result of every learning-check run at step 0 (`which` "base") or at its last checkpoint."""
-    return [OUT.eval_file(run, 0 if which == "base" else RUNS[run].selfplay.checkpoint_steps()[-1], "learning_check")
-            for run in LEARNING_CHECKS]
+    return [
+        OUT.eval_file(run, 0 if which == "base" else RUNS[run].selfplay.checkpoint_steps()[-1], "learning_check")
+        for run in LEARNING_CHECKS
+    ]
 
 
 def pending_outputs():
