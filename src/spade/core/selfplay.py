@@ -130,11 +130,12 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         self.runner = EpisodeRunner(backend, validator.pool, config.agent, prompts)
         self.clock = PhaseClock(backend)  # where each step's time goes (spade.core.phases); the trainer reads it
         heldout = set(config.eval.heldout_library.environments)
-        self.backfill_pool = [e for e in library() if e.name not in heldout and
-                              (e.flavour == "tool_use") == (config.selfplay.flavour == "tool_use") and
-                              config.selfplay.library_level in e.levels]
         if config.selfplay.backfill_checks:
             self.backfill_pool = check_backfill_pool(config.selfplay.backfill_checks)
+        else:
+            self.backfill_pool = [e for e in library() if e.name not in heldout and
+                                  (e.flavour == "tool_use") == (config.selfplay.flavour == "tool_use") and
+                                  config.selfplay.library_level in e.levels]
         if config.selfplay.backfill and not self.backfill_pool:
             raise ConfigError(f"config key 'selfplay.library_level': no library environment outside "
                               f"eval.heldout_library.environments has level {config.selfplay.library_level!r} "

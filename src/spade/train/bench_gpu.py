@@ -50,6 +50,7 @@ from pathlib import Path
 import torch
 
 from spade.io import atomic_write_json
+from spade.train.bench_step import matmul_peak, model_shape, timed, token_flops
 
 log = logging.getLogger(__name__)
 
@@ -86,19 +87,6 @@ def datasheet(device_name: str) -> tuple[float, float] | None:
     return DATASHEET[max(keys, key=len)] if keys else None
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _timed(call, device: torch.device) -> float:
-    _sync(device)
-    started = time.perf_counter()
-    call()
-    _sync(device)
-    return time.perf_counter() - started
-
-
 def device_info(device: torch.device) -> dict:
     import transformers
 
@@ -114,16 +102,13 @@ def device_info(device: torch.device) -> dict:
 
 def probes(device: torch.device, dtype: torch.dtype, matmul_n: int, probe_mib: int, repeats: int = 10) -> dict:
     """Measured matmul rate and copy bandwidth of ``device`` (module docstring, section 1)."""
-    a = torch.randn(matmul_n, matmul_n, device=device, dtype=dtype)
-    b = torch.randn(matmul_n, matmul_n, device=device, dtype=dtype)
-    torch.matmul(a, b)
-    seconds = min(_timed(lambda: torch.matmul(a, b), device) for _ in range(repeats))
+    flops = matmul_peak(matmul_n, repeats, device, dtype)
     source = torch.empty(probe_mib * 2**20, dtype=torch.uint8, device=device)
     target = torch.empty_like(source)
     target.copy_(source)
-    copy = min(_timed(lambda: target.copy_(source), device) for _ in range(repeats))
+    copy = min(timed(lambda: target.copy_(source), device) for _ in range(repeats))
     return {"matmul_n": matmul_n, "matmul_dtype": str(dtype).removeprefix("torch."),
-            "matmul_tflops": 2 * matmul_n**3 / seconds / 1e12, "copy_mib": probe_mib,
+            "matmul_tflops": flops / 1e12, "copy_mib": probe_mib,
             "copy_tbs": 2 * source.numel() / copy / 1e12}
 
 
@@ -164,7 +149,6 @@ def synthetic_samples(count: int, tokens: int, vocab: int, seed: int) -> list:
 
 def train_rate(config, model, samples: list, micro_batch: int, peak_tflops: float, device: torch.device) -> dict:
     """MFU of one ``LocalTrainer.update`` over ``samples`` (module docstring, section 2)."""
-    from spade.train.bench_step import model_shape, token_flops
     from spade.train.trainer import LocalTrainer
 
     train = replace(config.train, global_batch=len(samples), micro_batch=micro_batch, kl_coef=0.0)
@@ -173,7 +157,7 @@ def train_rate(config, model, samples: list, micro_batch: int, peak_tflops: floa
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     stats = {}
-    seconds = _timed(lambda: stats.update(trainer.update(samples)), device)
+    seconds = timed(lambda: stats.update(trainer.update(samples)), device)
     shape = model_shape(model)
     tokens = sum(len(s.token_ids) for s in samples)
     length = len(samples[0].token_ids)
@@ -233,7 +217,7 @@ def decode_call(backend, model, prompts: list, new_tokens: int, seed: int, bandw
     from spade.inference.generation import SamplingParams
 
     before, allocator = dict(backend.totals), _allocator(device)
-    seconds = _timed(lambda: backend.generate(prompts, SamplingParams(temperature=0.6, max_new_tokens=new_tokens),
+    seconds = timed(lambda: backend.generate(prompts, SamplingParams(temperature=0.6, max_new_tokens=new_tokens),
                                               seed), device)
     totals = {key: backend.totals[key] - before[key] for key in before}
     steps = max(new_tokens - 1, 1)  # the first token comes with the prefill
@@ -257,7 +241,7 @@ def profile_summary(run, device: torch.device) -> dict:
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=activities) as prof:
-        seconds = _timed(run, device)
+        seconds = timed(run, device)
     events = prof.key_averages()
 
     def row(event) -> dict:

@@ -39,17 +39,26 @@ KERNELS = {"prefill": "one forward pass", "decode_stock": "after the first; tran
            "decode": "after the first; spade.inference.hf_decode", "train": "forward + backward"}
 
 
-def matmul_peak(n: int = MATMUL_N, repeats: int = 5) -> float:
-    """FLOP/s of the best of ``repeats`` fp32 n x n matmuls (after one warm-up call)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def matmul_peak(n: int = MATMUL_N, repeats: int = 5, device: torch.device | str = "cpu",
+                dtype: torch.dtype = torch.float32) -> float:
+    """FLOP/s of the best of ``repeats`` n x n matmuls on ``device`` in ``dtype`` (after one warm-up call)."""
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
     torch.matmul(a, b)
-    best = min(_timed(lambda: torch.matmul(a, b)) for _ in range(repeats))
+    best = min(timed(lambda: torch.matmul(a, b), a.device) for _ in range(repeats))
     return 2 * n**3 / best
 
 
-def _timed(call) -> float:
+def _sync(device: torch.device | None) -> None:
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(call, device: torch.device | None = None) -> float:
+    """Wall seconds of ``call()``; on a cuda ``device`` the queued kernels are waited for before and after."""
+    _sync(device)
     started = time.perf_counter()
     call()
+    _sync(device)
     return time.perf_counter() - started
 
 
@@ -86,7 +95,7 @@ def kernel_rates(model, tokenizer, prefill_tokens: int, decode_context: int, dec
     model.eval()
     with torch.no_grad():
         model(input_ids=ids)  # warm-up
-        seconds = min(_timed(lambda: model(input_ids=ids)) for _ in range(repeats))
+        seconds = min(timed(lambda: model(input_ids=ids)) for _ in range(repeats))
     prefill = {"tokens": prefill_tokens, "seconds": seconds,
                "flops": prefill_tokens * token_flops(shape, prefill_tokens / 2)}
 
@@ -117,7 +126,7 @@ def kernel_rates(model, tokenizer, prefill_tokens: int, decode_context: int, dec
         model(input_ids=batch).logits.float().logsumexp(-1).mean().backward()
 
     train_pass()
-    seconds = min(_timed(train_pass) for _ in range(repeats))
+    seconds = min(timed(train_pass) for _ in range(repeats))
     model.zero_grad(set_to_none=True)
     model.eval()
     factor = 4 if checkpointing else 3
