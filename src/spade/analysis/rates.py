@@ -109,15 +109,19 @@ def bootstrap_mean_difference(before, after, resamples: int = 2000, seed: int = 
     before, after = [float(x) for x in before], [float(x) for x in after]
     if not before or not after:
         raise ValueError(f"both samples need values, got {len(before)} and {len(after)}")
+    rng = random.Random(seed)
+    low, high = _percentile_interval(lambda: sum(rng.choices(after, k=len(after))) / len(after)
+                                     - sum(rng.choices(before, k=len(before))) / len(before), resamples, confidence)
+    return sum(after) / len(after) - sum(before) / len(before), low, high
+
+
+def _percentile_interval(draw, resamples: int, confidence: float) -> tuple[float, float]:
+    """The percentile interval at ``confidence`` of ``resamples`` bootstrap statistics, each one call of ``draw()``."""
     if resamples < 1:
         raise ValueError(f"resamples must be >= 1, got {resamples}")
     c = _confidence(confidence)
-    rng = random.Random(seed)
-    diffs = sorted(sum(rng.choices(after, k=len(after))) / len(after) - sum(rng.choices(before, k=len(before)))
-                   / len(before) for _ in range(resamples))
-    low = diffs[int(math.floor((1 - c) / 2 * (resamples - 1)))]
-    high = diffs[int(math.ceil((1 + c) / 2 * (resamples - 1)))]
-    return sum(after) / len(after) - sum(before) / len(before), low, high
+    values = sorted(draw() for _ in range(resamples))
+    return values[int(math.floor((1 - c) / 2 * (resamples - 1)))], values[int(math.ceil((1 + c) / 2 * (resamples - 1)))]
 
 
 def paired_bootstrap_difference(pairs, resamples: int = 2000, seed: int = 0,
@@ -130,11 +134,6 @@ def paired_bootstrap_difference(pairs, resamples: int = 2000, seed: int = 0,
     diffs = [float(after) - float(before) for before, after in pairs]
     if not diffs:
         raise ValueError("pairs needs at least one (before, after) pair, got none")
-    if resamples < 1:
-        raise ValueError(f"resamples must be >= 1, got {resamples}")
-    c = _confidence(confidence)
     rng = random.Random(seed)
-    means = sorted(sum(rng.choices(diffs, k=len(diffs))) / len(diffs) for _ in range(resamples))
-    low = means[int(math.floor((1 - c) / 2 * (resamples - 1)))]
-    high = means[int(math.ceil((1 + c) / 2 * (resamples - 1)))]
+    low, high = _percentile_interval(lambda: sum(rng.choices(diffs, k=len(diffs))) / len(diffs), resamples, confidence)
     return sum(diffs) / len(diffs), low, high
