@@ -20,6 +20,7 @@ import json
 import sys
 from pathlib import Path
 
+from spade.evals.base import items_path
 from spade.paper.report import (ReportInputError, provenance_record, render_latex, render_markdown, require_files,
                                 run_script, sidecar_path, write_json_atomic, write_text_atomic)
 
@@ -27,7 +28,7 @@ from spade.paper.report import (ReportInputError, provenance_record, render_late
 def read_scores(result: Path) -> tuple[int, dict]:
     """(step, item id -> score) of one `learning_check` result and its item records."""
     data = json.loads(result.read_text(encoding="utf-8"))
-    records = result.with_name(result.stem + ".items.jsonl")
+    records = items_path(result)
     require_files(records)
     scores = {}
     for line in records.read_text(encoding="utf-8").splitlines():
@@ -79,7 +80,7 @@ def main(argv=None) -> None:
     tex = args.out.with_suffix(".tex")
     write_text_atomic(args.out, render_markdown(rows, caption))
     write_text_atomic(tex, render_latex(rows, caption, "tab:learning-check"))
-    inputs = [*args.base, *args.last] + [p.with_name(p.stem + ".items.jsonl") for p in [*args.base, *args.last]]
+    inputs = [*args.base, *args.last] + [items_path(p) for p in [*args.base, *args.last]]
     write_json_atomic(sidecar_path(args.out), provenance_record(
         "paper/scripts/table_learning_check.py", inputs, [args.out, tex], runs=list(args.runs)))
     print(f"wrote {args.out} and {tex}")
