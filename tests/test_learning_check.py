@@ -128,17 +128,18 @@ def symbol_copy(split="train"):
 
 
 @pytest.mark.parametrize("reply, reward", [
-    ("KQ", 1.0), ("k q", 1.0), (" K Q ", 1.0),  # exact: spaces and case ignored
-    ("KB", 0.055), ("BQ", 0.055), ("K7", 0.05), ("QK", 0.01), ("BB", 0.01), ("K", 0.05), ("KQB", 0.1),
-    ("", 0.0), ("12", 0.0), ("A", 0.0),  # A, like 1 and 2, is no letter of the alphabet
+    ("KD", 1.0), ("k d", 1.0), (" K D ", 1.0),  # exact: spaces and case ignored
+    ("KB", 0.05), ("BD", 0.05), ("DK", 0.0), ("BB", 0.0),  # two letters of the alphabet: credit per right place
+    ("K7", 0.0), ("K", 0.0), ("KDB", 0.0), ("CKCK", 0.0),  # any other reply: nothing (merged "ck" tokens included)
+    ("", 0.0), ("12", 0.0), ("KQ", 0.0),  # Q, like 1 and 2, is no letter of the alphabet
 ])
 def test_symbol_copy_rewards_by_hand(reply, reward):
     env = symbol_copy()
     env.reset(0)
-    env.answer = "KQ"
+    env.answer = "KD"
     _, got, terminated, truncated, info = env.step(reply)
     assert (got, terminated, truncated) == (pytest.approx(reward), True, False)
-    assert env.step("KQ")[1:3] == (0.0, True)  # one turn
+    assert env.step("KD")[1:3] == (0.0, True)  # one turn
 
 
 def test_symbol_copy_shows_its_answer_and_wins_with_its_solution():
@@ -164,10 +165,9 @@ def replay_reward(env, reply):
 
 
 def constant_replies(alphabet):
-    """Every reply that can score: the reward reads the first two letters of the reply (spaces removed, case
-    ignored), credits only letters of the alphabet and wins only on an exact two-letter reply, so a longer reply, or
-    one with another character, scores at most what its first two alphabet letters score."""
-    return list(alphabet) + [a + b for a in alphabet for b in alphabet]
+    """Every reply that can score: only a reply of two letters of the alphabet (spaces removed, case ignored) earns
+    anything."""
+    return [a + b for a in alphabet for b in alphabet]
 
 
 @pytest.mark.parametrize("split", ["train", "heldout"])
@@ -177,7 +177,7 @@ def test_no_constant_reply_earns_more_than_0_05(split):
     assert max(scores.values()) <= 0.05
     # the mutation the bound catches: credit for any letter of the alphabet, whatever was shown (digit_reply's flaw)
     def any_letter(env, reply):
-        return 1.0 if replay_reward(env, reply) == 1.0 else 0.45 * sum(c in module["ALPHABET"] for c in reply[:2])
+        return 1.0 if replay_reward(env, reply) == 1.0 else 0.45 * sum(c in module["ALPHABET"] for c in reply)
     assert max(score_per_reply(lambda: symbol_copy(split), any_letter, ["BB"], 200).values()) > 0.05
     # and digit_reply itself: eight sevens earn 0.9 or more on every instance
     digits = load(check_source("digit_reply", "k"), "digit_reply")
@@ -204,7 +204,7 @@ def prompts_of(split):
 def test_heldout_prompts_are_never_trained_on():
     module = load_module("symbol_copy")
     train, heldout = prompts_of("train"), prompts_of("heldout")
-    assert (len(train), len(heldout)) == (170, 86)  # 16 x 16 pairs, (i + j) % 3 == 0 held out
+    assert (len(train), len(heldout)) == (32, 32)  # 8 x 8 pairs, i + j even held out
     assert not train & heldout
     env = symbol_copy("train")  # seeds reach only those prompts, and all of them
     assert {env.reset(seed)[0] for seed in range(3000)} == train
@@ -309,7 +309,8 @@ def test_learning_check_table_rows_by_hand(tmp_path):
     assert rows[0][:2] == ("s0: held-out win rate, step 0 -> step 80", "0.000 -> 0.400")
     assert "change +0.400" in rows[0][2] and "excludes 0" in rows[0][2] and "10 held-out instances" in rows[0][2]
     assert rows[1][1] == "0.000 -> 0.000" and "[+0.000, +0.000] (includes 0)" in rows[1][2]
-    assert rows[2] == ("Smallest change over the runs", "+0.000", "mean +0.200 over 2 runs")
+    assert rows[2][:2] == ("Mean change over the runs (seeds)", "+0.200")
+    assert "resampling the 2 runs [+0.000, +0.400]" in rows[2][2] and "smallest change +0.000" in rows[2][2]
     with pytest.raises(ReportInputError, match="run 's0'.*different held-out items"):
         table.learning_check_rows([("s0", 0, base, 80, {"other": 1.0})])
     # end to end: results and their item records on disk -> the Markdown table

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -69,12 +70,12 @@ TINY_RUN = {
 }
 
 
-@pytest.mark.slow
 def untimed(record: dict) -> dict:
     """A metrics line without its timings (spade.core.phases: they differ between identical runs; token counts do not)."""
     return {k: v for k, v in record.items() if not k.endswith(("_seconds", "_tokens_per_s"))}
 
 
+@pytest.mark.slow
 def test_resume_gives_the_same_metrics(tiny_model_dir, tmp_path):
     config = load_config(overrides=TINY_RUN)
     train_run(config, tiny_model_dir, None, tmp_path / "straight")
@@ -91,6 +92,33 @@ def test_resume_gives_the_same_metrics(tiny_model_dir, tmp_path):
     assert rejected and all(json.loads(p.read_text())["valid"] is False for p in rejected)
     sets = sorted(p.name for p in (tmp_path / "straight/envs").glob("set_*.json"))
     assert sets == ["set_00000.json", "set_00002.json"]
+
+
+def test_a_run_folder_of_another_config_is_started_over(tiny_model_dir, tmp_path):
+    """Snakemake reruns a train job whose config changed in the same run folder: its checkpoints are not resumed
+    (they were, before: the learning check once went on from the old 80-step run's weights and environment set)."""
+    config = load_config(overrides=TINY_RUN)
+    assert train_run(config, tiny_model_dir, None, tmp_path / "run", stop_after=2) == {"stopped_at": 2}
+    assert (tmp_path / "run/checkpoints/step_000002").is_dir()
+    changed = load_config(overrides={**TINY_RUN, "train": {**TINY_RUN["train"], "learning_rate": 2e-3}})
+    assert train_run(changed, tiny_model_dir, None, tmp_path / "run", stop_after=1) == {"stopped_at": 1}
+    lines = (tmp_path / "run/metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [0]  # resumed, it would have run step 2 after steps 0, 1
+    assert not (tmp_path / "run/checkpoints/step_000002").exists()
+
+
+def test_the_resume_key(tiny_model_dir, tmp_path):
+    """A checkpoint resumes under the same config with more steps, not under another config or base model."""
+    from spade.inference.models import TINY_RANDOM, prepare_model
+    from spade.train.trainer import resume_key
+
+    config = load_config(overrides=TINY_RUN)
+    longer = load_config(overrides={**TINY_RUN, "selfplay": {**TINY_RUN["selfplay"], "total_steps": 8}})
+    changed = load_config(overrides={**TINY_RUN, "agent": {**TINY_RUN["agent"], "temperature": 0.7}})
+    assert resume_key(config, tiny_model_dir) == resume_key(longer, tiny_model_dir)
+    assert resume_key(config, tiny_model_dir) != resume_key(changed, tiny_model_dir)
+    other = prepare_model(dataclasses.replace(TINY_RANDOM, seed=1), tmp_path / "other")
+    assert resume_key(config, tiny_model_dir)["base_weights_sha256"] != resume_key(config, other)["base_weights_sha256"]
 
 
 def test_closing_a_set_rewards_the_designer(pool, tiny_model):

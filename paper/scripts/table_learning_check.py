@@ -9,7 +9,8 @@
 beside each result (``<stem>.items.jsonl``) are paired by item id: the same held-out instances (spade.envs.checks,
 split 'heldout') are played at step 0 and at the last checkpoint. Each run's interval is a 95% percentile bootstrap
 over those instances, resampling pairs (spade.analysis.rates.paired_bootstrap_difference): it says how sure the
-change is for that run's policy, not how it varies between seeds, which the rows of the seeds show side by side.
+change is for that run's policy. The last row resamples whole runs (seeds) instead: how the change varies between
+seeds.
 Writes the Markdown table, a booktabs LaTeX table next to it and a provenance sidecar.
 """
 
@@ -57,8 +58,11 @@ def learning_check_rows(runs: list[tuple[str, int, dict, int, dict]], decimals: 
                      f"change {diff:+.{decimals}f}, 95% paired bootstrap interval over its {len(ids)} held-out "
                      f"instances [{low:+.{decimals}f}, {high:+.{decimals}f}] ({verdict})"))
     if changes:
-        rows.append(("Smallest change over the runs", f"{min(changes):+.{decimals}f}",
-                     f"mean {sum(changes) / len(changes):+.{decimals}f} over {len(changes)} runs"))
+        mean, low, high = paired_bootstrap_difference([(0.0, change) for change in changes])
+        rows.append(("Mean change over the runs (seeds)", f"{mean:+.{decimals}f}",
+                     f"95% bootstrap interval resampling the {len(changes)} runs [{low:+.{decimals}f}, "
+                     f"{high:+.{decimals}f}] (with 3 runs, about their range); smallest change "
+                     f"{min(changes):+.{decimals}f}"))
     return rows
 
 

@@ -239,6 +239,12 @@ class SpadeConfig:
             raise ConfigError(f"config key 'designer.response_prefix' is {self.designer.response_prefix!r}, but "
                               f"baseline.mode {EXTERNAL_MODE!r} designs through an external model's chat API, "
                               "which cannot be given an opened reply; set designer.response_prefix: ''")
+        warmed = self.model.format_warmup
+        if warmed.env and warmed.prompt_style != self.agent.prompt_style:
+            raise ConfigError(f"config key 'agent.prompt_style' is {self.agent.prompt_style!r}, but model card "
+                              f"{self.model_card!r} learned its reply format on prompts of style "
+                              f"{warmed.prompt_style!r} (model.format_warmup.prompt_style); set agent.prompt_style: "
+                              f"{warmed.prompt_style}")
         if self.selfplay.active_skills > len(self.selfplay.skills):
             raise ConfigError(f"config key 'selfplay.active_skills' ({self.selfplay.active_skills}) exceeds the "
                               f"number of skills in 'selfplay.skills' ({len(self.selfplay.skills)})")

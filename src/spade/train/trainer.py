@@ -261,6 +261,31 @@ class LocalTrainer:
             self._publish()
 
 
+def resume_key(config, model_dir) -> dict:
+    """What a checkpoint must match to be resumed: the config (except selfplay.total_steps, which a user may raise to
+    train on) and the base model's weights."""
+    import hashlib
+    from dataclasses import asdict
+
+    from spade.inference.models import read_provenance
+
+    settings = asdict(config)
+    settings["selfplay"].pop("total_steps")
+    canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)
+    provenance = read_provenance(model_dir) or {}
+    return {"config_sha256": hashlib.sha256(canonical.encode()).hexdigest()[:16],
+            "base_weights_sha256": provenance.get("weights_sha256")}
+
+
+def _clear_run(run_dir: Path) -> None:
+    """Empty a run folder whose checkpoints belong to another run (the folder itself stays)."""
+    for path in run_dir.iterdir():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
 def _latest_checkpoint(run_dir: Path):
     folders = sorted(p for p in (run_dir / "checkpoints").glob("step_*") if (p / "trainer_state.json").is_file())
     return folders[-1] if folders else None
@@ -303,7 +328,15 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     (run_dir / "envs").mkdir(parents=True, exist_ok=True)
     device = train_device(config.train)  # a 'cuda' without a GPU stops the run here
     torch.manual_seed(config.seed)
+    key = resume_key(config, model_dir)
     latest = _latest_checkpoint(run_dir)
+    if latest is not None and json.loads((latest / "trainer_state.json").read_text()).get("resume_key") != key:
+        # Snakemake reruns a train job when its config or model changed; like its own outputs, the old run goes
+        log.warning("%s holds checkpoints of another config or base model (latest %s); starting the run over",
+                    run_dir, latest.name)
+        _clear_run(run_dir)
+        (run_dir / "envs").mkdir()
+        latest = None
     model, tokenizer = load_model(latest or model_dir, device=device)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     trainer = LocalTrainer(config, model, pad_id)  # casts the model to train.dtype
@@ -350,7 +383,8 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
                     with core.clock.phase("checkpoint"):
                         folder = run_dir / "checkpoints" / f"step_{step + 1:06d}"
                         core.memory.save(run_dir / "memory.json")
-                        trainer.save(folder, tokenizer, {"next_step": step + 1, "selfplay": _state_dict(core.state),
+                        trainer.save(folder, tokenizer, {"next_step": step + 1, "resume_key": key,
+                                                         "selfplay": _state_dict(core.state),
                                                          "metrics": {**metrics, **core.clock.metrics()}})
                         shutil.copy(run_dir / "memory.json", folder / "memory.json")
                 metrics.update(core.clock.metrics())
