@@ -387,6 +387,14 @@ def is_gpu_run(run):
     return OPENRLHF[run].enabled
 
 
+def train_threads(wildcards):
+    """Threads of a `train` job. A GPU run's job is a launcher: its own srun steps take the nodes' CPUs for Ray
+    (spade.rlhf.script), so it asks for 1. `workflow.cores` is the submit host's count, and the SLURM executor would
+    turn it into the job step's --cpus-per-task, which fails on a GPU node with fewer cores (issue 31). A CPU run (the
+    toy) uses every core Snakemake has."""
+    return 1 if is_gpu_run(wildcards.run) else workflow.cores
+
+
 def train_resources():
     """Resources of the GPU training jobs: whole nodes, `openrlhf.num_nodes` of them with `openrlhf.gpus_per_node`
     GPUs each (SLURM --nodes and --gres=gpu:N, N per node). None when every run trains on the CPU (the toy)."""

@@ -21,7 +21,7 @@ rule train:
         run=RUN_PATTERN,
     conda:
         GPU_ENV
-    threads: workflow.cores
+    threads: train_threads
     resources:
         **train_resources(),
     params:

@@ -285,6 +285,8 @@ def test_slurm_profile_plans_every_paper_run_on_gpus(slurm_plan):
         assert (res["nodes"], res["gres"]) == (("2" if run.endswith("_30b") else "1"), "gpu:8"), run
         assert res["slurm_partition"] == "EDIT-gpu-partition" and res["cpus_per_gpu"] == "8"
         assert res["runtime"] == "2880" and res["slurm_extra"] == "--exclusive"
+        assert job.get("threads", "1") == "1", run  # the launcher (a dry run omits threads: 1); workflow.cores of the
+        # submit host failed as --cpus-per-task on a GPU node with fewer cores
     # the 30B games run: 5 benchmarks during training x (base + a checkpoint every 16 of 400 steps) = 5 x 26, and
     # heldout_mechanisms (eval.final) on the base and the last checkpoint
     games_30b = [job for job in planned if job["rule"] == "evaluate" and "run=spade_games_30b," in job["wildcards"]]

@@ -22,6 +22,11 @@ class OpenRLHFConfig:
                            "`spade train --backend` overrides it.")
     ray_address: str = option("", "Ray dashboard address of an existing cluster (e.g. http://head:8265): the run "
                               "is sent with `ray job submit`. Empty: start Ray on the SLURM allocation itself.")
+    step_wait_s: float = option(
+        0.0, "Longest wait, in s, of one step's barriers in the SPADE coordinator (an executor waiting for its group's "
+        "other episodes, or for the step's bookkeeping). 0 = sized from the phase's budget (step_wait_seconds: "
+        "agent.max_turns x (agent.max_new_tokens at 5 tokens/s + the sandbox's call timeout), at least 3,600 s). "
+        "Raise it if the coordinator's error names this key on a run whose episodes are slower.", min=0.0)
     num_nodes: int = option(1, "Nodes of the allocation (SLURM --nodes).", min=1)
     gpus_per_node: int = option(8, "GPUs per node of the allocation.", min=1)
     actor_num_nodes: int = option(1, "Nodes of the DeepSpeed actor (--actor.num_nodes).", min=1)
@@ -119,3 +124,17 @@ def resolve_openrlhf(config, overrides: dict | None = None) -> OpenRLHFConfig:
         return section
     base = asdict(section) if section is not None else load_preset(config.model_card)
     return from_dict(OpenRLHFConfig, deep_merge(base, overrides or {}), "openrlhf")
+
+
+SLOWEST_DECODE_TOKENS_PER_S = 5.0  # one sequence's decode rate that the coordinator's automatic wait still allows
+MIN_STEP_WAIT_S = 3600.0
+
+
+def step_wait_seconds(config) -> float:
+    """``openrlhf.step_wait_s``, or when it is 0 the phase's budget: every turn of an episode generating its full
+    ``agent.max_new_tokens`` at SLOWEST_DECODE_TOKENS_PER_S and spending the sandbox's whole call timeout, at least
+    MIN_STEP_WAIT_S. (25 turns of 8,192 tokens with a 5 s call timeout, the paper's 30B tool-use phase: 41,085 s.)"""
+    if config.openrlhf.step_wait_s > 0:
+        return config.openrlhf.step_wait_s
+    turn = config.agent.max_new_tokens / SLOWEST_DECODE_TOKENS_PER_S + config.sandbox.limits.call_timeout_s
+    return max(MIN_STEP_WAIT_S, config.agent.max_turns * turn)

@@ -36,6 +36,7 @@ from spade.core.agent import EpisodeJob, EpisodeRecord
 from spade.io import atomic_write_json
 from spade.train.live_metrics import LiveMetrics
 from spade.rlhf.engine import EngineBackend
+from spade.rlhf.config import step_wait_seconds
 from spade.rlhf.plan import TicketPlan, pack_designer_samples, parse_ticket, ticket_plan
 
 log = logging.getLogger("spade.rlhf")
@@ -86,12 +87,14 @@ class SpadeCoordinator:
     """See the module docstring. ``core`` is a ready ``SelfPlay`` whose backend is ``backend``."""
 
     def __init__(self, config, core, backend: EngineBackend, run_dir, start_step: int = 0, engines_expected: int = 1,
-                 engine_wait_s: float = 60.0, barrier_timeout_s: float = 3600.0):
+                 engine_wait_s: float = 60.0, barrier_timeout_s: float | None = None):
         self.config, self.core, self.backend = config, core, backend
         self.plan: TicketPlan = ticket_plan(config)
         self.core.plays_override = self.plan.group_size  # every slot ticket returns n responses
         self.run_dir = Path(run_dir)
         self.next_step = start_step
+        if barrier_timeout_s is None:
+            barrier_timeout_s = step_wait_seconds(config)
         self.engines_expected, self.engine_wait_s, self.barrier_timeout_s = engines_expected, engine_wait_s, barrier_timeout_s
         self.current: _Step | None = None
         self.lock = asyncio.Lock()
@@ -119,7 +122,7 @@ class SpadeCoordinator:
                                            "finished; asynchronous generation (--train.async_enable, "
                                            "--rollout.vllm_generate_batch_size > --rollout.batch_size) is not supported")
                     # every response is back; the slots cut from the batch are still being played and booked
-                    await asyncio.wait_for(step.finished.wait(), self.barrier_timeout_s)
+                    await self._barrier(step.finished.wait(), f"step {step.number}'s bookkeeping")
                 step = self._open(self.next_step)
                 self.next_step += 1
             if ticket not in step.tickets:
@@ -148,8 +151,8 @@ class SpadeCoordinator:
         try:
             await asyncio.wait_for(event.wait(), self.barrier_timeout_s)
         except asyncio.TimeoutError:  # lost episodes: book the slot with those that arrived
-            log.warning("step %d role %d: %d of %d episodes after %.0f s; booking what arrived", step_number, role,
-                        len(step.reports[role]), self.plan.group_size, self.barrier_timeout_s)
+            log.warning("step %d role %d: %d of %d episodes after %.0f s (openrlhf.step_wait_s); booking what arrived",
+                        step_number, role, len(step.reports[role]), self.plan.group_size, self.barrier_timeout_s)
             if role not in step.advantages:
                 self._book(step, role)
                 event.set()
@@ -165,7 +168,16 @@ class SpadeCoordinator:
         step = self.current
         if step is None or step.number != step_number:
             raise RuntimeError(f"wait_finished for step {step_number} while step {step and step.number} is open")
-        await asyncio.wait_for(step.finished.wait(), self.barrier_timeout_s)
+        await self._barrier(step.finished.wait(), f"step {step_number}'s bookkeeping")
+
+    async def _barrier(self, waiting, what: str) -> None:
+        """Wait for ``waiting`` at most ``barrier_timeout_s``; a timeout names the config key that sets it."""
+        try:
+            await asyncio.wait_for(waiting, self.barrier_timeout_s)
+        except asyncio.TimeoutError:
+            raise RuntimeError(f"waited {self.barrier_timeout_s:.0f} s for {what}; raise config key "
+                               "'openrlhf.step_wait_s' if this run's episodes are that slow (0 sizes it from "
+                               "agent.max_turns and agent.max_new_tokens)") from None
 
     # ----- step bookkeeping ---------------------------------------------------------------------------
     def _open(self, number: int) -> _Step:
