@@ -93,6 +93,33 @@ def test_resume_plays_only_missing_items(tiny_model, tmp_path):
     assert resumed["throughput"]["items_played"] == 4
 
 
+def test_records_of_another_model_are_not_reused(tiny_model, tmp_path):
+    """A training started over writes new checkpoints under the old step names: their evaluations play every item
+    again instead of resuming from the old checkpoint's records (the mutation: no identity check, all 6 reused)."""
+    out = tmp_path / "r.json"
+    evaluate(EchoBench(EchoConfig()), context(tiny_model), EvalRun("toy", 4, out, 2, model_identity="a"),
+             progress=False)
+    same = EchoBench(EchoConfig())
+    evaluate(same, context(tiny_model), EvalRun("toy", 4, out, 2, model_identity="a"), progress=False)
+    other = EchoBench(EchoConfig())
+    evaluate(other, context(tiny_model), EvalRun("toy", 4, out, 2, model_identity="b"), progress=False)
+    assert (same.played, len(other.played)) == ([], 6)
+    (tmp_path / "r.items.model").unlink()  # records without a note (written before notes existed): not reused
+    legacy = EchoBench(EchoConfig())
+    evaluate(legacy, context(tiny_model), EvalRun("toy", 4, out, 2, model_identity="b"), progress=False)
+    assert len(legacy.played) == 6
+
+
+def test_model_identity(tmp_path):
+    from spade.evals.base import model_identity
+
+    assert model_identity(tmp_path) == ""
+    (tmp_path / "provenance.json").write_text('{"weights_sha256": "1"}')
+    base = model_identity(tmp_path)
+    (tmp_path / "trainer_state.json").write_text('{"next_step": 2}')
+    assert base and model_identity(tmp_path) not in ("", base)  # a checkpoint: its trainer state
+
+
 def test_item_seeds_do_not_depend_on_batching(tiny_model, tmp_path):
     seen = {}
 

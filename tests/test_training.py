@@ -100,11 +100,14 @@ def test_a_run_folder_of_another_config_is_started_over(tiny_model_dir, tmp_path
     config = load_config(overrides=TINY_RUN)
     assert train_run(config, tiny_model_dir, None, tmp_path / "run", stop_after=2) == {"stopped_at": 2}
     assert (tmp_path / "run/checkpoints/step_000002").is_dir()
+    base_eval = tmp_path / "run/eval/heldout_library/step_000000.json"  # another job's result, of the base model
+    base_eval.parent.mkdir(parents=True)
+    base_eval.write_text("{}")
     changed = load_config(overrides={**TINY_RUN, "train": {**TINY_RUN["train"], "learning_rate": 2e-3}})
     assert train_run(changed, tiny_model_dir, None, tmp_path / "run", stop_after=1) == {"stopped_at": 1}
     lines = (tmp_path / "run/metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [0]  # resumed, it would have run step 2 after steps 0, 1
-    assert not (tmp_path / "run/checkpoints/step_000002").exists()
+    assert not (tmp_path / "run/checkpoints/step_000002").exists() and base_eval.is_file()
 
 
 def test_the_resume_key(tiny_model_dir, tmp_path):

@@ -65,8 +65,8 @@ def resources(job: dict) -> dict:
 def test_default_plan_is_the_toy_pipeline(tmp_path):
     """`snakemake -n` (the default config) in an empty folder plans the toy exactly: 4 steps, checkpoints every 2 -> steps 0, 2, 4 on
     the one during-training benchmark; the local trainer with the toy config and no GPU resources. And the learning
-    check (issues 16, 30): the tiny model after its format warm-up, three seeds, 300 steps each, evaluated at steps 0
-    and 300 on its own held-out benchmark, and their table."""
+    check (issues 16, 30): the tiny model after its format warm-up, three seeds, 200 steps each, evaluated at steps 0
+    and 200 on its own held-out benchmark, and their table."""
     run = snakemake(["-n", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)])
     assert run.returncode == 0, run.stderr[-3000:]
     assert job_stats(run.stdout) == {"build_corpus": 1, "library_check": 1, "prepare_model": 2, "evaluate": 9,
@@ -91,7 +91,7 @@ def test_default_plan_is_the_toy_pipeline(tmp_path):
     steps = sorted(job["wildcards"] for job in planned if job["rule"] == "evaluate")
     assert steps == [f"run=toy, benchmark=heldout_library, step={step}" for step in ("000000", "000002", "000004")] + [
         f"run=toy_learning_check_s{seed}, benchmark=learning_check, step={step:06d}" for seed in range(3)
-        for step in (0, 300)]
+        for step in (0, 200)]
     models = {job["wildcards"]: job for job in planned if job["rule"] == "prepare_model"}
     assert sorted(models) == ["card=smollm2-135m", "card=tiny-random-copy"]
     for card, job in models.items():  # each folder is built from the config of a run of its own card

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import time
@@ -31,6 +32,8 @@ from spade.inference.generation import GenerationBackend, SamplingParams, cut_to
 from spade.io import atomic_write_text
 from spade.inference.models import chat_prompt_ids
 from spade.seeding import derive_seed
+
+log = logging.getLogger(__name__)
 
 
 class DataMissing(ConfigError):
@@ -229,10 +232,32 @@ class EvalRun:
     batch_size: int = 16  # items per ``play`` call
     max_items: int = 0  # 0 = every item; else the first max_items by id (a deterministic subsample)
     provenance: dict = field(default_factory=dict)
+    model_identity: str = ""  # model_identity() of the model evaluated: item records of another model are not reused
 
 
 def items_path(out: Path) -> Path:
     return out.with_name(out.stem + ".items.jsonl")
+
+
+def model_identity(model_dir) -> str:
+    """A cheap fingerprint of a model folder: the SHA-256 of its trainer_state.json (a checkpoint: it holds the
+    run's resume key, config and base weights, and its step) or of its provenance.json (a prepared base model: it
+    holds the weights' SHA-256); '' when it has neither."""
+    for name in ("trainer_state.json", "provenance.json"):
+        path = Path(model_dir) / name
+        if path.is_file():
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+    return ""
+
+
+def _records_of_this_model(record_file: Path, identity: str) -> bool:
+    """Whether the item records at ``record_file`` may be reused for the model ``identity`` (and note it for the next
+    call). Records written for another model, or before the identity was noted, are not: a training started over
+    writes new checkpoints under the same step names."""
+    note = record_file.with_name(record_file.name.removesuffix(".jsonl") + ".model")
+    same = note.is_file() and note.read_text(encoding="utf-8") == identity
+    atomic_write_text(note, identity)
+    return same or not record_file.is_file()
 
 
 def _load_done(path: Path, wanted: set) -> dict:
@@ -267,7 +292,10 @@ def evaluate(benchmark: Benchmark, ctx: EvalContext, spec: EvalRun, progress: bo
         raise ConfigError(f"benchmark {benchmark.name!r} has no items with the given config")
     record_file = items_path(spec.out)
     record_file.parent.mkdir(parents=True, exist_ok=True)
-    done = _load_done(record_file, {item.id for item in items})
+    reusable = not spec.model_identity or _records_of_this_model(record_file, spec.model_identity)
+    if not reusable:
+        log.warning("%s holds records of another model; evaluating every item again", record_file)
+    done = _load_done(record_file, {item.id for item in items}) if reusable else {}
     pending = [item for item in items if item.id not in done]
     # rewrite the file with only the valid, wanted records (drops a torn line), then append batches
     atomic_write_text(record_file, "".join(json.dumps(asdict(done[i.id])) + "\n" for i in items if i.id in done))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from spade.config import SpadeConfig
 from spade.configtools import ConfigError
-from spade.evals.base import EvalContext, EvalRun, evaluate
+from spade.evals.base import EvalContext, EvalRun, evaluate, model_identity
 from spade.evals.registry import get_benchmark_class
 from spade.provenance import stamp
 
@@ -59,7 +59,8 @@ def evaluate_checkpoint(config: SpadeConfig, model_dir: str | Path, step: int, b
     ev = config.eval
     ctx = hf_context(config, model_dir, benchmark_name, ev.generation_batch_size)
     spec = EvalRun(run=config.run_name, step=int(step), out=Path(out), batch_size=ev.batch_size,
-                   max_items=ev.max_items, provenance={**stamp(config), "model": str(model_dir)})
+                   max_items=ev.max_items, provenance={**stamp(config), "model": str(model_dir)},
+                   model_identity=model_identity(model_dir))
     return evaluate(benchmark, ctx, spec, progress=progress)
 
 

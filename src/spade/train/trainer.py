@@ -278,8 +278,12 @@ def resume_key(config, model_dir) -> dict:
 
 
 def _clear_run(run_dir: Path) -> None:
-    """Empty a run folder whose checkpoints belong to another run (the folder itself stays)."""
+    """Empty a run folder whose checkpoints belong to another run. The folder itself stays, and so does eval/: it
+    holds other jobs' results (the base model's evaluations are still valid), and an evaluation does not reuse item
+    records of another model (spade.evals.base.model_identity)."""
     for path in run_dir.iterdir():
+        if path.name == "eval":
+            continue
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         else:
