@@ -26,7 +26,12 @@ def git_commit() -> str:
 
 def config_hash(config) -> str:
     """SHA-256 (first 16 hex digits) of the validated config, canonical JSON."""
-    canonical = json.dumps(asdict(config), sort_keys=True, separators=(",", ":"), default=str)
+    return settings_hash(asdict(config))
+
+
+def settings_hash(settings: dict) -> str:
+    """SHA-256 (first 16 hex digits) of a settings mapping, canonical JSON."""
+    canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

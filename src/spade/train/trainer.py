@@ -264,17 +264,15 @@ class LocalTrainer:
 def resume_key(config, model_dir) -> dict:
     """What a checkpoint must match to be resumed: the config (except selfplay.total_steps, which a user may raise to
     train on) and the base model's weights."""
-    import hashlib
     from dataclasses import asdict
 
     from spade.inference.models import read_provenance
+    from spade.provenance import settings_hash
 
     settings = asdict(config)
     settings["selfplay"].pop("total_steps")
-    canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)
     provenance = read_provenance(model_dir) or {}
-    return {"config_sha256": hashlib.sha256(canonical.encode()).hexdigest()[:16],
-            "base_weights_sha256": provenance.get("weights_sha256")}
+    return {"config_sha256": settings_hash(settings), "base_weights_sha256": provenance.get("weights_sha256")}
 
 
 def _clear_run(run_dir: Path) -> None:
