@@ -1,5 +1,6 @@
-"""Learning-check environments (issues 16 and 30): small tasks for the tiny random model (model card tiny-random),
-meant to show within a short run of the default workflow whether the trainer learns.
+"""Learning-check environments (issues 16 and 30): small tasks for the tiny model (model card tiny-random-copy: the
+tiny random model after a reply-format warm-up, spade.inference.format_warmup), meant to show within a short run of
+the default workflow whether the trainer learns.
 
 ``symbol_copy`` (the default check, issue 30): copy two letters. Its answer is a function of the observation (a
 reply that ignores it earns under 0.05 on average) and its held-out instances (constructor argument
