@@ -53,6 +53,10 @@ eval:
   reasoning_gym_hard: {tasks: [leg_counting, spell_backward], episodes_per_task: 1}
   gem_games: {games: ["game:GuessTheNumber-v0-hard"], episodes: 1, max_turns: 2}
   bfcl_multi_turn: {categories: [base], max_entries_per_category: 1}
+learning_check:  # the default target's learning check, 4 steps per seed here (its 200-step runs take ~3 min each)
+  toy_learning_check_s0: &short {selfplay: {total_steps: 4, checkpoint_every: 4, regen_interval: 4}}
+  toy_learning_check_s1: *short
+  toy_learning_check_s2: *short
 """
 
 
