@@ -327,24 +327,23 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
 
     run_dir = Path(run_dir)
     require_backends(config)  # a missing tensorboard/wandb package stops the run here, before any model loads
-    (run_dir / "envs").mkdir(parents=True, exist_ok=True)
     device = train_device(config.train)  # a 'cuda' without a GPU stops the run here
     torch.manual_seed(config.seed)
     key = resume_key(config, model_dir)
     latest = _latest_checkpoint(run_dir)
-    if latest is not None and json.loads((latest / "trainer_state.json").read_text()).get("resume_key") != key:
+    saved = json.loads((latest / "trainer_state.json").read_text()) if latest is not None else None
+    if saved is not None and saved.get("resume_key") != key:
         # Snakemake reruns a train job when its config or model changed; like its own outputs, the old run goes
         log.warning("%s holds checkpoints of another config or base model (latest %s); starting the run over",
                     run_dir, latest.name)
         _clear_run(run_dir)
-        (run_dir / "envs").mkdir()
-        latest = None
+        latest = saved = None
+    (run_dir / "envs").mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_model(latest or model_dir, device=device)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     trainer = LocalTrainer(config, model, pad_id)  # casts the model to train.dtype
     state, start = SelfPlayState(), 0
     if latest is not None:
-        saved = json.loads((latest / "trainer_state.json").read_text())
         trainer.load_state(latest)
         state, start = SelfPlayState(**saved["selfplay"]), saved["next_step"]
         memory = EnvironmentMemory.load(latest / "memory.json", config.memory)
@@ -352,7 +351,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     else:
         memory = fresh_memory(config)
     metrics_path = run_dir / "metrics.jsonl"
-    _cut_metrics(metrics_path, start, saved.get("metrics") if latest is not None else None)
+    _cut_metrics(metrics_path, start, saved.get("metrics") if saved is not None else None)
     sampler = corpus_sampler(config, corpus_path)
     # hf shares the trainer's model object (always in sync); vllm is an engine beside the trainer, weights pushed after
     # every update
