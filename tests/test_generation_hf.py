@@ -125,6 +125,31 @@ def test_eos_cut_keeps_the_eos_token(tiny, prompts):
     assert cut[0].finish_reason == "stop" and len(cut[0].completion_ids) <= 4
 
 
+@pytest.mark.parametrize("params", [GREEDY, SAMPLED], ids=["greedy", "T0.8-top_p0.95"])
+def test_min_new_tokens_masks_the_eos_in_samples_and_logprobs(tiny, prompts, params):
+    model, tokenizer = tiny
+    first = [g.completion_ids[0] for g in HFBackend(model, tokenizer).generate(prompts, GREEDY, seed=0)]
+    # each prompt's greedy first token declared the stop token: without min_new_tokens every greedy reply is it alone
+    for prompt, token in zip(prompts, first):
+        backend = HFBackend(model, tokenizer, eos_token_id=[token])
+        plain = backend.generate([prompt], GREEDY, seed=0)[0]
+        assert plain.completion_ids == [token] and plain.finish_reason == "stop"
+        (kept,) = backend.generate([prompt], SamplingParams(params.temperature, params.top_p, 6, min_new_tokens=2),
+                                   seed=[3])
+        assert token not in kept.completion_ids[:2] and len(kept.completion_ids) >= 2
+        expected = forward_logprobs(model, prompt, kept.completion_ids, params.temperature)
+        ids = torch.tensor([prompt + kept.completion_ids[:1]])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, -2:].float()  # the positions of completion tokens 0 and 1
+        logits[:, token] = float("-inf")
+        if params.temperature > 0:
+            logits = logits / params.temperature
+        masked = torch.log_softmax(logits, -1).gather(1, torch.tensor(kept.completion_ids[:2])[:, None]).squeeze(1)
+        assert torch.allclose(torch.tensor(kept.logprobs[:2]), masked, atol=1e-4)
+        assert torch.allclose(torch.tensor(kept.logprobs[2:]), expected[2:], atol=1e-4)
+        assert not torch.allclose(masked, expected[:2], atol=1e-4)  # the mask changed what is reported
+
+
 @pytest.mark.parametrize("params", [SAMPLED, GREEDY, SamplingParams(temperature=1.3, top_p=1.0, max_new_tokens=10)],
                          ids=["T0.8-top_p0.95", "greedy", "T1.3"])
 def test_logprobs_match_forward_pass(tiny, prompts, params):

@@ -24,9 +24,10 @@ pytest.importorskip("tensorboard", reason="the integration run reads OpenRLHF's 
 
 from spade.rlhf.cpu import SITE, environment  # noqa: E402
 from spade.rlhf.cpu.checks import (IntegrationError, check_designer_replay, check_finite,  # noqa: E402
-                                   check_live_metrics, check_nonzero_groups, check_policy_moved, check_resume,
+                                   check_launches_agree, check_live_metrics, check_nonzero_groups, check_policy_moved, check_resume,
                                    check_resumed_sync, check_rewards, check_same_weights, check_trained_advantages,
                                    check_weight_sync, metrics_lines)
+from spade.rlhf.cpu.patches import canonical_order  # noqa: E402
 from spade.rlhf.cpu.probes import read_records  # noqa: E402
 from spade.rlhf.cpu.run import CONFIGS, run, train  # noqa: E402
 
@@ -136,31 +137,36 @@ def test_after_every_sync_the_engine_holds_the_actors_weights(integration, mutat
         check_resumed_sync(syncs["killed"][:1], syncs["resumed"])  # tampered: as if resumed from global_step1
 
 
-def test_openrlhf_trained_on_the_advantages_our_executor_returned(integration, mutated):
-    for name in ("full", "resumed"):
-        trained = integration["report"]["trained_advantages"][name]
-        assert trained["positive"] > 0 and trained["negative"] > 0, trained
-    assert integration["report"]["trained_advantages"]["full"]["samples"] == 4 * 32
-    with pytest.raises(IntegrationError, match="OpenRLHF trained on advantages"):
-        check_trained_advantages(mutated / "records")  # real mutation: the sign flipped inside OpenRLHF's trainer
+def test_two_launches_of_one_config_train_the_same_weights(integration):
+    syncs = integration["report"]["weight_sync"]
+    assert integration["report"]["launches_agree"] == {"equal_syncs": 2}
+    tampered = [dict(syncs["killed"][0]), dict(syncs["killed"][1], checksum=syncs["full"][2]["checksum"])]
+    with pytest.raises(IntegrationError, match="sync 2: the killed launch trained weights"):
+        check_launches_agree(syncs["full"], tampered)  # tampered: the second step trained other weights
 
 
-def test_the_policy_moved_toward_positively_rewarded_responses(integration, mutated):
-    moved = integration["report"]["policy_moved"]
-    assert moved["positive_after"] > moved["positive_before"]
-    # real mutation: with the advantages negated the same responses lose probability
-    with pytest.raises(IntegrationError, match="it should rise"):
-        check_policy_moved(mutated / "records", Path(integration["report"]["model"]),
-                           mutated / "run" / "openrlhf" / "ckpt" / "global_step2_hf", mutated / "run")
+def _experience(sampled, reward, prompt=(1, 4)):
+    import torch
+    from types import SimpleNamespace
+
+    tokens = list(prompt) + list(sampled)
+    mask = [0] * (len(prompt) - 1) + [1] * len(sampled)  # OpenRLHF's action_mask is aligned to tokens[1:]
+    return SimpleNamespace(sequences=torch.tensor([tokens]), action_mask=torch.tensor([mask]),
+                           rewards=torch.tensor([reward]), name=f"{list(sampled)}/{reward}")
 
 
-def test_the_resumed_run_ends_with_the_full_runs_weights(integration):
-    same = integration["report"]["same_final_weights"]
-    assert same["ratio"] <= same["tolerance"] and same["tensors"] > 10
-    ckpt, base = integration["out"] / "full" / "openrlhf" / "ckpt", Path(integration["report"]["model"])
-    # tampered: the final weights of a run two steps short, where a resume from the base weights would end
-    with pytest.raises(IntegrationError, match="ratio .* > tolerance"):
-        check_same_weights(ckpt / "global_step4_hf", ckpt / "global_step2_hf", base, same["tolerance"])
+def test_canonical_order_depends_only_on_contents_and_keeps_groups_whole():
+    groups = [[_experience([1, 9], 0.5), _experience([1, 2], -0.5), _experience([1, 2], 0.25)],
+              [_experience([3], 1.0), _experience([0, 7], -1.0), _experience([3], 0.0)]]
+    arrived = groups[1][::-1] + [groups[0][1], groups[0][2], groups[0][0]]  # another finishing order of the same
+    first = [e.name for e in canonical_order(groups[0] + groups[1], 3)]
+    assert first == [e.name for e in canonical_order(arrived, 3)]
+    assert first == ["[0, 7]/-1.0", "[3]/0.0", "[3]/1.0", "[1, 2]/-0.5", "[1, 2]/0.25", "[1, 9]/0.5"]
+    # the sampled tokens come first: another prompt (another run folder's ticket) does not move a group
+    moved = [_experience(e.sequences[0].tolist()[2:], float(e.rewards[0]), prompt=(1, 0)) for e in groups[0]]
+    assert [e.name for e in canonical_order(moved + groups[1], 3)] == first
+    with pytest.raises(ValueError, match="5 experiences do not split into groups of 3"):
+        canonical_order(arrived[:5], 3)
 
 
 # ----- the older checkers on tampered copies of the real run's artifacts ------------------------------------------
@@ -234,13 +240,15 @@ from openrlhf.utils.deepspeed import deepspeed as strategy
 import flash_attn.bert_padding as bp
 torch.cuda.set_device(0); torch.cuda.synchronize()
 print(torch.cuda.current_device(), torch.cuda.current_stream(), NaiveReplayBuffer(4).target_device)
-print(strategy.init_device_mesh.__wrapped__ is not None, vllm.__file__.endswith('site/vllm/__init__.py'))
+from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
+print(strategy.init_device_mesh.__wrapped__ is not None, vllm.__file__.endswith('site/vllm/__init__.py'),
+      hasattr(SamplesGenerator._generate_vllm, '__wrapped__'))
 x = torch.arange(12.).reshape(2, 3, 2); mask = torch.tensor([[1, 1, 0], [0, 1, 1]])
 flat, idx, cu, longest, used = bp.unpad_input(x, mask)
 print(flat.tolist(), idx.tolist(), cu.tolist(), longest, bp.pad_input(flat, idx, 2, 3).tolist())
 """).splitlines()
     assert out[0] == "cpu None cpu"
-    assert out[1] == "True True"
+    assert out[1] == "True True True"
     assert out[2] == ("[[0.0, 1.0], [2.0, 3.0], [8.0, 9.0], [10.0, 11.0]] [0, 1, 4, 5] [0, 2, 4] 2 "
                       "[[[0.0, 1.0], [2.0, 3.0], [0.0, 0.0]], [[0.0, 0.0], [8.0, 9.0], [10.0, 11.0]]]")
 
@@ -266,3 +274,32 @@ async def main():
 asyncio.run(main())
 """).split()
     assert out == ["True", "True", "True", "True"]
+
+
+def test_standin_engine_honours_min_tokens_and_stop_strings_as_vllm_does(tiny_model_dir):
+    out = _in_run_env(f"""
+import asyncio, vllm
+engine = vllm.AsyncLLMEngine.from_engine_args(vllm.AsyncEngineArgs(model={str(tiny_model_dir)!r}, dtype="float32"))
+decode = engine.worker.tokenizer.decode
+
+async def one(**kw):
+    params = vllm.SamplingParams(**{{"temperature": 0.0, "max_tokens": 8, "seed": 7, "logprobs": 1, **kw}})
+    async for out in engine.generate({{"prompt_token_ids": [1, 5, 9]}}, params, "r"):
+        return out.outputs[0]
+
+async def main():
+    full = await one()
+    ids = full.token_ids
+    k = next(k for k in range(1, len(ids)) if decode(ids[:k + 1]).strip() and decode(ids[:k + 1]) != decode(ids[:k]))
+    stop = decode(ids[:k + 1])[len(decode(ids[:k])):]
+    cut, kept = await one(stop=[stop]), await one(stop=[stop], include_stop_str_in_output=True)
+    at = decode(ids[:k + 1]).find(stop)
+    print(cut.token_ids == ids[:len(cut.token_ids)], len(cut.token_ids) <= k + 1, cut.finish_reason, cut.stop_reason == stop,
+          cut.text == decode(cut.token_ids)[:decode(cut.token_ids).find(stop)], kept.text.endswith(stop),
+          len(cut.logprobs) == len(cut.token_ids), (await one(stop=["@@never@@"])).token_ids == ids)
+    engine.backend.eos_token_ids = [ids[0]]  # the greedy first token made the stop token
+    plain, kept = await one(min_tokens=0), await one(min_tokens=1)
+    print(plain.token_ids == [ids[0]], plain.finish_reason, kept.token_ids[0] != ids[0])
+asyncio.run(main())
+""").split()
+    assert out == ["True", "True", "stop", "True", "True", "True", "True", "True", "True", "stop", "True"]

@@ -25,6 +25,9 @@ class SamplingParams:
     temperature: float = option(0.6, "Sampling temperature (paper: 0.6 for both roles).", min=0.0)
     top_p: float = option(1.0, "Nucleus sampling mass; 1.0 disables it.", min=0.0)
     max_new_tokens: int = option(256, "Most tokens generated per call (paper: ED 16,384, RA 8,192).", min=1)
+    min_new_tokens: int = option(0, "Tokens sampled before an eos may end the reply (vLLM's min_tokens; OpenRLHF's "
+                                    "rollouts ask for 1). The eos is then masked out of the reported log-probs too.",
+                                 min=0)
 
 
 @dataclass

@@ -410,6 +410,8 @@ class HFBackend:
         options = dict(max_new_tokens=params.max_new_tokens, do_sample=sample, num_beams=1,
                        eos_token_id=self.eos_token_ids, pad_token_id=self.pad_token_id,
                        output_logits=True, return_dict_in_generate=True)
+        if params.min_new_tokens:
+            options["min_new_tokens"] = params.min_new_tokens
         clock = FirstLogitsClock()
         processors = LogitsProcessorList([clock])
         if sample and seeds is not None:  # per-row Gumbel-max sampling, decoded greedily
@@ -430,13 +432,16 @@ class HFBackend:
         steps = new_ids.shape[1]
         self._call["decode_slots"] += len(batch) * steps
         logprobs = torch.empty((len(batch), steps), dtype=torch.float32)
-        for t, step_logits in enumerate(out.logits):  # one [B, V] tensor per generated position
+        eos = torch.tensor(self.eos_token_ids, dtype=torch.long)
+        for t, step_logits in enumerate(out.logits):  # one [B, V] raw-logits tensor per generated position
             scores = step_logits.float()
+            if t < params.min_new_tokens:  # masked as generate masked it (vLLM's processed log-probs)
+                scores = scores.index_fill(1, eos.to(scores.device), float("-inf"))
             if sample:
                 scores = scores / params.temperature
             chosen = new_ids[:, t:t + 1].to(scores.device)
             logprobs[:, t] = torch.log_softmax(scores, dim=-1).gather(1, chosen).squeeze(1).cpu()
-        stop = torch.isin(new_ids, torch.tensor(self.eos_token_ids, dtype=torch.long))
+        stop = torch.isin(new_ids, eos)
         generations = []
         for row in range(len(batch)):
             hits = torch.nonzero(stop[row]).flatten()

@@ -352,3 +352,16 @@ def check_resumed_sync(killed: list, resumed: list) -> dict:
     if first is None or first != last:
         raise IntegrationError(f"the resumed launch first synced weights {first}, the killed launch last synced {last}")
     return {"killed_syncs": len(killed), "checksum": resumed[0]["checksum"]}
+
+
+def check_launches_agree(full: list, killed: list) -> dict:
+    """Two launches of one config train bit-identical weights: every sync of the killed launch carries the checksum of
+    the full run's sync of the same number. Without it, ``check_resume`` compares runs that may differ for reasons
+    other than the resume (the order in which responses finished, ``patches.canonical_order``)."""
+    if not killed or len(killed) > len(full):
+        raise IntegrationError(f"the killed launch made {len(killed)} syncs, the full run {len(full)}")
+    for ours, theirs in zip(killed, full):
+        if ours["checksum"] != theirs["checksum"]:
+            raise IntegrationError(f"sync {ours['sync']}: the killed launch trained weights {ours['checksum'][:16]}, "
+                                   f"the full run {theirs['checksum'][:16]}: two launches of one config differ")
+    return {"equal_syncs": len(killed)}

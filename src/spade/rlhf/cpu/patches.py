@@ -24,6 +24,17 @@ CUDA calls OpenRLHF makes unconditionally (the CPU build of torch raises on each
   ``trainer/ray/vllm_worker_wrap.py:40,46`` (the engine side of the weight sync) -> the same receive into a
   CPU tensor, then OpenRLHF's own ``load_weights`` call.
 
+One patch is not about CUDA: ``trainer/ppo_utils/samples_generator.py:162`` collects a step's responses in the
+order they finish (``ray.wait(..., num_returns=1)``), and our executor hands out a ticket's episodes in the order
+its calls arrive; the optimizer's sum over micro-batches then differs in its last bits from launch to launch, a
+bf16 weight can round the other way, and the random model's next samples can differ. The kill-and-resume check
+compares two launches exactly, so ``canonical_order`` sorts each generation's responses by content (whole groups
+kept together) before OpenRLHF numbers them. For the same reason ``ActorPPOTrainer.ppo_train`` (``trainer/ray/
+ppo_actor.py:163``, a DataLoader that shuffles with torch's global generator, whose state a checkpoint does not
+keep) first seeds that generator from ``--train.seed`` and the optimizer steps taken so far (the learning-rate
+scheduler's count, which the checkpoint restores): a resumed launch shuffles its first step as the full run did. A GPU run keeps the arrival order and the unseeded shuffle, and
+with them GPU kernels' own run-to-run differences.
+
 Beside them, ``PATCHES`` installs the run's records and mutations (``spade.rlhf.cpu.probes``): weight checksums on
 both sides of every sync, the advantages OpenRLHF trains on, the rewards our executor returned.
 
@@ -38,6 +49,7 @@ import importlib.abc
 import sys
 
 from spade.rlhf.cpu import probes
+from spade.seeding import derive_seed
 
 
 def _patch_torch(torch) -> None:
@@ -106,13 +118,64 @@ def _patch_worker_wrap(module) -> None:
     module.WorkerWrap.update_weight = update_weight
 
 
+def canonical_order(experiences: list, group_size: int) -> list:
+    """``experiences`` in an order that depends only on their contents: each consecutive block of ``group_size``
+    (one prompt's samples, which OpenRLHF's advantages group by position) sorted by ``_content``, and the blocks
+    sorted by their sorted contents. The blocks stay whole, so every group keeps its samples."""
+    if group_size < 1 or len(experiences) % group_size:
+        raise ValueError(f"{len(experiences)} experiences do not split into groups of {group_size}")
+    blocks = [sorted(experiences[i:i + group_size], key=_content) for i in range(0, len(experiences), group_size)]
+    blocks.sort(key=lambda block: [_content(e) for e in block])
+    return [experience for block in blocks for experience in block]
+
+
+def _content(experience) -> tuple:
+    """(sampled tokens, reward, all tokens): sampled tokens first, because a ticket's prompt names the run folder,
+    which differs between the full run and the resumed one."""
+    tokens = experience.sequences[0]
+    sampled = tokens[1:][experience.action_mask[0].bool()].tolist()  # action_mask is aligned to tokens[1:]
+    reward = float(experience.rewards[0]) if experience.rewards is not None else 0.0
+    return sampled, reward, tokens.tolist()
+
+
+def _patch_samples_generator(module) -> None:
+    cls = module.SamplesGenerator
+    real = cls._generate_vllm
+
+    @functools.wraps(real)
+    def _generate_vllm(self, dataloader_iter, num_prompts, dynamic_filtering, **generate_kwargs):
+        experiences, consumed, exhausted = real(self, dataloader_iter, num_prompts, dynamic_filtering,
+                                                **generate_kwargs)
+        n = generate_kwargs.get("n_samples_per_prompt", self.args.rollout.n_samples_per_prompt)
+        return canonical_order(experiences, n), consumed, exhausted
+
+    cls._generate_vllm = _generate_vllm
+
+
+def _patch_ppo_actor(module) -> None:
+    cls = module.ActorPPOTrainer
+    real = cls.ppo_train
+
+    @functools.wraps(real)
+    def ppo_train(self, kl_ctl: float):
+        import torch
+
+        steps_done = int(getattr(self.actor_scheduler, "last_epoch", 0))  # restored from the checkpoint on resume
+        torch.manual_seed(derive_seed(self.args.train.seed, "shuffle", steps_done))  # the DataLoader's shuffle
+        return real(self, kl_ctl)
+
+    cls.ppo_train = ppo_train
+    probes.patch_actor(module)  # the weight-sync records
+
+
 PATCHES = {
     "torch": _patch_torch,
     "openrlhf.utils.deepspeed.deepspeed": _patch_deepspeed_strategy,
     "openrlhf.trainer.ppo_utils.replay_buffer": _patch_replay_buffer,
     "openrlhf.trainer.ray.vllm_worker_wrap": _patch_worker_wrap,
+    "openrlhf.trainer.ppo_utils.samples_generator": _patch_samples_generator,  # launch-to-launch determinism
+    "openrlhf.trainer.ray.ppo_actor": _patch_ppo_actor,  # determinism across a resume, and the probes' records
     # the run's records and mutations (spade.rlhf.cpu.probes), not CUDA adaptations
-    "openrlhf.trainer.ray.ppo_actor": probes.patch_actor,
     "openrlhf.trainer.ppo_utils.experience_maker": probes.patch_experience_maker,
     "spade.rlhf.executor": probes.patch_executor,
 }

@@ -23,7 +23,8 @@ loss are finite on every step; the resumed run's metrics equal the full run's, s
 ``<run>/tensorboard/`` equal ``metrics.jsonl`` step by step (each step once after the resume) and OpenRLHF's own
 TensorBoard logger wrote under the run's name; at least half of OpenRLHF's prompt groups have a nonzero advantage;
 after every weight sync of every launch the engine's weights are bit-identical to the DeepSpeed actor's (checksums on
-both sides), and the resumed launch's first sync carries the weights the killed launch synced last; the advantages
+both sides), the killed launch's syncs are bit-identical to the full run's (two launches of one config train the
+same weights), and the resumed launch's first sync carries the weights the killed launch synced last; the advantages
 OpenRLHF trained on equal, sample by sample, the rewards our executor returned; the responses our executor rewarded
 positively are more likely under the final weights than under the base model; the resumed run's final HF
 checkpoint is within ``RESUME_WEIGHTS_RTOL`` of the full run's (relative to how far training moved the weights).
@@ -43,9 +44,9 @@ from pathlib import Path
 
 from spade.rlhf.cpu import environment, probes
 from spade.rlhf.cpu.checks import (IntegrationError, check_checkpoints, check_designer_replay, check_finite,
-                                   check_live_metrics, check_nonzero_groups, check_policy_moved, check_resume,
-                                   check_resumed_sync, check_rewards, check_same_weights, check_trained_advantages,
-                                   check_weight_sync, metrics_lines)
+                                   check_launches_agree, check_live_metrics, check_nonzero_groups, check_policy_moved,
+                                   check_resume, check_resumed_sync, check_rewards, check_same_weights,
+                                   check_trained_advantages, check_weight_sync, metrics_lines)
 
 ROOT = Path(__file__).resolve().parents[4]
 CONFIGS = (ROOT / "configs" / "default.yaml", ROOT / "configs" / "integration" / "openrlhf_cpu.yaml")
@@ -125,24 +126,29 @@ def run(out: Path, configs=CONFIGS) -> dict:
     config = load_config(*configs)
     out = Path(out).resolve()
     # a leftover run folder would be resumed, not rerun
-    for stale in ("full", "resumed", "logs", "records", "report.json"):
+    for stale in ("full", "resumed", "run", "logs", "records", "report.json"):
         path = out / stale
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     model = prepare_model(config.model, out / "model")
     logs = out / "logs"
     records = out / "records"
-    timings = {"full": train(configs, model, out / "full", logs / "full.log", records=records / "full")}
+    # both runs train in out/run, then move: the tickets' prompt names the run folder, so another folder would give
+    # other prompt tokens and other weights, and the resumed run could not be compared with the full one bit for bit
+    work = out / "run"
+    timings = {"full": train(configs, model, work, logs / "full.log", records=records / "full")}
     if timings["full"]["returncode"] != 0:
         raise IntegrationError(f"the full run failed (exit {timings['full']['returncode']}); log: {logs / 'full.log'}")
-    timings["killed"] = train(configs, model, out / "resumed", logs / "resumed.log", kill_after_step=KILL_AT_STEP,
+    work.rename(out / "full")
+    timings["killed"] = train(configs, model, work, logs / "resumed.log", kill_after_step=KILL_AT_STEP,
                               records=records / "killed")
     if not timings["killed"]["killed"]:
         raise IntegrationError(f"the run to be killed ended before step {KILL_AT_STEP}'s generation (exit "
                                f"{timings['killed']['returncode']}); log: {logs / 'resumed.log'}")
-    latest = (out / "resumed" / "openrlhf" / "ckpt" / "_actor" / "latest").read_text().strip()
-    timings["resumed"] = train(configs, model, out / "resumed", logs / "resumed.log", records=records / "resumed")
+    latest = (work / "openrlhf" / "ckpt" / "_actor" / "latest").read_text().strip()
+    timings["resumed"] = train(configs, model, work, logs / "resumed.log", records=records / "resumed")
     if timings["resumed"]["returncode"] != 0:
         raise IntegrationError(f"the resumed run failed; log: {logs / 'resumed.log'}")
+    work.rename(out / "resumed")
     sp = config.selfplay
     steps = sp.total_steps
     final = {name: out / name / "openrlhf" / "ckpt" / f"global_step{steps}_hf" for name in ("full", "resumed")}
@@ -163,6 +169,7 @@ def run(out: Path, configs=CONFIGS) -> dict:
         "policy_moved": check_policy_moved(records / "full", model, final["full"], out / "full"),
         "same_final_weights": check_same_weights(final["full"], final["resumed"], model, RESUME_WEIGHTS_RTOL),
     }
+    report["launches_agree"] = check_launches_agree(report["weight_sync"]["full"], report["weight_sync"]["killed"])
     report["resumed_sync"] = check_resumed_sync(report["weight_sync"]["killed"], report["weight_sync"]["resumed"])
     atomic_write_json(out / "report.json", report)
     return report

@@ -9,9 +9,10 @@ process group. Generation is our ``HFBackend`` (Hugging Face ``generate`` with p
 temperature-scaled log-probs, the quantity ``logprobs_mode="processed_logprobs"`` reports).
 
 What differs from vLLM, and so is not tested by the integration run: paged attention and prefix caching,
-continuous batching (requests waiting together are run as one padded batch instead), ``top_k`` and
-``min_tokens`` (ignored: OpenRLHF passes -1 and 1), sleep mode (CUDA-only in vLLM; here a state flag),
-and tensor parallelism (one worker per engine).
+continuous batching (requests run one at a time), ``top_k`` (ignored: OpenRLHF passes -1), sleep mode (CUDA-only in
+vLLM; here a state flag), and tensor parallelism (one worker per engine). ``min_tokens`` (OpenRLHF passes 1) masks
+the eos until that many tokens were sampled, in the samples and the reported log-probs, and ``stop`` strings end a
+completion as vLLM's do (``stop_string_cut``).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ class CompletionOutput:
     token_ids: list
     cumulative_logprob: float | None
     logprobs: list | None  # one {token id: Logprob} per sampled token, or None
-    finish_reason: str | None = None  # "stop" (eos) or "length"
+    finish_reason: str | None = None  # "stop" (eos or a stop string) or "length"
+    stop_reason: str | None = None  # the stop string that ended the completion, or None
 
 
 @dataclass
@@ -212,9 +214,31 @@ class AsyncLLMEngine:
 
         if p.max_tokens is None or int(p.max_tokens) < 1:
             raise ValueError(f"max_tokens must be a positive int, got {p.max_tokens!r}")
-        ours = Ours(temperature=float(p.temperature), top_p=float(p.top_p), max_new_tokens=int(p.max_tokens))
+        ours = Ours(temperature=float(p.temperature), top_p=float(p.top_p), max_new_tokens=int(p.max_tokens),
+                    min_new_tokens=int(p.min_tokens or 0))
         g = self.backend.generate([prompt_ids], ours, [int(p.seed) if p.seed is not None else 0])[0]
-        logprobs = [{t: Logprob(lp)} for t, lp in zip(g.completion_ids, g.logprobs)] if p.logprobs is not None else None
-        text = self.worker.tokenizer.decode(g.completion_ids, skip_special_tokens=p.skip_special_tokens)
+        ids, lps, reason = list(g.completion_ids), list(g.logprobs), g.finish_reason
+        text = self.worker.tokenizer.decode(ids, skip_special_tokens=p.skip_special_tokens)
+        cut = stop_string_cut(ids, p, self.worker.tokenizer) if p.stop else None
+        stop_reason = None
+        if cut is not None:
+            length, text, stop_reason = cut
+            ids, lps, reason = ids[:length], lps[:length], "stop"
+        logprobs = [{t: Logprob(lp)} for t, lp in zip(ids, lps)] if p.logprobs is not None else None
         return RequestOutput(request_id, prompt_ids, [CompletionOutput(
-            0, text, list(g.completion_ids), float(sum(g.logprobs)), logprobs, g.finish_reason)])
+            0, text, ids, float(sum(lps)), logprobs, reason, stop_reason)])
+
+
+def stop_string_cut(ids: list, p: SamplingParams, tokenizer):
+    """Where vLLM would have stopped ``ids`` for one of ``p.stop``: (tokens kept, text, the stop string), or None.
+    vLLM checks the text after every sampled token, keeps the token that completed the stop string and, unless
+    ``include_stop_str_in_output``, cuts the text before it. Later tokens were never sampled there; here they were
+    sampled and are dropped, which leaves the earlier ones unchanged (each row's draws are its own)."""
+    stops = [p.stop] if isinstance(p.stop, str) else list(p.stop)
+    for length in range(1, len(ids) + 1):
+        text = tokenizer.decode(ids[:length], skip_special_tokens=p.skip_special_tokens)
+        hits = [(text.find(stop), stop) for stop in stops if stop and stop in text]
+        if hits:
+            at, stop = min(hits)
+            return length, (text[:at + len(stop)] if p.include_stop_str_in_output else text[:at]), stop
+    return None
