@@ -33,6 +33,7 @@ include: "rules/paper_pdf.smk"  # after the tables, figures, numbers and compari
 include: "rules/toy_ablations.smk"
 include: "rules/toy_tool_use.smk"
 include: "rules/integration.smk"
+include: "rules/preflight.smk"
 
 
 rule all:

@@ -33,7 +33,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 from spade import paths
-from spade.config import ConfigError, SpadeConfig, resolve_layers
+from spade.config import ConfigError, SpadeConfig, load_config, resolve_layers
 from spade.configtools import deep_merge, from_dict, load_yaml, retype_workflow_overrides
 from spade.evals.registry import registry
 from spade.io import atomic_write_text
@@ -404,6 +404,11 @@ def train_resources():
         "nodes": lambda wildcards: OPENRLHF[wildcards.run].num_nodes if is_gpu_run(wildcards.run) else 1,
         "gres": lambda wildcards: f"gpu:{OPENRLHF[wildcards.run].gpus_per_node}" if is_gpu_run(wildcards.run) else "",
     }
+
+
+# `snakemake --profile slurm preflight` (rules/preflight.smk): its fixed config, and the node it asks for
+PREFLIGHT_CONFIGS = ["configs/default.yaml", "configs/preflight.yaml"]
+PREFLIGHT_PLACEMENT = resolve_openrlhf(load_config(*PREFLIGHT_CONFIGS))
 
 
 EVAL_SHARED = [

@@ -303,6 +303,21 @@ def test_slurm_profile_plans_every_paper_run_on_gpus(slurm_plan):
         assert stats[table] == 1
 
 
+def test_slurm_profile_plans_the_preflight_as_one_gpu_node_outside_all(slurm_plan):
+    pytest.importorskip("snakemake_executor_plugin_slurm", reason="snakemake-executor-plugin-slurm not installed")
+    assert "preflight" not in job_stats(slurm_plan)  # `all` does not wait for it
+    run = snakemake(["--profile", "slurm", "preflight", "-n"], timeout=180)
+    assert run.returncode == 0, run.stderr[-3000:]
+    (job,) = jobs(run.stdout)
+    res = resources(job)
+    # configs/openrlhf/qwen3-0.6b.yaml: the paper presets on one 8-GPU node
+    assert job["rule"] == "preflight" and (res["nodes"], res["gres"]) == ("1", "gpu:8")
+    assert res["slurm_partition"] == "EDIT-gpu-partition" and res["slurm_extra"] == "--exclusive"
+    assert job.get("threads", "1") == "1"
+    image = shlex.quote(str(ROOT / "containers" / "spade-gpu.sif"))
+    assert f"-m spade.rlhf.preflight --out results/preflight --image {image} --apptainer-args=--nv " in job["shell"]
+
+
 def test_slurm_profile_plans_the_rlve_runs_which_stop_without_a_checkout(slurm_plan, tmp_path):
     """The Fixed-env RLVE runs are planned like every run; their training stops at once, naming the key, until the
     run file points at an RLVE checkout."""

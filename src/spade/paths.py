@@ -91,6 +91,11 @@ class ResultPaths:
         """The CPU integration run of the OpenRLHF path (``spade.rlhf.cpu.run``): model, runs, logs, report."""
         return f"{self.root}/integration/openrlhf_cpu"
 
+    @property
+    def preflight_dir(self) -> str:
+        """The cluster preflight (``spade.rlhf.preflight``): versions, model, run, records, report."""
+        return f"{self.root}/preflight"
+
     def log(self, rule: str) -> str:
         return f"{self.root}/logs/{rule}.log"
 

@@ -44,10 +44,15 @@ def image_binds(run_dir, model_dir, corpus_path) -> list:
 
 def image_prefix(image: str, apptainer_args: str, binds: list) -> list:
     """``apptainer exec`` argv that runs a command inside ``image`` with the repository's code first on the path
-    (so the code inside the image is the commit that prepared the run)."""
+    (so the code inside the image is the commit that prepared the run). Folders of this repository on the host's
+    PYTHONPATH come first (the preflight's probes, ``spade.rlhf.preflight``); other host folders are left out, since
+    their packages are the host's, not the image's."""
     src = Path(AGENT_FUNC_PATH).resolve().parents[2]
+    repo = src.parent
+    ours = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if p and Path(p).resolve().is_relative_to(repo) and Path(p).resolve() != src]
     return ["apptainer", "exec", *shlex.split(apptainer_args), "--bind", ",".join(binds),
-            "--env", f"PYTHONPATH={src}", str(Path(image).resolve())]
+            "--env", f"PYTHONPATH={os.pathsep.join([*ours, str(src)])}", str(Path(image).resolve())]
 
 
 def launch_script(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFConfig | None = None,

@@ -184,8 +184,11 @@ PATCHES = {
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Finds a patched module with the other finders, then runs its patch right after the module executes."""
 
+    def __init__(self, patches: dict):
+        self.patches = patches
+
     def find_spec(self, name, path=None, target=None):
-        if name not in PATCHES:
+        if name not in self.patches:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -196,20 +199,23 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         else:
             return None
         execute = spec.loader.exec_module
+        patch = self.patches[name]
 
         def exec_module(module):
             execute(module)
-            PATCHES[name](module)
+            patch(module)
 
         spec.loader.exec_module = exec_module
         return spec
 
 
-def install() -> None:
-    """Patch the modules already imported and every patched module imported from now on."""
+def install(patches: dict | None = None) -> None:
+    """Patch the modules already imported and every patched module imported from now on: ``patches`` {module name:
+    patch}, by default ``PATCHES`` (the CPU run's); ``probes.GPU_PATCHES`` for the preflight. Once per process."""
     if any(isinstance(finder, _AfterImport) for finder in sys.meta_path):
         return
-    for name, patch in PATCHES.items():
+    patches = PATCHES if patches is None else patches
+    for name, patch in patches.items():
         if name in sys.modules:
             patch(sys.modules[name])
-    sys.meta_path.insert(0, _AfterImport())
+    sys.meta_path.insert(0, _AfterImport(patches))

@@ -55,16 +55,23 @@ def read_records(folder, kind: str) -> list:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def weights_checksum(named_tensors) -> str:
-    """SHA-256 over (name, dtype, shape, raw bytes) of every tensor, in name order: equal iff bit-identical."""
+def tensor_digest(name: str, tensor) -> str:
+    """SHA-256 of one tensor's name, dtype, shape and raw bytes."""
     import torch
 
-    digest = hashlib.sha256()
-    for name, tensor in sorted(named_tensors, key=lambda item: item[0]):
-        data = tensor.detach().cpu().contiguous()
-        digest.update(f"{name}|{data.dtype}|{tuple(data.shape)}|".encode())
-        digest.update(data.flatten().view(torch.uint8).numpy().tobytes())
+    data = tensor.detach().cpu().contiguous()
+    digest = hashlib.sha256(f"{name}|{data.dtype}|{tuple(data.shape)}|".encode())
+    digest.update(data.flatten().view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
+
+
+def combined_checksum(digests: dict) -> str:
+    """One checksum of {name: tensor_digest}, in name order: equal iff every tensor is bit-identical."""
+    return hashlib.sha256("".join(f"{name}={digests[name]};" for name in sorted(digests)).encode()).hexdigest()
+
+
+def weights_checksum(named_tensors) -> str:
+    return combined_checksum({name: tensor_digest(name, tensor) for name, tensor in named_tensors})
 
 
 def sequence_key(token_ids) -> str:
@@ -78,14 +85,17 @@ def patch_actor(module) -> None:
 
     @functools.wraps(real)
     def broadcast_to_vllm(self):
+        import deepspeed
         import torch
 
         real(self)
-        if torch.distributed.get_rank() == 0:
-            self._spade_syncs = getattr(self, "_spade_syncs", 0) + 1
-            params = list(self.actor.model.module.named_parameters())
-            record("actor_sync", {"sync": self._spade_syncs, "params": len(params),
-                                  "checksum": weights_checksum(params)})
+        params = list(self.actor.model.module.named_parameters())
+        # under ZeRO-3 every rank holds a shard: all ranks gather (a collective), rank 0 computes
+        with deepspeed.zero.GatheredParameters([p for _, p in params], enabled=self.strategy.args.ds.zero_stage == 3):
+            if torch.distributed.get_rank() == 0:
+                self._spade_syncs = getattr(self, "_spade_syncs", 0) + 1
+                record("actor_sync", {"sync": self._spade_syncs, "params": len(params),
+                                      "checksum": weights_checksum(params)})
 
     cls.broadcast_to_vllm = broadcast_to_vllm
 
@@ -100,6 +110,45 @@ def engine_loaded(worker, name: str, weight, last: bool) -> None:
         params = worker.model_runner.params
         record("engine_sync", {"sync": worker._spade_syncs, "params": len(params),
                                "checksum": weights_checksum(params.items())})
+
+
+def patch_worker_received(module) -> None:
+    """On a real vLLM engine (the preflight, ``spade.rlhf.preflight``): record the checksum of the weights the engine
+    received in each sync, as handed to its ``load_weights`` by OpenRLHF's ``WorkerWrap.update_weight`` (NCCL) or
+    ``update_weight_cuda_ipc`` (CUDA IPC), under the names the actor sent. What vLLM's loader then does with them
+    (fused projections, sharding) is not read back: the preflight shows loading through OpenRLHF's ``logprobs_diff``
+    and ``vllm_kl`` on the steps after a sync."""
+    cls = module.WorkerWrap
+    for method in ("update_weight", "update_weight_cuda_ipc"):
+        setattr(cls, method, _recording_update(getattr(cls, method)))
+
+
+def _recording_update(real):
+    @functools.wraps(real)
+    def update(self, name, *args, **kwargs):
+        model = self.model_runner.model
+        load = model.load_weights
+        received = self.__dict__.setdefault("_spade_received", {})
+
+        def recording_load(weights, *load_args, **load_kwargs):
+            weights = list(weights)
+            for weight_name, tensor in weights:
+                received[weight_name] = tensor_digest(weight_name, tensor)
+            return load(weights, *load_args, **load_kwargs)
+
+        model.load_weights = recording_load  # an instance attribute over the method, for this call only
+        try:
+            result = real(self, name, *args, **kwargs)
+        finally:
+            del model.load_weights
+        if kwargs.get("empty_cache"):  # OpenRLHF marks the sync's last weight
+            self._spade_syncs = getattr(self, "_spade_syncs", 0) + 1
+            record("engine_sync", {"sync": self._spade_syncs, "params": len(received), "worker": os.getpid(),
+                                   "checksum": combined_checksum(received)})
+            received.clear()
+        return result
+
+    return update
 
 
 def patch_experience_maker(module) -> None:
@@ -143,3 +192,13 @@ def patch_executor(module) -> None:
         return out
 
     cls.execute = execute
+
+
+# the probes of a run on real GPUs (spade.rlhf.preflight): records only, no CUDA stand-in, no mutation hook on the
+# engine side (patch_worker_received replaces nothing)
+GPU_PATCHES = {
+    "openrlhf.trainer.ray.ppo_actor": patch_actor,
+    "openrlhf.trainer.ray.vllm_worker_wrap": patch_worker_received,
+    "openrlhf.trainer.ppo_utils.experience_maker": patch_experience_maker,
+    "spade.rlhf.executor": patch_executor,
+}

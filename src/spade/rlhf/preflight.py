@@ -1,0 +1,187 @@
+"""The cluster preflight: ``snakemake --profile slurm preflight`` (``python -m spade.rlhf.preflight --out DIR``).
+
+Before the paper's jobs start, one node runs a short SPADE training through the real GPU path: ``spade train
+--backend openrlhf`` with ``configs/preflight.yaml`` over ``configs/default.yaml`` (a small Qwen3 on the node's 8 GPUs
+with the paper presets: engines colocated with the actor, weights synced over CUDA IPC, ZeRO-3). OpenRLHF, vLLM,
+DeepSpeed and Ray run unchanged; the only addition is the probes' records (``spade.rlhf.cpu.probes.GPU_PATCHES``,
+installed through ``preflight_site/`` on the run's PYTHONPATH), which the checks of the CPU integration run
+(``spade.rlhf.cpu.checks``) then read:
+
+- after every weight sync, the weights the engines received equal the DeepSpeed actor's, bit for bit (checksums on
+  both sides; under ZeRO-3 the actor's are gathered first). What vLLM's loader does with them is shown by OpenRLHF's
+  ``logprobs_diff`` and ``vllm_kl`` on the steps after a sync, which must be finite;
+- the rewards we sent are those OpenRLHF logged, and at least half of its prompt groups have a nonzero advantage;
+- the advantages OpenRLHF trained on equal the rewards our executor returned, sample by sample.
+
+``versions.json`` records what the node runs: GPUs, driver, CUDA, NCCL, InfiniBand devices and the versions of
+torch, vLLM, OpenRLHF, DeepSpeed, Ray and transformers, read inside the image when the run uses one. ``report.json``
+holds the checks. Nothing here has run on a GPU yet (docs/OPENRLHF.md, "Preflight").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+from spade.rlhf.cpu.checks import (IntegrationError, check_finite, check_nonzero_groups, check_rewards,
+                                   check_trained_advantages, check_workers_received)
+from spade.rlhf.cpu.probes import RECORDS_ENV
+
+ROOT = Path(__file__).resolve().parents[3]
+CONFIGS = (ROOT / "configs" / "default.yaml", ROOT / "configs" / "preflight.yaml")
+SITE = Path(__file__).resolve().parent / "preflight_site"
+PACKAGES = ("torch", "vllm", "openrlhf", "deepspeed", "ray", "transformers", "flash-attn", "spade")
+
+
+def versions(sys_root: Path = Path("/sys"), run=subprocess.run) -> dict:
+    """What this process's node and Python run: GPUs and driver (``nvidia-smi``), CUDA and NCCL as torch sees them,
+    InfiniBand devices and port states (``/sys/class/infiniband``), package versions and ``NCCL_*`` variables.
+    A missing piece is ``None``, never an error: the report says what is there."""
+    facts = {"host": platform.node(), "python": platform.python_version(),
+             "packages": {name: _version(name) for name in PACKAGES},
+             "nccl_env": {key: value for key, value in sorted(os.environ.items()) if key.startswith("NCCL_")}}
+    try:
+        done = run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                   capture_output=True, text=True, timeout=60)
+        rows = [[part.strip() for part in line.split(",")] for line in done.stdout.splitlines() if line.strip()]
+        facts["gpus"] = [dict(zip(("name", "driver", "memory"), row)) for row in rows] if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired):
+        facts["gpus"] = None
+    try:
+        import torch
+
+        facts["torch_cuda"] = torch.version.cuda
+        facts["cuda_devices"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        nccl = torch.cuda.nccl.version() if torch.cuda.is_available() else None
+        facts["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else nccl
+    except ImportError:
+        facts.update(torch_cuda=None, cuda_devices=0, nccl=None)
+    facts["infiniband"] = _infiniband(Path(sys_root) / "class" / "infiniband")
+    return facts
+
+
+def _version(name: str):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _infiniband(folder: Path) -> list:
+    """[{device, ports: {port: state}}] from sysfs; [] without InfiniBand."""
+    devices = []
+    for device in sorted(folder.iterdir()) if folder.is_dir() else []:
+        ports = {}
+        for port in sorted((device / "ports").iterdir()) if (device / "ports").is_dir() else []:
+            state = port / "state"
+            ports[port.name] = state.read_text().strip() if state.is_file() else None
+        devices.append({"device": device.name, "ports": ports})
+    return devices
+
+
+def environment(records: Path, base: dict | None = None) -> dict:
+    """The training's process environment: ``preflight_site/`` first on PYTHONPATH (the probes), records to
+    ``records``. Ray's workers and the processes in the image inherit it (srun and apptainer pass the environment)."""
+    env = dict(os.environ if base is None else base)
+    paths = [str(SITE)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(SITE)]
+    env.update({"PYTHONPATH": os.pathsep.join(paths), RECORDS_ENV: str(records)})
+    return env
+
+
+def train_command(configs, model: Path, run_dir: Path, image: str = "", apptainer_args: str = "--nv") -> list:
+    cmd = [sys.executable, "-m", "spade.cli", "train", "--backend", "openrlhf"]
+    for path in configs:
+        cmd += ["--config", str(path)]
+    cmd += ["--model", str(model), "--run-dir", str(run_dir)]
+    return cmd + (["--image", image, f"--apptainer-args={apptainer_args}"] if image else [])
+
+
+def image_versions(image: str, apptainer_args: str, run=subprocess.run) -> dict:
+    """``versions()`` read inside the image (where the GPU stack is), through ``apptainer exec``."""
+    from spade.rlhf.script import image_prefix
+
+    cmd = image_prefix(image, apptainer_args, [str(ROOT)]) + ["python", "-m", "spade.rlhf.preflight", "--versions"]
+    done = run(cmd, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise IntegrationError(f"reading versions in the image failed ({shlex.join(cmd)}): {done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def run(out: Path, configs=CONFIGS, image: str = "", apptainer_args: str = "--nv", timeout_s: float = 7200) -> dict:
+    from spade.config import load_config
+    from spade.inference.models import prepare_model
+    from spade.io import atomic_write_json
+
+    config = load_config(*configs)
+    placement = config.openrlhf
+    if not placement.enabled or placement.num_nodes != 1:
+        raise IntegrationError(f"the preflight runs OpenRLHF on one node: config key openrlhf.enabled is "
+                               f"{placement.enabled} and openrlhf.num_nodes {placement.num_nodes} (need true and 1) "
+                               f"in {', '.join(map(str, configs))}")
+    out = Path(out).resolve()
+    for stale in ("run", "records", "train.log", "versions.json", "report.json"):
+        path = out / stale
+        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    facts = image_versions(image, apptainer_args) if image else versions()
+    atomic_write_json(out / "versions.json", facts)
+    model = prepare_model(config.model, out / "model")
+    records, run_dir = out / "records", out / "run"
+    cmd = train_command(configs, model, run_dir, image, apptainer_args)
+    started = time.monotonic()
+    with (out / "train.log").open("w", encoding="utf-8") as log:
+        done = subprocess.run(cmd, env=environment(records), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                              timeout=timeout_s)
+    seconds = round(time.monotonic() - started, 1)
+    if done.returncode != 0:
+        raise IntegrationError(f"the preflight training failed (exit {done.returncode}); log: {out / 'train.log'}")
+    steps = config.selfplay.total_steps
+    report = {
+        "config": [str(p) for p in configs], "model": str(model), "train_seconds": seconds, "versions": facts,
+        "rewards": check_rewards(run_dir, steps, config.train.global_batch),
+        "finite_diagnostics": check_finite(run_dir, steps),
+        "nonzero_advantage_groups": check_nonzero_groups(records),
+        "weight_sync": check_workers_received(records, steps,
+                                              placement.vllm_num_engines * placement.vllm_tensor_parallel_size),
+        "trained_advantages": check_trained_advantages(records),
+    }
+    atomic_write_json(out / "report.json", report)
+    return report
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spade.rlhf.preflight", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", help="output folder (model, run, records, versions.json, report.json)")
+    parser.add_argument("--config", action="append",
+                        help="config files, in order (default: configs/default.yaml configs/preflight.yaml)")
+    parser.add_argument("--image", default="", help="the Apptainer image of the GPU stack (spade train --image)")
+    parser.add_argument("--apptainer-args", default="--nv", help="flags of every apptainer exec (default: --nv)")
+    parser.add_argument("--versions", action="store_true", help="print this node's versions as JSON and exit")
+    args = parser.parse_args(argv)
+    if args.versions:
+        print(json.dumps(versions(), indent=2))
+        return 0
+    if not args.out:
+        parser.error("--out is required (unless --versions)")
+    try:
+        report = run(Path(args.out), tuple(Path(p) for p in args.config) if args.config else CONFIGS,
+                     args.image, args.apptainer_args)
+    except IntegrationError as exc:
+        print(f"preflight: FAILED: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({"train_seconds": report["train_seconds"], "weight_sync": report["weight_sync"],
+                      "nonzero_advantage_groups": report["nonzero_advantage_groups"]}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
