@@ -1,13 +1,15 @@
 """What the CPU integration run records inside OpenRLHF's processes, and the mutations its tests switch on.
 
-Installed with the CUDA patches (``spade.rlhf.cpu.patches.PATCHES``), so it runs only in the integration run's
-processes, never on the GPU path. With ``SPADE_CPU_RECORDS=<folder>`` every process appends JSON lines there:
+Installed with the CUDA patches (``spade.rlhf.cpu.patches.PATCHES``) in the integration run's processes, and alone
+(``GPU_PATCHES``) in the preflight's (``spade.rlhf.preflight``); a paper run installs none. With
+``SPADE_CPU_RECORDS=<folder>`` every process appends JSON lines there:
 
 - ``actor_sync.jsonl``: after each ``ActorPPOTrainer.broadcast_to_vllm`` (``trainer/ray/ppo_actor.py:409``), rank 0's
   checksum of the DeepSpeed actor's weights as it sent them (``param.dtype``: the engine refuses any other dtype
   than its own, ``patches._patch_worker_wrap``, so this is the engine's dtype);
 - ``engine_sync.jsonl``: after the engine has loaded the last weight of a sync (OpenRLHF marks it
-  ``empty_cache=True``), the checksum of the stand-in engine's weights as it now holds them;
+  ``empty_cache=True``), the checksum of the stand-in engine's weights as it now holds them (on a real vLLM engine,
+  ``patch_worker_received``: of the weights each worker process received);
 - ``experiences.jsonl``: per sample, the advantages OpenRLHF's trainer holds after
   ``RemoteExperienceMaker.compute_advantages_and_returns`` (``trainer/ppo_utils/experience_maker.py:238``), i.e.
   what the actors train on, with the sample's label, token ids and action positions;
