@@ -408,7 +408,7 @@ def train_resources():
 
 # `snakemake --profile slurm preflight` (rules/preflight.smk): its fixed config, and the node it asks for
 PREFLIGHT_CONFIGS = ["configs/default.yaml", "configs/preflight.yaml"]
-PREFLIGHT_PLACEMENT = resolve_openrlhf(load_config(*PREFLIGHT_CONFIGS))
+PREFLIGHT_PLACEMENT = resolve_openrlhf(load_config(*map(repo_path, PREFLIGHT_CONFIGS)))
 
 
 EVAL_SHARED = [

@@ -259,6 +259,24 @@ def test_toy_ablations_bad_entry_names_the_key(tmp_path):
     assert "toy_ablations.toy_x" in run.stdout + run.stderr and "enabld" in run.stdout + run.stderr
 
 
+def test_the_one_gpu_recipe_plans_one_run_of_the_4b_backbone_on_cuda(tmp_path):
+    """`snakemake --configfile configs/one_gpu.yaml`: one local run of the paper's 4B backbone on the GPU, its
+    held-out curve (steps 0, 20, 40, 60) and tables, and none of the toy's extra runs."""
+    run = snakemake(["-n", "--configfile", str(ROOT / "configs/one_gpu.yaml"), "--directory", str(tmp_path)])
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert job_stats(run.stdout) == {"build_corpus": 1, "library_check": 1, "prepare_model": 1, "evaluate": 4,
+                                     "train": 1, "results_table": 1, "run_table": 1, "training_figure": 1, "all": 1}
+    (train,) = [job for job in jobs(run.stdout) if job["rule"] == "train"]
+    config = job_config(train, tmp_path)
+    assert "--backend local " in train["shell"] and config["run_name"] == "one_gpu"
+    assert config["model_card"] == "qwen3-4b-instruct-2507" and config["train"]["device"] == "cuda"
+    from spade.config import load_config
+
+    resolved = load_config(ROOT / "configs/one_gpu.yaml")  # recipe < model card < the file, as the job resolves it
+    assert resolved.train.learning_rate == 1.0e-6 and resolved.selfplay.total_steps == 60  # the paper's rate
+    assert not resolved.openrlhf.enabled and resolved.model.hf_id == "Qwen/Qwen3-4B-Instruct-2507"
+
+
 @pytest.fixture(scope="module")
 def slurm_plan():
     pytest.importorskip("snakemake_executor_plugin_slurm", reason="snakemake-executor-plugin-slurm not installed")
