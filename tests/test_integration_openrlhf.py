@@ -24,9 +24,9 @@ pytest.importorskip("tensorboard", reason="the integration run reads OpenRLHF's 
 
 from spade.rlhf.cpu import SITE, environment  # noqa: E402
 from spade.rlhf.cpu.checks import (IntegrationError, check_designer_replay, check_finite,  # noqa: E402
-                                   check_launches_agree, check_live_metrics, check_nonzero_groups, check_policy_moved, check_resume,
-                                   check_resumed_sync, check_rewards, check_same_weights, check_trained_advantages,
-                                   check_weight_sync, metrics_lines)
+                                   check_launches_agree, check_live_metrics, check_nonzero_groups,
+                                   check_policy_moved, check_resume, check_resumed_sync, check_rewards,
+                                   check_same_weights, check_trained_advantages, check_weight_sync, metrics_lines)
 from spade.rlhf.cpu.patches import canonical_order  # noqa: E402
 from spade.rlhf.cpu.probes import read_records  # noqa: E402
 from spade.rlhf.cpu.run import CONFIGS, run, train  # noqa: E402
@@ -294,7 +294,8 @@ async def main():
     stop = decode(ids[:k + 1])[len(decode(ids[:k])):]
     cut, kept = await one(stop=[stop]), await one(stop=[stop], include_stop_str_in_output=True)
     at = decode(ids[:k + 1]).find(stop)
-    print(cut.token_ids == ids[:len(cut.token_ids)], len(cut.token_ids) <= k + 1, cut.finish_reason, cut.stop_reason == stop,
+    print(cut.token_ids == ids[:len(cut.token_ids)], len(cut.token_ids) <= k + 1, cut.finish_reason,
+          cut.stop_reason == stop,
           cut.text == decode(cut.token_ids)[:decode(cut.token_ids).find(stop)], kept.text.endswith(stop),
           len(cut.logprobs) == len(cut.token_ids), (await one(stop=["@@never@@"])).token_ids == ids)
     engine.backend.eos_token_ids = [ids[0]]  # the greedy first token made the stop token

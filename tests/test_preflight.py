@@ -96,7 +96,8 @@ def _run_syncs(tmp_path, monkeypatch, corrupt: str = "") -> Path:
     generator = torch.Generator().manual_seed(0)
     for step in range(2):
         weights = {name: torch.randn(3, 4, generator=generator).to(torch.bfloat16) for name in ("a.weight", "b.bias")}
-        probes.record("actor_sync", {"sync": step + 1, "params": 2, "checksum": probes.weights_checksum(weights.items())})
+        checksum = probes.weights_checksum(weights.items())
+        probes.record("actor_sync", {"sync": step + 1, "params": 2, "checksum": checksum})
         _sync(workers, weights)
         for worker in workers:
             assert set(worker.model_runner.model.loaded) == set(weights)  # the real loader still ran

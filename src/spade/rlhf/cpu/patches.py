@@ -24,16 +24,16 @@ CUDA calls OpenRLHF makes unconditionally (the CPU build of torch raises on each
   ``trainer/ray/vllm_worker_wrap.py:40,46`` (the engine side of the weight sync) -> the same receive into a
   CPU tensor, then OpenRLHF's own ``load_weights`` call.
 
-One patch is not about CUDA: ``trainer/ppo_utils/samples_generator.py:162`` collects a step's responses in the
-order they finish (``ray.wait(..., num_returns=1)``), and our executor hands out a ticket's episodes in the order
-its calls arrive; the optimizer's sum over micro-batches then differs in its last bits from launch to launch, a
-bf16 weight can round the other way, and the random model's next samples can differ. The kill-and-resume check
-compares two launches exactly, so ``canonical_order`` sorts each generation's responses by content (whole groups
-kept together) before OpenRLHF numbers them. For the same reason ``ActorPPOTrainer.ppo_train`` (``trainer/ray/
-ppo_actor.py:163``, a DataLoader that shuffles with torch's global generator, whose state a checkpoint does not
-keep) first seeds that generator from ``--train.seed`` and the optimizer steps taken so far (the learning-rate
-scheduler's count, which the checkpoint restores): a resumed launch shuffles its first step as the full run did. A GPU run keeps the arrival order and the unseeded shuffle, and
-with them GPU kernels' own run-to-run differences.
+Two patches are not about CUDA but about determinism. ``trainer/ppo_utils/samples_generator.py:162`` collects a
+step's responses in the order they finish (``ray.wait(..., num_returns=1)``), and our executor hands out a ticket's
+episodes in the order its calls arrive; the optimizer's sum over micro-batches then differs in its last bits from
+launch to launch, a bf16 weight can round the other way, and the random model's next samples can differ. The
+kill-and-resume check compares two launches exactly, so ``canonical_order`` sorts each generation's responses by
+content (whole groups kept together) before OpenRLHF numbers them. For the same reason ``ActorPPOTrainer.ppo_train``
+(``trainer/ray/ppo_actor.py:163``, a DataLoader that shuffles with torch's global generator, whose state a checkpoint
+does not keep) first seeds that generator from ``--train.seed`` and the optimizer steps taken so far (the
+learning-rate scheduler's count, which the checkpoint restores). A GPU run keeps the arrival order and the unseeded
+shuffle, and with them GPU kernels' own run-to-run differences.
 
 Beside them, ``PATCHES`` installs the run's records and mutations (``spade.rlhf.cpu.probes``): weight checksums on
 both sides of every sync, the advantages OpenRLHF trains on, the rewards our executor returned.
