@@ -45,12 +45,14 @@ class RoleBackend:
         self.tokenizer = tokenizer
         self.replies = {"design": design_text, "hint": hint, "agent": answer}
         self.calls: list = []
+        self.truncation: list = []  # (role, top_p, top_k) of every prompt
 
     def generate(self, prompts, params, seed):
         out = []
         for prompt in prompts:
             role = role_of(self.tokenizer.decode(prompt))
             self.calls.append((role, params.temperature, params.max_new_tokens))
+            self.truncation.append((role, params.top_p, params.top_k))
             ids = self.tokenizer(self.replies[role], add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
             out.append(Generation(self.replies[role], ids, [-0.1] * len(ids), "stop"))
         return out

@@ -119,9 +119,9 @@ class RecordingSelfPlay(SelfPlay):
         super().__init__(*args, **kwargs)
         self.chats: list = []  # [(chat, seed)] in call order
 
-    def _generate(self, chats, max_new_tokens, seed, temperature=None, prefix=""):
+    def _generate(self, chats, params, seed, prefix=""):
         self.chats += [(chat, seed) for chat in chats]
-        return super()._generate(chats, max_new_tokens, seed, temperature, prefix)
+        return super()._generate(chats, params, seed, prefix)
 
 
 @dataclass

@@ -248,6 +248,29 @@ def test_row_seeded_gumbel_samples_the_tempered_softmax():
     assert torch.allclose(counts / 4000, expected, atol=0.03)
     nucleus = RowSeededGumbel([5], temperature=1.0, top_p=0.5)  # softmax(logits) top token has mass 0.64
     assert all(int(nucleus(None, logits).argmax()) == 0 for _ in range(200))
+    # top-k 2: only the two largest logits are drawn, in proportion softmax([2, 1] / 0.5) = (0.881, 0.119)
+    top_two = RowSeededGumbel([5], temperature=0.5, top_p=1.0, top_k=2)
+    counts = torch.zeros(4)
+    for _ in range(4000):
+        counts[int(top_two(None, logits).argmax())] += 1
+    assert counts[2:].sum() == 0
+    assert torch.allclose(counts[:2] / 4000, torch.softmax(logits[0, :2] / 0.5, dim=-1), atol=0.03)
+    # top-k before top-p: with k = 3 and p = 0.9 of softmax([2, 1, 0]) = (0.665, 0.245, 0.090), tokens 0 and 1 remain
+    both = RowSeededGumbel([5], temperature=1.0, top_p=0.9, top_k=3)
+    assert {int(both(None, logits).argmax()) for _ in range(400)} == {0, 1}
+
+
+@pytest.mark.parametrize("seeded", [True, False], ids=["row-seeded", "generate's sampler"])
+def test_top_k_one_is_greedy(tiny, prompts, seeded):
+    model, tokenizer = tiny
+    greedy = HFBackend(model, tokenizer).generate(prompts, GREEDY, seed=0)
+    params = SamplingParams(temperature=1.3, top_p=1.0, max_new_tokens=GREEDY.max_new_tokens, top_k=1)
+    sampled = HFBackend(model, tokenizer).generate(prompts, params, seed=[7] * len(prompts) if seeded else 7)
+    assert [g.completion_ids for g in sampled] == [g.completion_ids for g in greedy]
+    # the reported log-probs are those of the untruncated tempered softmax, as the trainer recomputes them
+    for prompt, g in zip(prompts, sampled):
+        expected = forward_logprobs(model, prompt, g.completion_ids, 1.3)
+        assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-4)
 
 
 def test_token_budget_batches_keep_long_prompts_apart(tiny):

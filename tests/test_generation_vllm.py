@@ -202,6 +202,9 @@ def test_one_call_with_one_request_per_prompt(fake_vllm):
     for p in call["params"]:
         assert (p.n, p.temperature, p.top_p, p.top_k, p.max_tokens, p.logprobs) == (1, 0.6, 1.0, 0, 5, 1)
         assert p.stop_token_ids == [EOS] and p.ignore_eos is True and p.detokenize is False
+    b.generate([[3]], SamplingParams(temperature=0.6, top_p=0.95, max_new_tokens=5, min_new_tokens=1, top_k=20), seed=[7])
+    (p,) = llm.calls[1]["params"]
+    assert (p.top_p, p.top_k, p.min_tokens) == (0.95, 20, 1)
 
 
 def test_int_seed_gives_each_prompt_a_derived_seed(fake_vllm):

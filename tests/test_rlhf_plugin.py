@@ -723,3 +723,13 @@ def test_global_batch_final_step_flushes_the_last_set(global_run):
     expected = sorted((rewards[k] - mean) * 8.0 for k in rewards)
     assert sorted(r["reward"] for r in replayed) == pytest.approx(expected, abs=1e-6)
     assert sorted(row["designer_reward"] for row in archive) == pytest.approx(sorted(rewards.values()), abs=1e-9)
+
+
+def test_engine_requests_carry_our_truncation_and_seed():
+    from spade.rlhf.engine import to_engine_params
+
+    template = EngineParams(temperature=1.0, top_p=1.0, top_k=-1, max_tokens=None, seed=None)
+    out = to_engine_params(template, SamplingParams(0.6, 0.95, 64, top_k=20), 7)
+    assert (out.temperature, out.top_p, out.top_k, out.max_tokens, out.seed, out.logprobs) == (0.6, 0.95, 20, 64, 7, 1)
+    assert to_engine_params(template, SamplingParams(0.6, 1.0, 64), 7).top_k == -1  # 0 = off: vLLM's -1
+    assert template.top_k == -1 and template.seed is None  # a copy: OpenRLHF's own object is left alone

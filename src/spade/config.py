@@ -86,12 +86,19 @@ class SelfPlayConfig:
 @dataclass(frozen=True)
 class DesignerConfig:
     temperature: float = option(0.6, "Designer sampling temperature (paper: 0.6).", min=0.0)
+    top_p: float = option(1.0, "Designer nucleus sampling mass, designs and hints; 1.0 = off (paper: not stated; "
+                               "reference code 0.95, set in the recipes).", min=0.0)
+    top_k: int = option(0, "Designer samples among its k most likely tokens, designs and hints; 0 = off (paper: not "
+                           "stated; reference code 20, set in the recipes). The policy's own designs only: a chat API "
+                           "(external designer) gets top_p alone.", min=0)
     max_new_tokens: int = option(16384, "Most tokens per design (paper: 16,384; 20,000 for Qwen3-8B).", min=1)
     hint_max_new_tokens: int = option(4096, "Most tokens per hint (paper silent; reference code: 4,096 games, "
                                       "2,048 tool use, set in the tool-use recipe).", min=1)
     hint_temperature: float = option(0.3, "Hint sampling temperature (paper silent; reference code 0.3 for games "
                                      "and tool use). Set it to the designer temperature 0.6 for the previous "
                                      "behaviour.", min=0.0)
+    hint_top_p: float = option(1.0, "Hint nucleus sampling mass; 1.0 = off (paper silent; reference code 0.9, the "
+                                    "hint call's default, set in the recipes). Hints use no top-k, as there.", min=0.0)
     response_prefix: str = option(
         "", "Deviation (ours, toy only): text that opens every design reply right after the chat template's "
         "generation prompt, e.g. an opened ```python fence and the start of the class, so a model too small to answer "

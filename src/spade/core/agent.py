@@ -44,7 +44,10 @@ class AgentConfig:
     max_new_tokens: int = option(8192, "Most tokens the agent generates per turn (paper: 8,192).", min=1)
     max_context_tokens: int = option(32768, "Longest episode token sequence (paper: 32,768).", min=16)
     temperature: float = option(0.6, "Agent sampling temperature (paper: 0.6).", min=0.0)
-    top_p: float = option(1.0, "Agent nucleus sampling mass.", min=0.0)
+    top_p: float = option(1.0, "Agent nucleus sampling mass; 1.0 = off (paper: not stated; reference code 0.95, set in "
+                               "the recipes).", min=0.0)
+    top_k: int = option(0, "Agent samples among its k most likely tokens; 0 = off (paper: not stated; reference code "
+                           "20, set in the recipes).", min=0)
     paired_arms: bool = option(
         True, "Deviation (ours): hint and no-hint arms share seeds. false = unrelated seeds, as the official code."
     )
@@ -273,7 +276,7 @@ class EpisodeRunner:
         if not live:
             return
         longest = min(self.config.max_new_tokens, max(budget[id(e)] for e in live))
-        params = SamplingParams(self.config.temperature, self.config.top_p, longest)
+        params = SamplingParams(self.config.temperature, self.config.top_p, longest, top_k=self.config.top_k)
         if turn is not None:
             seed = [derive_seed(e.job.seed, "turn", turn) for e in live]
         generations = self.backend.generate([e.record.token_ids for e in live], params, seed)
@@ -296,7 +299,8 @@ class EpisodeRunner:
 
     def turn_params(self, budget: int) -> SamplingParams:
         """Sampling parameters of one turn of one episode with ``budget`` tokens left."""
-        return SamplingParams(self.config.temperature, self.config.top_p, min(self.config.max_new_tokens, budget))
+        return SamplingParams(self.config.temperature, self.config.top_p, min(self.config.max_new_tokens, budget),
+                              top_k=self.config.top_k)
 
     def absorb(self, entry: _Live, generation, budget: int) -> None:
         """Append one sampled turn to the episode, step the environment, append the next observation."""

@@ -291,7 +291,8 @@ def run_fidelity(spade_config, backend, pool, config: FidelityConfig, progress: 
     chat = ChatTokens(backend.tokenizer)
     prompts = [chat.first_prompt(fidelity_prompt(inst)) for inst in instances]
     seeds = [derive_seed(spade_config.seed, "fidelity", inst.family, inst.seed) for inst in instances]
-    params = SamplingParams(spade_config.designer.temperature, 1.0, spade_config.designer.max_new_tokens)
+    designer = spade_config.designer
+    params = SamplingParams(designer.temperature, designer.top_p, designer.max_new_tokens, top_k=designer.top_k)
     validator = Validator(pool, spade_config.validation)
     generations, cases = [], []
     with _progress(progress) as bar:

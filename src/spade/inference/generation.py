@@ -28,6 +28,8 @@ class SamplingParams:
     min_new_tokens: int = option(0, "Tokens sampled before an eos may end the reply (vLLM's min_tokens; OpenRLHF's "
                                     "rollouts ask for 1). The eos is then masked out of the reported log-probs too.",
                                  min=0)
+    top_k: int = option(0, "Sample among the k most likely tokens only; 0 = off. Like top_p, it shapes the draws, not "
+                           "the reported log-probs.", min=0)
 
 
 @dataclass

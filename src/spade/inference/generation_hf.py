@@ -99,18 +99,21 @@ def _plain_generation_config(model, bos_token_id, eos_token_ids, pad_token_id):
 
 
 class RowSeededGumbel:
-    """Logits processor: ``logits / T`` (top-p masked) plus Gumbel noise from one generator per row.
+    """Logits processor: ``logits / T`` (top-k, then top-p masked) plus Gumbel noise from one generator per row.
 
     The argmax of the result is a draw from the tempered, nucleus-restricted softmax; row ``r``'s noise
     comes only from ``seeds[r]``, so its samples do not depend on the other rows of the batch.
     """
 
-    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float):
+    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, top_k: int = 0):
         self.generators = [torch.Generator().manual_seed(int(s) & 0x7FFF_FFFF_FFFF_FFFF) for s in seeds]
-        self.temperature, self.top_p = temperature, top_p
+        self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
 
     def __call__(self, input_ids, scores):
         scores = scores.float() / self.temperature
+        if 0 < self.top_k < scores.shape[-1]:  # the k largest stay (ties at the k-th value stay too), as vLLM's
+            kth = torch.topk(scores, self.top_k, dim=-1).values[..., -1:]
+            scores = scores.masked_fill(scores < kth, float("-inf"))
         if self.top_p < 1.0:
             ordered, index = torch.sort(scores, dim=-1, descending=True)
             mass_before = torch.softmax(ordered, dim=-1).cumsum(-1) - torch.softmax(ordered, dim=-1)
@@ -416,9 +419,9 @@ class HFBackend:
         processors = LogitsProcessorList([clock])
         if sample and seeds is not None:  # per-row Gumbel-max sampling, decoded greedily
             options["do_sample"] = False
-            processors.append(RowSeededGumbel(seeds, params.temperature, params.top_p))
+            processors.append(RowSeededGumbel(seeds, params.temperature, params.top_p, params.top_k))
         elif sample:
-            options.update(temperature=params.temperature, top_p=params.top_p, top_k=0)
+            options.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
         extra = {} if past is None else {"past_key_values": past}
         started = time.perf_counter()
         out = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),

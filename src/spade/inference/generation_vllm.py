@@ -185,7 +185,8 @@ class VLLMBackend:
         """One ``vllm.SamplingParams`` per prompt (``seeds[i]`` for prompt ``i``)."""
         from vllm import SamplingParams as VLLMSamplingParams
 
-        return [VLLMSamplingParams(n=1, temperature=float(params.temperature), top_p=float(params.top_p), top_k=0,
+        return [VLLMSamplingParams(n=1, temperature=float(params.temperature), top_p=float(params.top_p),
+                                   top_k=int(params.top_k),
                                    max_tokens=int(params.max_new_tokens), min_tokens=int(params.min_new_tokens),
                                    seed=int(s) & SEED_MASK, logprobs=1,
                                    stop_token_ids=list(self.eos_token_ids), ignore_eos=True, detokenize=False)

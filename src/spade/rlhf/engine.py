@@ -25,11 +25,12 @@ from spade.seeding import derive_seed
 
 
 def to_engine_params(template, params: SamplingParams, seed: int):
-    """A copy of OpenRLHF's sampling-params object with our temperature, top-p, token limit and seed,
+    """A copy of OpenRLHF's sampling-params object with our temperature, top-p, top-k, token limit and seed,
     and one log-prob per sampled token (we always need them)."""
     out = copy.deepcopy(template)
     out.temperature = float(params.temperature)
     out.top_p = float(params.top_p)
+    out.top_k = int(params.top_k) if params.top_k > 0 else -1  # -1: vLLM's and OpenRLHF's "off"
     out.max_tokens = int(params.max_new_tokens)
     out.seed = int(seed) & 0x7FFF_FFFF
     out.logprobs = 1

@@ -153,7 +153,7 @@ class SpadeAgentExecutor(AgentExecutorBase):
             """One token sampled after the ticket's own prompt, with its real log-prob."""
             prompt_ids = hf_tokenizer(prompt, add_special_tokens=False)["input_ids"]
             agent = self._config.agent
-            params = SamplingParams(agent.temperature, agent.top_p, 1)
+            params = SamplingParams(agent.temperature, agent.top_p, 1, top_k=agent.top_k)
             out = await agenerate(prompt_ids, params, derive_seed(self._config.seed, "pad", job.step, job.role, job.index))
             return plan.pad_response(prompt, label, job.step, prompt_ids, out.completion_ids[0], out.logprobs[0], reward)
 

@@ -9,10 +9,10 @@ process group. Generation is our ``HFBackend`` (Hugging Face ``generate`` with p
 temperature-scaled log-probs, the quantity ``logprobs_mode="processed_logprobs"`` reports).
 
 What differs from vLLM, and so is not tested by the integration run: paged attention and prefix caching,
-continuous batching (requests run one at a time), ``top_k`` (ignored: OpenRLHF passes -1), sleep mode (CUDA-only in
-vLLM; here a state flag), and tensor parallelism (one worker per engine). ``min_tokens`` (OpenRLHF passes 1) masks
-the eos until that many tokens were sampled, in the samples and the reported log-probs, and ``stop`` strings end a
-completion as vLLM's do (``stop_string_cut``).
+continuous batching (requests run one at a time), sleep mode (CUDA-only in vLLM; here a state flag), and tensor
+parallelism (one worker per engine). As in vLLM, ``top_k`` limits the draws (-1 or 0 = off), ``min_tokens``
+(OpenRLHF passes 1) masks the eos until that many tokens were sampled, in the samples and the reported log-probs,
+and ``stop`` strings end a completion (``stop_string_cut``).
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ class AsyncLLMEngine:
         if p.max_tokens is None or int(p.max_tokens) < 1:
             raise ValueError(f"max_tokens must be a positive int, got {p.max_tokens!r}")
         ours = Ours(temperature=float(p.temperature), top_p=float(p.top_p), max_new_tokens=int(p.max_tokens),
-                    min_new_tokens=int(p.min_tokens or 0))
+                    min_new_tokens=int(p.min_tokens or 0), top_k=max(int(p.top_k or 0), 0))
         g = self.backend.generate([prompt_ids], ours, [int(p.seed) if p.seed is not None else 0])[0]
         ids, lps, reason = list(g.completion_ids), list(g.logprobs), g.finish_reason
         text = self.worker.tokenizer.decode(ids, skip_special_tokens=p.skip_special_tokens)
