@@ -132,7 +132,10 @@ def test_external_designer_writes_the_environments_and_only_the_agent_trains(poo
     design, hints = server.bodies("design"), server.bodies("hint")
     assert len(design) == 4 and len(hints) == 4  # 2 slots at each regeneration step (0 and 2)
     assert {b["model"] for b in design + hints} == {"stand-in-designer"}
-    assert {b["temperature"] for b in design} == {0.7} and not any("top_p" in b for b in design + hints)
+    assert {b["temperature"] for b in design} == {0.7}
+    # designer.top_p and hint_top_p (the recipe's reference values); a chat API gets no top-k
+    assert {b["top_p"] for b in design} == {0.95} and {b["top_p"] for b in hints} == {0.9}
+    assert not any("top_k" in b for b in design + hints)
     assert {b["temperature"] for b in hints} == {0.3}  # designer.hint_temperature default (reference code)
     assert {b["max_tokens"] for b in design} == {300} and {b["max_tokens"] for b in hints} == {16}
     expected = {derive_seed(derive_seed(config.seed, "design", step, 0), "external", i) for step in (0, 2)

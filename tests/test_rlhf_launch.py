@@ -74,7 +74,7 @@ def test_hand_written_command_for_a_small_config(toy, tmp_path):
         "--data.prompt_dataset", str(run / "tickets.jsonl"), "--data.input_key", "prompt", "--data.label_key", "label",
         "--data.max_len", "4096",
         "--rollout.batch_size", "2", "--rollout.n_samples_per_prompt", "4", "--rollout.micro_batch_size", "1",
-        "--rollout.temperature", "0.6", "--rollout.top_p", "1.0",
+        "--rollout.temperature", "0.6", "--rollout.top_p", "0.95",  # the games recipe (reference)
         "--algo.advantage.estimator", "dr_grpo", "--reward.clip_range", "-1000", "1000",
         "--algo.advantage.is_correction_level", "token", "--algo.advantage.is_correction_mode", "clip",
         "--algo.advantage.is_correction_gating", "ratio", "--algo.advantage.is_correction_threshold", "0", "2.0",
