@@ -234,3 +234,32 @@ def test_designer_samples_carry_their_advantage_group_and_pending_groups_count_t
     assert [s.group for s in penalised.close_set(slots())] == ["set4:logical_deduction"] * 2 + ["set4:optimization"] + [
         "set4:logical_deduction", "set4:spatial_reasoning"]
     assert _core(pool, tokenizer, {"selfplay": {"train_designer": False}}).pending_designer_groups(slots()) == []
+
+
+@pytest.mark.parametrize("aggregation", ["seq_mean_token_mean", "token_mean"])
+def test_the_step_loss_does_not_depend_on_micro_batches(tiny_model, aggregation):
+    """train.loss_aggregation over a whole optimizer step: micro batches of 1 or of the whole step give the same loss
+    and weights (each micro batch's mean weighted by its share of the step's samples or tokens); on uneven lengths the
+    two aggregations differ."""
+    import copy
+
+    from spade.train.trainer import LocalTrainer
+
+    model, tokenizer = tiny_model
+    samples = [Sample("agent", [1, 2, 3, 4, 5, 6, 7], [0, 1, 1, 1, 1, 1, 1], [0.0] + [-1.0] * 6, 1.0),
+               Sample("agent", [1, 2, 3], [0, 1, 1], [0.0, -1.0, -1.0], -1.0),
+               Sample("agent", [1, 4], [0, 1], [0.0, -1.0], 0.5),
+               Sample("agent", [1, 5, 6], [0, 1, 1], [0.0, -1.0, -1.0], 0.0)]  # advantage 0: skipped, still counted
+    results = {}
+    for micro in (1, 4):
+        config = load_config(overrides={"model_card": "tiny-random", "train": {
+            "global_batch": 4, "micro_batch": micro, "learning_rate": 1e-2, "loss_aggregation": aggregation}})
+        stats = LocalTrainer(config, copy.deepcopy(model), tokenizer.pad_token_id or 0).update(samples)
+        results[micro] = (stats["loss"], stats["grad_norm"])  # the norm of the step's summed gradient, before Adam
+    assert results[1][0] == pytest.approx(results[4][0], rel=1e-5, abs=1e-7)
+    assert results[1][1] == pytest.approx(results[4][1], rel=1e-4)
+    other = "token_mean" if aggregation == "seq_mean_token_mean" else "seq_mean_token_mean"
+    config = load_config(overrides={"model_card": "tiny-random", "train": {
+        "global_batch": 4, "micro_batch": 4, "learning_rate": 1e-2, "loss_aggregation": other}})
+    other_loss = LocalTrainer(config, copy.deepcopy(model), tokenizer.pad_token_id or 0).update(samples)["loss"]
+    assert abs(other_loss - results[4][0]) > 1e-4

@@ -85,6 +85,40 @@ def test_grpo_loss_mask_and_token_mean():
     assert lp.grad.flatten().tolist() == pytest.approx([-1.1 / 3, -1 / 3, 0.0, 2 / 3, 0.0, 0.0], rel=1e-5)
 
 
+def test_grpo_loss_sequence_mean_weighs_each_sample_once():
+    # the reference's aggregation on uneven lengths: row 0 has 2 tokens (-1.1, -1), row 1 one token (+2), row 2 none
+    lp = torch.tensor([[math.log(1.1), 0.0, -math.inf], [0.0, math.nan, -math.inf], [0.0, 0.0, 0.0]],
+                      requires_grad=True)
+    old = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, -math.inf], [0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0]])
+    out, stats = grpo_loss(lp, old, torch.tensor([1.0, -2.0, 5.0]), mask, aggregation="seq_mean_token_mean")
+    out.backward()
+    # sample means -1.05 and +2 (the empty row adds 0), summed, over 3 samples: 0.95 / 3; token mean: -0.1 / 3
+    assert out.item() == pytest.approx(0.95 / 3, rel=1e-5)
+    assert stats["num_tokens"] == 3 and stats["ratio_mean"] == pytest.approx(3.1 / 3, rel=1e-6)  # stats: token means
+    # d/dlp = -ratio * A / (tokens of the row) / 3 samples
+    assert lp.grad.flatten().tolist() == pytest.approx([-1.1 / 6, -1 / 6, 0.0, 2 / 3, 0.0, 0.0, 0.0, 0.0, 0.0],
+                                                       rel=1e-5)
+    # equal lengths: the two aggregations agree
+    even = torch.ones(2, 3)
+    a, _ = grpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.tensor([1.0, -3.0]), even)
+    b, _ = grpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.tensor([1.0, -3.0]), even,
+                     aggregation="seq_mean_token_mean")
+    assert a.item() == pytest.approx(b.item())
+    with pytest.raises(ValueError, match="aggregation must be one of"):
+        grpo_loss(torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1), torch.ones(1, 1), aggregation="sum")
+
+
+def test_the_config_offers_the_aggregations_the_loss_implements():
+    import dataclasses
+
+    from spade.config import TrainConfig
+    from spade.core.losses import LOSS_AGGREGATIONS
+
+    (field,) = [f for f in dataclasses.fields(TrainConfig) if f.name == "loss_aggregation"]
+    assert field.metadata["choices"] == LOSS_AGGREGATIONS and field.default == "seq_mean_token_mean"  # reference
+
+
 def test_grpo_loss_empty_mask_gives_zero():
     lp = torch.zeros(2, 3, requires_grad=True)
     out, stats = grpo_loss(lp, torch.zeros(2, 3), torch.ones(2), torch.zeros(2, 3))

@@ -78,7 +78,8 @@ def test_hand_written_command_for_a_small_config(toy, tmp_path):
         "--algo.advantage.estimator", "dr_grpo", "--reward.clip_range", "-1000", "1000",
         "--algo.advantage.is_correction_level", "token", "--algo.advantage.is_correction_mode", "clip",
         "--algo.advantage.is_correction_gating", "ratio", "--algo.advantage.is_correction_threshold", "0", "2.0",
-        "--actor.policy_loss_type", "ppo", "--actor.loss_agg_mode", "token-mean", "--actor.eps_clip_low_high", "0.2", "0.28",
+        "--actor.policy_loss_type", "ppo", "--actor.loss_agg_mode", "seq-mean-token-mean",  # the reference's
+        "--actor.eps_clip_low_high", "0.2", "0.28",
         "--algo.kl.init_coef", "0.01", "--algo.kl.use_loss", "--algo.kl.estimator", "k3",
         "--actor.adam.lr", "1e-05", "--actor.adam.betas", "0.9", "0.98", "--actor.adam.weight_decay", "0.1",
         "--actor.lr_scheduler", "constant", "--actor.lr_warmup_ratio", "0", "--actor.max_norm", "1.0",

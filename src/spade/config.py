@@ -142,6 +142,11 @@ class TrainConfig:
     eps_low: float = option(0.2, "Lower clip epsilon (paper: 0.20).", min=0.0)
     eps_high: float = option(0.28, "Upper clip epsilon (paper: 0.28).", min=0.0)
     kl_coef: float = option(0.0, "KL penalty (k3) against the initial policy (paper: 0; 0.005 for Qwen3-8B).", min=0.0)
+    loss_aggregation: str = option(
+        "seq_mean_token_mean", "How the policy loss of an optimizer step is averaged: 'seq_mean_token_mean' (the "
+        "reference code: each sample's token mean, summed, divided by the samples of the step) or 'token_mean' (the "
+        "paper's words: the mean over every trained token of the step, where long samples weigh more).",
+        choices=("seq_mean_token_mean", "token_mean"))  # = spade.core.losses.LOSS_AGGREGATIONS (torch-free here)
     tis: bool = option(True, "Truncated importance sampling for delayed designer samples (paper: on).")
     tis_cap: float = option(2.0, "TIS cap C (not stated in the paper).", min=1.0)
     designer_upweight_cap: float = option(

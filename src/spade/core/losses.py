@@ -86,14 +86,20 @@ def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     return torch.exp(d) - d - 1.0
 
 
+LOSS_AGGREGATIONS = ("seq_mean_token_mean", "token_mean")
+
+
 def grpo_loss(logprobs, old_logprobs, advantages, loss_mask, eps_low: float = 0.2, eps_high: float = 0.28,
-              kl_coef: float = 0.0, ref_logprobs=None, tis=None, sample_weights=None):
+              kl_coef: float = 0.0, ref_logprobs=None, tis=None, sample_weights=None,
+              aggregation: str = "token_mean"):
     """Paper Eq. 2 / spec 6: token-level clipped policy gradient with asymmetric clipping.
 
     Per token: ratio = exp(lp - old); pg = -min(ratio * A, clip(ratio, 1 - eps_low, 1 + eps_high) * A),
     times the TIS weight (per token) and the sample weight (per sequence; designer up-weighting);
-    plus kl_coef * k3(lp, ref) when kl_coef > 0 (the KL term is not reweighted). Aggregation is the
-    token mean: sum over masked tokens of the batch / number of masked tokens (0 tokens -> loss 0).
+    plus kl_coef * k3(lp, ref) when kl_coef > 0 (the KL term is not reweighted). ``aggregation``:
+    ``token_mean`` (the paper's wording): sum over the batch's masked tokens / their number (0 tokens -> loss 0);
+    ``seq_mean_token_mean`` (the reference code): each sample's mean over its masked tokens, summed over the
+    samples and divided by B, so a long sample weighs as much as a short one (a sample without tokens adds 0).
 
     Shapes: logprobs, old_logprobs, loss_mask, ref_logprobs, tis [B, T]; advantages, sample_weights [B].
     Returns (scalar loss, stats) with stats clip_frac, ratio_mean, kl_mean (floats) and num_tokens (int).
@@ -109,6 +115,8 @@ def grpo_loss(logprobs, old_logprobs, advantages, loss_mask, eps_low: float = 0.
     kl_coef = _check_number("kl_coef", kl_coef, 0.0)
     if kl_coef > 0 and ref_logprobs is None:
         raise ValueError("ref_logprobs is required when kl_coef > 0")
+    if aggregation not in LOSS_AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {list(LOSS_AGGREGATIONS)}, got {aggregation!r}")
     mask = loss_mask.bool()  # [B, T]
     zero = torch.zeros((), dtype=logprobs.dtype)
     # Zero masked positions first so padding values (even -inf/NaN) cannot leak NaN into loss or grad.
@@ -130,7 +138,11 @@ def grpo_loss(logprobs, old_logprobs, advantages, loss_mask, eps_low: float = 0.
             per_token = per_token + kl_coef * kl
     n = int(mask.sum())
     denom = max(n, 1)
-    loss = torch.where(mask, per_token, zero).sum() / denom
+    masked = torch.where(mask, per_token, zero)  # [B, T]
+    if aggregation == "token_mean":
+        loss = masked.sum() / denom
+    else:
+        loss = (masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1)).sum() / max(B, 1)
 
     def masked_mean(x: torch.Tensor) -> float:
         return float(torch.where(mask, x.detach().to(lp.dtype), zero).sum() / denom)

@@ -55,7 +55,7 @@ FLAG_SOURCES = {
     "--actor.max_norm": "train.max_grad_norm", "--train.seed": "seed",
     "--rollout.n_samples_per_prompt": "train.global_batch / slots (selfplay.group_size with batch_structure 'groups')", "--rollout.temperature": "agent.temperature",
     "--rollout.top_p": "agent.top_p", "--data.max_len": "openrlhf.max_len", "--ckpt.save_steps": "selfplay.checkpoint_every",
-    "--algo.advantage.is_correction_threshold": "train.tis_cap",
+    "--algo.advantage.is_correction_threshold": "train.tis_cap", "--actor.loss_agg_mode": "train.loss_aggregation",
 }
 
 AGENT_FUNC_PATH = Path(__file__).with_name("agent_func.py")  # the file --train.agent_func_path loads
@@ -138,7 +138,8 @@ def openrlhf_command(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHF
                 "--algo.advantage.is_correction_threshold", "0", _num(train.tis_cap)]
     else:
         cmd += ["--algo.advantage.is_correction_level", "off"]
-    cmd += ["--actor.policy_loss_type", "ppo", "--actor.loss_agg_mode", "token-mean",
+    aggregation = {"token_mean": "token-mean", "seq_mean_token_mean": "seq-mean-token-mean"}[train.loss_aggregation]
+    cmd += ["--actor.policy_loss_type", "ppo", "--actor.loss_agg_mode", aggregation,
             "--actor.eps_clip_low_high", _num(train.eps_low), _num(train.eps_high),
             "--algo.kl.init_coef", _num(train.kl_coef)]
     if train.kl_coef > 0:

@@ -27,7 +27,7 @@ groups are z-scores of m returns, so their mean is already 0. A designer pack ho
 every real response keeps exactly the reward we computed (``pack_designer_samples``). Padding responses
 carry one token the engine sampled (OpenRLHF divides its metrics by the action-token count, so a response
 without one crashes it) and reward 0, hence advantage 0: they add nothing to the gradient, only one token
-each to the token-mean denominator.
+each to the token-mean denominator, or one response to the sequence mean's (``train.loss_aggregation``).
 """
 
 from __future__ import annotations

@@ -174,11 +174,13 @@ class LocalTrainer:
         for start in range(0, len(samples), tc.global_batch):
             chunk = samples[start : start + tc.global_batch]
             total_tokens = sum(sum(s.loss_mask) for s in chunk)
+            total_samples = len(chunk)  # before the zero-advantage samples leave: they count in both means
             if total_tokens == 0:
                 continue
             self.optimizer.zero_grad(set_to_none=True)
             # without a KL term a sample of advantage 0 adds exactly 0 to the loss and its gradient (Eq. 2: -min(r A,
-            # clip(r) A) = 0): it still counts in the token mean's denominator above, but needs no forward or backward
+            # clip(r) A) = 0): it still counts in the step's denominators above (tokens, samples), but needs no
+            # forward or backward
             if tc.kl_coef == 0:
                 stats["skipped_zero_advantage"] += sum(s.advantage == 0 for s in chunk)
                 chunk = [s for s in chunk if s.advantage != 0]
@@ -200,8 +202,12 @@ class LocalTrainer:
                     weights = tis_weights(old, batch["rollout"], tc.tis_cap)
                     tis = torch.where(batch["delayed"][:, None], weights, torch.ones_like(weights))
                 loss, info = grpo_loss(logprobs, old, batch["advantages"], batch["mask"], tc.eps_low, tc.eps_high,
-                                       tc.kl_coef, ref, tis, batch["weights"])
-                share = float(batch["mask"].sum()) / total_tokens  # token-mean over the whole optimizer step
+                                       tc.kl_coef, ref, tis, batch["weights"], tc.loss_aggregation)
+                # each micro batch's mean, weighted so that the step's loss is its mean over the whole step
+                if tc.loss_aggregation == "token_mean":
+                    share = float(batch["mask"].sum()) / total_tokens
+                else:
+                    share = len(batch["advantages"]) / total_samples
                 (loss * share).backward()
                 self._gather_gradients()
                 stats["loss"] += float(loss.detach()) * share
