@@ -98,10 +98,10 @@ def environment(records: Path, base: dict | None = None) -> dict:
 
 
 def train_command(configs, model: Path, run_dir: Path, image: str = "", apptainer_args: str = "--nv") -> list:
-    cmd = [sys.executable, "-m", "spade.cli", "train", "--backend", "openrlhf"]
-    for path in configs:
-        cmd += ["--config", str(path)]
-    cmd += ["--model", str(model), "--run-dir", str(run_dir)]
+    """The CPU run's training command (``spade.rlhf.cpu.run.train_command``), in ``image`` when one is given."""
+    from spade.rlhf.cpu.run import train_command as plain
+
+    cmd = plain(configs, model, run_dir)
     return cmd + (["--image", image, f"--apptainer-args={apptainer_args}"] if image else [])
 
 

@@ -55,7 +55,8 @@ RESUME_WEIGHTS_RTOL = 0.1  # resumed-vs-full distance / full-vs-base distance of
 # measured 0.016; a run two steps short (as one resumed from the base weights) is at 0.42, the base model at 1
 
 
-def _train_command(configs, model: Path, run_dir: Path) -> list:
+def train_command(configs, model: Path, run_dir: Path) -> list:
+    """``spade train --backend openrlhf`` of ``configs`` (in order) with this interpreter."""
     cmd = [sys.executable, "-m", "spade.cli", "train", "--backend", "openrlhf"]
     for path in configs:
         cmd += ["--config", str(path)]
@@ -77,9 +78,9 @@ def train(configs, model: Path, run_dir: Path, log_path: Path, kill_after_step: 
         env[probes.MUTATE_ENV] = ",".join(mutate)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("a", encoding="utf-8") as log:
-        log.write(f"\n===== {' '.join(_train_command(configs, model, run_dir))}\n")
+        log.write(f"\n===== {' '.join(train_command(configs, model, run_dir))}\n")
         log.flush()
-        proc = subprocess.Popen(_train_command(configs, model, run_dir), env=env, stdout=log,
+        proc = subprocess.Popen(train_command(configs, model, run_dir), env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
         killed = False
         try:
