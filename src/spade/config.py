@@ -23,6 +23,7 @@ from spade.envs.library.registry import FLAVOURS
 from spade.envs.library_check import LibraryCheckConfig
 from spade.envs.validate import ValidationConfig
 from spade.evals.config import EvalConfig
+from spade.inference.generation import SamplingParams
 from spade.inference.generation_vllm import InferenceConfig
 from spade.train.live_metrics import LoggingConfig
 from spade.inference.models import ModelCard
@@ -110,6 +111,15 @@ class DesignerConfig:
     invalid: str = option("discard", "Invalid candidates: 'discard' (paper, no sample) or 'penalty'.",
                           choices=INVALID_MODES)
     invalid_penalty: float = option(-1.0, "Reward of an invalid candidate when invalid = 'penalty'.")
+
+    def design_params(self) -> SamplingParams:
+        """How a design is sampled (the policy's designs, revisions and the fidelity check's)."""
+        return SamplingParams(self.temperature, self.top_p, self.max_new_tokens, top_k=self.top_k)
+
+    def hint_params(self) -> SamplingParams:
+        """How a hint is sampled: its own temperature and top-p (reference code: 0.3 and the hint call's 0.9), no
+        top-k."""
+        return SamplingParams(self.hint_temperature, self.hint_top_p, self.hint_max_new_tokens)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ class EnvironmentDesign:
 
     # ----- designer generations ----------------------------------------------------------------
     def _generate(self, chats: list, params: SamplingParams, seed: int, prefix: str = ""):
-        """Designer-model generations of ``chats`` (``params``: ``_design_params`` or ``_hint_params``).
+        """Designer-model generations of ``chats`` (``params``: designer.design_params() or hint_params()).
         ``prefix`` (designer.response_prefix, designs only) opens the reply: its tokens end every prompt (never
         trained) and each generation's text starts with it, as intake reads it."""
         if self.designer_backend is not None:  # external designer: text only, no prompt tokens, never trained
@@ -48,15 +48,6 @@ class EnvironmentDesign:
         if prefix:
             generations = [replace(g, text=prefix + g.text) for g in generations]
         return prompts, generations
-
-    def _design_params(self) -> SamplingParams:
-        designer = self.config.designer
-        return SamplingParams(designer.temperature, designer.top_p, designer.max_new_tokens, top_k=designer.top_k)
-
-    def _hint_params(self) -> SamplingParams:
-        """Hints sample at their own temperature and top-p (reference code: 0.3 and the hint call's 0.9), no top-k."""
-        designer = self.config.designer
-        return SamplingParams(designer.hint_temperature, designer.hint_top_p, designer.hint_max_new_tokens)
 
     @staticmethod
     def _sample_dict(prompt: list, generation) -> dict:
@@ -82,7 +73,7 @@ class EnvironmentDesign:
             if not todo:
                 break
             chats = [self._design_chat(slot, step, attempt, memory) for slot in todo]
-            prompts, generations = self._generate(chats, self._design_params(),
+            prompts, generations = self._generate(chats, cfg.designer.design_params(),
                                                   derive_seed(cfg.seed, "design", step, attempt),
                                                   prefix=cfg.designer.response_prefix)
             pending = [(slot, chat, generation, self._judge(slot, prompt, generation, invalid, 0))
@@ -96,7 +87,7 @@ class EnvironmentDesign:
                 chats = [revision_chat(chat, generation.text, report.to_dict(), revision, feedback.revisions,
                                        feedback.answer_chars, feedback.report_chars)
                          for _, chat, generation, report in pending]
-                prompts, generations = self._generate(chats, self._design_params(),
+                prompts, generations = self._generate(chats, cfg.designer.design_params(),
                                                       derive_seed(cfg.seed, "design-revision", step, attempt, revision),
                                                       prefix=cfg.designer.response_prefix)
                 pending = [(slot, chat, generation, self._judge(slot, prompt, generation, invalid, revision))
@@ -166,6 +157,7 @@ class EnvironmentDesign:
         if not live:
             return
         chats = [hint_prompt(slot.code, self.config.selfplay.flavour) for slot in live]
-        _, generations = self._generate(chats, self._hint_params(), derive_seed(self.config.seed, "hint", step))
+        _, generations = self._generate(chats, self.config.designer.hint_params(),
+                                        derive_seed(self.config.seed, "hint", step))
         for slot, generation in zip(live, generations):
             slot.hint = extract_hint(generation.text)

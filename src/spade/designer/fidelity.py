@@ -49,7 +49,6 @@ from spade.envs.mechanisms import (
     sample_instance,
 )
 from spade.envs.validate import Validator
-from spade.inference.generation import SamplingParams
 from spade.provenance import stamp
 from spade.seeding import derive_seed
 
@@ -291,8 +290,7 @@ def run_fidelity(spade_config, backend, pool, config: FidelityConfig, progress: 
     chat = ChatTokens(backend.tokenizer)
     prompts = [chat.first_prompt(fidelity_prompt(inst)) for inst in instances]
     seeds = [derive_seed(spade_config.seed, "fidelity", inst.family, inst.seed) for inst in instances]
-    designer = spade_config.designer
-    params = SamplingParams(designer.temperature, designer.top_p, designer.max_new_tokens, top_k=designer.top_k)
+    params = spade_config.designer.design_params()
     validator = Validator(pool, spade_config.validation)
     generations, cases = [], []
     with _progress(progress) as bar:
