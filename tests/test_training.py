@@ -229,3 +229,29 @@ def test_zero_advantage_samples_skip_forward_and_backward_but_not_the_step(tiny_
     assert stats["forward_tokens"] == 0 and stats["optimizer_steps"] == 1
     for name, value in base.state_dict().items():
         assert torch.allclose(idle[name], value * decay, atol=1e-7), name
+
+
+@pytest.mark.parametrize("setting, expected", [(1.0, 1.0), (None, 0.6), (0.8, 0.8)])
+def test_training_logprobs_are_taken_at_train_logprob_temperature(tiny_model_dir, setting, expected):
+    """train.logprob_temperature: the reference samples at 0.6 and takes training log-probs at 1.0 (the default);
+    null = the agent's sampling temperature. The trainer's log-probs are log_softmax(logits / T)."""
+    import torch
+
+    config = load_config(overrides={"model_card": "tiny-random", "agent": {"temperature": 0.6},
+                                    "train": {"logprob_temperature": setting}})
+    model, _ = load_model(tiny_model_dir)
+    trainer = LocalTrainer(config, model, pad_id=0)
+    ids = torch.tensor([[1, 5, 9, 4, 7]])
+    with torch.no_grad():
+        got = trainer._logprobs(model, ids, torch.ones_like(ids))
+        logits = model(input_ids=ids).logits[:, :-1].float()
+        want = torch.log_softmax(logits / expected, dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
+    assert torch.allclose(got[:, 1:], want, atol=1e-5)
+    assert got[0, 0] == 0
+
+
+def test_logprob_temperature_must_be_positive():
+    from spade.configtools import ConfigError
+
+    with pytest.raises(ConfigError, match="train.logprob_temperature' must be > 0 or null.*got 0.0"):
+        load_config(overrides={"train": {"logprob_temperature": 0}})

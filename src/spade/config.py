@@ -152,6 +152,12 @@ class TrainConfig:
     eps_low: float = option(0.2, "Lower clip epsilon (paper: 0.20).", min=0.0)
     eps_high: float = option(0.28, "Upper clip epsilon (paper: 0.28).", min=0.0)
     kl_coef: float = option(0.0, "KL penalty (k3) against the initial policy (paper: 0; 0.005 for Qwen3-8B).", min=0.0)
+    logprob_temperature: float | None = option(
+        1.0, "Temperature of the log-probs the policy loss (and TIS, and the KL reference) is computed from: the "
+        "logits are divided by it. 1.0 (reference code: samples at 0.6, takes training log-probs at the rollout "
+        "temperature 1.0, train_spade_30b.sh:103, 114) trains the model's own distribution; null = the agent's "
+        "sampling temperature (agent.temperature), the distribution the tokens were sampled from (ours before issue "
+        "32; the paper does not say). Must be > 0.", min=0.0)
     loss_aggregation: str = option(
         "seq_mean_token_mean", "How the policy loss of an optimizer step is averaged: 'seq_mean_token_mean' (the "
         "reference code: each sample's token mean, summed, divided by the samples of the step) or 'token_mean' (the "
@@ -179,6 +185,11 @@ class TrainConfig:
         "step of lr 1e-6 is far below bf16's resolution (neighbouring bf16 values lie 0.4-0.8% of a weight apart) and "
         "would be rounded away. Why float32 on the CPU: bf16 matmuls were no faster there (our 2-core machine, "
         "1024 x 1024: 66 vs 71 ms), so fp32 costs nothing and keeps the toy runs' numbers.", choices=TRAIN_DTYPES)
+
+    def __post_init__(self):
+        if self.logprob_temperature is not None and not self.logprob_temperature > 0:
+            raise ValueError(f"config key 'train.logprob_temperature' must be > 0 or null (the agent's sampling "
+                             f"temperature), got {self.logprob_temperature!r}")
 
 
 @dataclass(frozen=True)
@@ -305,3 +316,9 @@ def load_config(*paths: str | Path, overrides: dict | None = None, layered: bool
         data = deep_merge(data, load_yaml(path))
     data = deep_merge(data, overrides or {})
     return from_dict(SpadeConfig, resolve_layers(data) if layered else data)
+
+
+def logprob_temperature(config: SpadeConfig) -> float:
+    """The temperature training log-probs are taken at (``train.logprob_temperature``; null = agent.temperature)."""
+    value = config.train.logprob_temperature
+    return config.agent.temperature if value is None else value

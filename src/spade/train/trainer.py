@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from spade.config import SpadeConfig
+from spade.config import SpadeConfig, logprob_temperature
 from spade.configtools import ConfigError
 from spade.io import atomic_write_json
 from spade.core.losses import chunked_token_logprobs, grpo_loss, tis_weights, token_logprobs
@@ -112,7 +112,7 @@ class LocalTrainer:
             import copy
 
             self.reference = copy.deepcopy(model).eval().requires_grad_(False)
-        self.temperature = config.agent.temperature
+        self.temperature = logprob_temperature(config)
 
     def _gather_gradients(self) -> None:
         """Add the model's gradients (model dtype) to the float32 masters' and free them (no-op in float32)."""
