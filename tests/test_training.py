@@ -255,3 +255,45 @@ def test_logprob_temperature_must_be_positive():
 
     with pytest.raises(ConfigError, match="train.logprob_temperature' must be > 0 or null.*got 0.0"):
         load_config(overrides={"train": {"logprob_temperature": 0}})
+
+
+def test_masked_episodes_keep_their_place_in_the_step_but_train_nothing(tiny_model_dir):
+    """agent.truncated_episodes 'mask' (the reference's compact filter): a sample whose loss mask is zeroed adds 0 to
+    the loss and needs no forward pass, but still counts in the step's sequence mean, as a sample of advantage 0
+    does; leaving it out of the step would make the others weigh 1/2 instead of 1/3."""
+    import torch
+
+    config = load_config(overrides=TINY_RUN)
+
+    def updated(samples):
+        model, _ = load_model(tiny_model_dir)
+        stats = LocalTrainer(config, model, pad_id=0).update(samples)
+        return {k: v.detach().clone() for k, v in model.state_dict().items()}, stats
+
+    def sample(i, advantage, mask=(0, 0, 1, 1, 1)):
+        return Sample("agent", [1, 5 + i, 9, 4 + i, 7], list(mask), [0.0, 0.0, -1.0, -1.5, -2.0], advantage)
+
+    pair = [sample(0, 1.0), sample(1, -1.0)]
+    masked, stats = updated(pair + [sample(2, 0.7, mask=(0,) * 5)])
+    zero, _ = updated(pair + [sample(2, 0.0)])
+    alone, _ = updated(pair)
+    assert stats["skipped_zero_advantage"] == 1 and stats["forward_tokens"] == 10
+    assert all(torch.allclose(masked[n], zero[n], atol=1e-7) for n in masked)
+    assert max(float((masked[n] - alone[n]).abs().max()) for n in masked) > 1e-6
+
+
+def test_loss_masked_selects_the_episodes_the_environment_did_not_end():
+    import types
+
+    from spade.core.agent import EpisodeRecord, loss_masked
+    from spade.core.selfplay import SelfPlay
+
+    config = load_config(overrides={"agent": {"truncated_episodes": "mask"}})
+    for outcome, masked in [("terminated", False), ("truncated", True), ("turn_limit", True), ("cut_turn", True),
+                            ("context_limit", True), ("env_failure", False)]:
+        record = EpisodeRecord("e", 0, "no_hint", outcome=outcome, token_ids=[1, 2, 3], loss_mask=[0, 1, 1],
+                               rollout_logprobs=[0.0, -1.0, -1.0])
+        assert loss_masked(record, config.agent) is masked, outcome
+        sample = SelfPlay.agent_sample(types.SimpleNamespace(config=config), record, 0.5)
+        assert (sample.loss_mask, sample.advantage) == (([0, 0, 0] if masked else [0, 1, 1]), 0.5), outcome
+        assert not loss_masked(record, load_config().agent)  # 'train' (games default): nothing masked

@@ -9,8 +9,9 @@ Agent episodes (``episode_cause``), one cause per episode, the first that applie
 - ``env_failure``: the sandbox failed (load, reset or step raised, timed out or crashed);
 - ``earned``: the episode return is above 0 (a win or a partial reward): nothing to explain;
 - ``context_limit``: the episode's tokens reached ``agent.max_context_tokens``;
-- ``cut``: the last reply hit ``agent.max_new_tokens`` (it ended without eos) and held no parsable action: the
-  answer may have come after the budget, so the cut is the root cause, not the format;
+- ``cut``: the last reply hit ``agent.max_new_tokens`` (it ended without eos) and either ended the episode there
+  (``agent.cut_turns`` 'end', outcome ``cut_turn``) or held no parsable action: the answer may have come after the
+  budget, so the cut is the root cause, not the format;
 - ``no_action``: the last reply ended by itself but held no parsable action (games: no ``\\boxed{...}``;
   tool use: no ``<answer>``, no ``<tool_call>`` and no JSON object with a ``name``);
 - ``wrong_action``: the last reply held an action and the environment ended the episode with return 0;
@@ -69,6 +70,8 @@ def episode_cause(outcome: str, final_return: float, last_parsed: bool, last_cut
         return "earned"
     if outcome == "context_limit":
         return "context_limit"
+    if outcome == "cut_turn":  # agent.cut_turns 'end': the episode ended at the cut, whatever the reply held
+        return "cut"
     if not last_parsed:
         return "cut" if last_cut else "no_action"
     return "wrong_action" if outcome == "terminated" else "turn_limit"

@@ -258,9 +258,7 @@ class SpadeCoordinator:
                 self._served(step)
                 return Assignment("pad", step.number, role, g)
             seed = self.core.episode_seeds(step.number, slot, "no_hint", self.plan.group_size)[g]
-            job = EpisodeJob(slot.env_id, slot.code, slot.class_name, slot.kind, seed, "no_hint", slot.hint,
-                             slot.env_kwargs)
-            return Assignment("agent", step.number, role, g, job=job)
+            return Assignment("agent", step.number, role, g, job=self.core.job(slot, seed, "no_hint"))
         entry = step.packs[index][g]
         self._served(step)
         if entry["sample"] is None:

@@ -22,6 +22,7 @@ from dataclasses import replace
 from openrlhf.utils.agent import AgentExecutorBase
 
 from spade.config import logprob_temperature
+from spade.core.agent import loss_masked
 from spade.inference.generation import SamplingParams
 from spade.rlhf import plan
 from spade.rlhf.engine import call_engine, from_request_output, to_engine_params
@@ -169,7 +170,9 @@ class SpadeAgentExecutor(AgentExecutorBase):
             advantage = await client.call("report", job.step, job.role, job.index, record.summary())
             if advantage is None:  # dropped for an environment failure (agent.failed_plays 'drop'): trains nothing
                 out = await pad()
-            elif not any(record.loss_mask):  # failed before its first turn ('zero'): the pad keeps the group's sum
+            elif not any(record.loss_mask) or loss_masked(record, self._config.agent):
+                # failed before its first turn ('zero'), or loss-masked (agent.truncated_episodes 'mask'): dr_grpo
+                # re-centres every group, so a pad carries the advantage and keeps the group's sum (one token trains)
                 out = await pad(advantage)
             else:
                 out = plan.agent_response(prompt, label, job.step, record, advantage, max_length)
