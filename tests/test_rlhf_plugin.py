@@ -232,7 +232,8 @@ def plugin_run(tiny_model, pool, tmp_path_factory):
         "selfplay": {"active_skills": 1, "envs_per_skill": 2, "group_size": 2, "regen_interval": 2,
                      "design_attempts": 1, "backfill": False, "total_steps": STEPS + 1, "checkpoint_every": STEPS,
                      "batch_structure": "groups"},
-        "agent": {"max_turns": 1, "max_new_tokens": 6, "max_context_tokens": 2048, "temperature": T},
+        "agent": {"max_turns": 1, "max_new_tokens": 6, "max_context_tokens": 2048, "temperature": T,
+                  "cut_turns": "continue"},  # the tiny model's 6-token replies are cut: they still step
         "train": {"logprob_temperature": None},  # the stand-in engine's template: T
         "designer": {"temperature": T, "max_new_tokens": 8, "hint_max_new_tokens": 6},
         "corpus": {"enabled": False}, "memory": {"enabled": False, "seed_library": False}})
@@ -659,7 +660,8 @@ def global_run(tiny_model, pool, tmp_path_factory):
         "selfplay": {"active_skills": 1, "envs_per_skill": 2, "group_size": 2, "regen_interval": 2,
                      "design_attempts": 1, "backfill": False, "total_steps": GLOBAL_STEPS},
         "train": {"global_batch": 8, "logprob_temperature": None},  # None: the stand-in engine's template is T
-        "agent": {"max_turns": 1, "max_new_tokens": 6, "max_context_tokens": 2048, "temperature": T},
+        "agent": {"max_turns": 1, "max_new_tokens": 6, "max_context_tokens": 2048, "temperature": T,
+                  "cut_turns": "continue"},  # the tiny model's 6-token replies are cut: they still step
         "designer": {"temperature": T, "max_new_tokens": 8, "hint_max_new_tokens": 6},
         "corpus": {"enabled": False}, "memory": {"enabled": False, "seed_library": False}})
     run = drive_plugin(config, model, tokenizer, pool, tmp_path_factory.mktemp("rlhf-global"), GLOBAL_STEPS)

@@ -40,7 +40,8 @@ def test_grpo_raises_reward_on_a_learnable_environment(pool, tiny_model_dir):
                                                                             "micro_batch": 16}})
     trainer = LocalTrainer(config, model, tokenizer.eos_token_id)
     runner = EpisodeRunner(HFBackend(model, tokenizer), pool,
-                           AgentConfig(max_turns=1, max_new_tokens=6, temperature=1.0), {"game": "Answer."})
+                           AgentConfig(max_turns=1, max_new_tokens=6, temperature=1.0, cut_turns="continue"),
+                           {"game": "Answer."})  # the replies are cut at 6 tokens: Letters scores them
     means = []
     for step in range(30):
         jobs = [EpisodeJob("letters", LETTERS, "Letters", "game", g) for g in range(16)]

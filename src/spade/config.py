@@ -168,6 +168,12 @@ class TrainConfig:
     designer_upweight_cap: float = option(
         50.0, "Cap of the designer-sample up-weighting factor min(agent samples / designer samples * k, cap) "
         "(reference: 50, reached by tool use: 192 / 24 * 8 = 64; games give 192 / 24 * 4 = 32).", min=1.0)
+    designer_upweight_count: str = option(
+        "returned", "The agent samples N_RA of the up-weight with selfplay.batch_structure 'global_batch': "
+        "'returned' (reference code, spade_rollout.py:598-603) counts the no-hint plays that came back with tokens, "
+        "before the batch is trimmed (failed plays dropped), so designer samples mature after the step's plays; "
+        "'planned' (before issue 32) counts the plays planned (plays per environment x valid environments) when "
+        "the step begins.", choices=("returned", "planned"))
     global_batch: int = option(192, "Samples per optimizer step (paper: 192).", min=1)
     micro_batch: int = option(4, "Samples per forward/backward pass (gradient accumulation).", min=1)
     max_grad_norm: float = option(1.0, "Gradient clipping norm (not stated in the paper).", min=0.0)

@@ -287,14 +287,16 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         return regret([h for h, _ in pairs], [r for _, r in pairs], paired=True)
 
     @timed("rewards")
-    def weigh_designer(self, samples: list, slots: list) -> float | None:
+    def weigh_designer(self, samples: list, slots: list, returned: int | None = None) -> float | None:
         """'global_batch': the reference's designer up-weight (spec 6), min(agent samples / designer samples * k,
-        cap), with this step's planned agent samples (m plays x valid environments of ``slots``) before trimming:
-        192 / 24 * 4 = 32 for games, 192 / 24 * 8 = 64 -> 50 for tool use. Sets every sample's weight; returns it."""
+        cap), with this step's agent samples before trimming: ``returned`` (the plays that came back, under
+        ``train.designer_upweight_count`` 'returned'), else the planned ones (m plays x valid environments of
+        ``slots``): 192 / 24 * 4 = 32 for games, 192 / 24 * 8 = 64 -> 50 for tool use. Sets every sample's weight;
+        returns it."""
         if not samples or self.config.selfplay.batch_structure == "groups":
             return samples[0].weight if samples else None
         cfg = self.config
-        n_agent = self.no_hint_plays(slots) * sum(slot.valid for slot in slots)
+        n_agent = returned if returned is not None else self.no_hint_plays(slots) * sum(slot.valid for slot in slots)
         # no agent sample at all this step: the batch is designer-only and a uniform weight only scales it
         weight = designer_upweight(n_agent, len(samples), cfg.selfplay.regen_interval,
                                    cfg.train.designer_upweight_cap) if n_agent else 1.0
@@ -356,6 +358,8 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
             flushed, rows, final_metrics = self.flush(step, slots)
             designer, closed = designer + flushed, closed + rows
             metrics.update({(f"final_{k}" if k in metrics else k): v for k, v in final_metrics.items()})
+        if self.config.train.designer_upweight_count == "returned":  # the plays that came back, before trimming
+            self.weigh_designer(designer, slots, returned=len(agent))
         self.end_step(step, slots, [r for records in played.values() for r in records], designer, metrics)
         samples, batch_metrics = self.assemble(designer, agent)
         metrics.update(batch_metrics)
