@@ -121,6 +121,12 @@ class DesignerConfig:
         top-k."""
         return SamplingParams(self.hint_temperature, self.hint_top_p, self.hint_max_new_tokens)
 
+    def screen_params(self, validation: ValidationConfig) -> SamplingParams:
+        """How the tool-use LLM screen samples a verdict: validation.screen_temperature and screen_max_new_tokens,
+        the hint's top-p and no top-k (reference code: the validator's call passes temperature and max tokens and
+        keeps the call's top_p default 0.9, as the hint call does; spade/core/env_validator.py:166-172)."""
+        return SamplingParams(validation.screen_temperature, self.hint_top_p, validation.screen_max_new_tokens)
+
 
 @dataclass(frozen=True)
 class RewardConfig:

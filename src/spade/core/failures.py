@@ -24,7 +24,7 @@ was left after extraction), ``cut`` (code began, the text hit ``designer.max_new
 it: the unfinished text is the root cause of its syntax error), ``size`` (too_large), ``syntax`` (syntax_error),
 ``class`` (no or several environment classes), ``load`` (import or ``__init__``), ``reset``, ``step``, ``checks``
 (the validation probes: reward range, determinism, the tool-use reset gate) and ``gates`` (the optional admission
-gates). Prose cut at the budget counts as ``no_code``, not ``cut``: a larger budget would buy more prose (the toy
+gates and the tool-use LLM screen). Prose cut at the budget counts as ``no_code``, not ``cut``: a larger budget would buy more prose (the toy
 designer's 384-token answers were all prose). The reason codes of ``spade.envs.validate.REASONS`` stay in
 ``reject_reasons``; the stage groups them by where the design broke.
 """
@@ -52,6 +52,8 @@ STAGE_OF_REASON = {
     "solution_failed": "gates",
     "idle_too_high": "gates",
     "eval_overlap": "gates",
+    "screen_rejected": "gates",
+    "screen_unclear": "gates",
 }
 # intake failures a text cut short can cause: the rest of the text was never written, so the cut is the root cause
 CUT_MASKS = ("syntax_error", "empty", "no_env_class")
