@@ -80,6 +80,14 @@ class AgentConfig:
         "--spade-compact-filter, set by every tool-use script, spade_rollout.py:809-818) keeps them in their group's "
         "z-score but zeroes their loss mask. Reference: off for games (this default), on for tool use (the tool-use "
         "recipe).", choices=("train", "mask"))
+    turn_samples: str = option(
+        "episode", "How a multi-turn episode becomes training samples: 'episode' keeps ONE token sequence per episode "
+        "(every later turn sees the earlier replies exactly as sampled, thinking included); 'per_turn' (the reference's "
+        "thinking actor, spade_rollout.py:879-911, orchestrator.py _play_game_thinking_async) re-renders every turn's "
+        "prompt from the conversation with the chat template, so a template that drops earlier turns' <think> blocks "
+        "(Qwen3) conditions each turn on what deployment shows, and each turn is its own sample with the episode's "
+        "advantage, fanned out after the batch is cut. 'per_turn' needs the local trainer (OpenRLHF takes a fixed "
+        "number of responses per prompt).", choices=("episode", "per_turn"))
     failed_plays: str = option(
         "drop", "A no-hint play that ends in an environment failure (sandbox error, timeout, crash): 'drop' "
         "(reference code) leaves it out of its group's z-score, the window statistics and the training batch, and "
@@ -122,10 +130,13 @@ class EpisodeRecord:
     token_ids: list = field(default_factory=list, repr=False)  # [T] the whole episode
     loss_mask: list = field(default_factory=list, repr=False)  # [T] 1 on tokens the agent sampled
     rollout_logprobs: list = field(default_factory=list, repr=False)  # [T] sampling log-probs (0 off-mask)
+    # agent.turn_samples 'per_turn': [turns] {"prompt_ids", "output_ids", "logprobs"} of every turn; token_ids,
+    # loss_mask and rollout_logprobs then hold the last turn (its re-rendered prompt and its reply)
+    turn_records: list = field(default_factory=list, repr=False)
 
     def summary(self) -> dict:
         data = asdict(self)
-        for key in ("token_ids", "loss_mask", "rollout_logprobs"):
+        for key in ("token_ids", "loss_mask", "rollout_logprobs", "turn_records"):
             data.pop(key)
         return data
 
@@ -221,12 +232,20 @@ class ChatTokens:
         """
         closed = self.render(messages, add_generation_prompt=False)
         opened = self.render(messages + [{"role": "user", "content": observation}], add_generation_prompt=True)
-        if not opened.startswith(closed):
-            raise ValueError("the chat template does not render a conversation as a prefix of its extension")
-        end = closed.rfind(self.eos_text)
-        glue = closed[end + len(self.eos_text) :] if end >= 0 else ""
         ids = [] if ended_with_eos else [self.eos_id]
-        return ids + self.encode(glue + opened[len(closed) :])
+        if opened.startswith(closed):
+            end = closed.rfind(self.eos_text)
+            glue = closed[end + len(self.eos_text) :] if end >= 0 else ""
+            return ids + self.encode(glue + opened[len(closed) :])
+        # the template re-renders the earlier turns once the observation follows (Qwen3 drops the <think> blocks of
+        # turns before the last user message): what follows the assistant's end-of-turn before the observation is
+        # still the template's own text, and the episode keeps the reply as sampled
+        at = opened.rfind(observation)
+        end = opened.rfind(self.eos_text, 0, at) if at >= 0 else -1
+        if end < 0:
+            raise ValueError("the chat template renders neither a conversation as a prefix of its extension nor an "
+                             "end-of-turn token before the new observation")
+        return ids + self.encode(opened[end + len(self.eos_text) :])
 
 
 @dataclass
@@ -337,6 +356,9 @@ class EpisodeRunner:
         generation = cut_to_limit(generation, budget, self.backend.tokenizer)
         ids, text = generation.completion_ids, self.prefix + generation.text  # the reply as the parser reads it
         record = entry.record
+        if self.config.turn_samples == "per_turn":
+            record.turn_records.append({"prompt_ids": list(record.token_ids), "output_ids": list(ids),
+                                        "logprobs": list(generation.logprobs)})
         record.token_ids += ids
         record.loss_mask += [1] * len(ids)
         record.rollout_logprobs += list(generation.logprobs)
@@ -361,6 +383,14 @@ class EpisodeRunner:
             record.won = is_win(reward, terminated)
             return
         entry.messages.append({"role": "assistant", "content": text})
+        if self.config.turn_samples == "per_turn":  # the next prompt is the template's rendering of the chat so far
+            entry.messages.append({"role": "user", "content": observation})
+            prompt = self.chat.first_prompt(entry.messages) + self.prefix_ids
+            if len(prompt) >= self.config.max_context_tokens:
+                record.outcome = "context_limit"
+                return
+            record.token_ids, record.loss_mask, record.rollout_logprobs = prompt, [0] * len(prompt), [0.0] * len(prompt)
+            return
         ended = bool(ids) and ids[-1] == self.chat.eos_id
         extra = self.chat.continuation(entry.messages, observation, ended) + self.prefix_ids
         entry.messages.append({"role": "user", "content": observation})

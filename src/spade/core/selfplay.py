@@ -78,6 +78,21 @@ class Sample:
     weight: float = 1.0  # designer up-weighting (spec 6)
     delayed: bool = False  # generated k steps before its update: TIS applies
     group: str = ""  # designer: "set<design step>:<skill>", the samples whose advantages sum to 0 (spec 6)
+    turns: list = field(default_factory=list)  # agent.turn_samples 'per_turn': [(token_ids, loss_mask,
+    # rollout_logprobs)] of each turn, which replace this episode-level sample once the batch is cut (fan_out)
+
+
+def fan_out(samples: list) -> list:
+    """Every sample with ``turns`` becomes one sample per turn with its advantage, weight and role (the reference
+    fans thinking episodes out after the batch is cut, so the cut counts episodes; spade_rollout.py:879-911)."""
+    out = []
+    for sample in samples:
+        if not sample.turns:
+            out.append(sample)
+            continue
+        out += [Sample(sample.role, ids, mask, logprobs, sample.advantage, sample.weight, sample.delayed, sample.group)
+                for ids, mask, logprobs in sample.turns]
+    return out
 
 
 @dataclass
@@ -363,6 +378,9 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         self.end_step(step, slots, [r for records in played.values() for r in records], designer, metrics)
         samples, batch_metrics = self.assemble(designer, agent)
         metrics.update(batch_metrics)
+        if self.config.agent.turn_samples == "per_turn":  # after the cut, which counts episodes (reference)
+            samples = fan_out(samples)
+            metrics["turn_samples"] = sum(s.role == "agent" for s in samples)
         return samples, metrics, closed
 
     def begin_step(self, step: int) -> tuple[list, list, list, dict]:
@@ -394,9 +412,14 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
     def agent_sample(self, record, advantage: float) -> Sample:
         """The training sample of one no-hint play; under ``agent.truncated_episodes`` 'mask' an episode the
         environment did not terminate keeps its place in the batch (and its advantage in the z-score) with its
-        loss mask zeroed, as the reference's compact filter."""
-        mask = [0] * len(record.loss_mask) if loss_masked(record, self.config.agent) else record.loss_mask
-        return Sample("agent", record.token_ids, mask, record.rollout_logprobs, advantage)
+        loss mask zeroed, as the reference's compact filter. With per-turn records (``agent.turn_samples``
+        'per_turn') it carries one (prompt + reply) sequence per turn, for ``fan_out``."""
+        masked = loss_masked(record, self.config.agent)
+        mask = [0] * len(record.loss_mask) if masked else record.loss_mask
+        turns = [(t["prompt_ids"] + t["output_ids"],
+                  [0] * len(t["prompt_ids"]) + [0 if masked else 1] * len(t["output_ids"]),
+                  [0.0] * len(t["prompt_ids"]) + t["logprobs"]) for t in record.turn_records]
+        return Sample("agent", record.token_ids, mask, record.rollout_logprobs, advantage, turns=turns)
 
     def dropped(self, record) -> bool:
         """A play left out of the z-score, the statistics and the batch (``agent.failed_plays`` 'drop')."""

@@ -91,6 +91,10 @@ def openrlhf_command(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHF
     if config.corpus.enabled and not corpus_path:
         raise ConfigError("corpus.enabled is true but no corpus was given (corpus.path or --corpus); the "
                           "coordinator grounds every design prompt in it")
+    if config.agent.turn_samples != "episode":
+        raise ConfigError(f"config key 'agent.turn_samples' is {config.agent.turn_samples!r}, which the OpenRLHF "
+                          "backend cannot train (each ticket returns a fixed number of responses, one per episode); "
+                          "allowed with --backend openrlhf: 'episode'. 'per_turn' runs on the local trainer")
     place = placement(config, orl)
     plan = checked_ticket_plan(config)
     # absolute paths: Ray workers do not share the driver's working directory

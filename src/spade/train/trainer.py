@@ -162,8 +162,10 @@ class LocalTrainer:
         }
         return {key: value.to(self.device) for key, value in tensors.items()}
 
-    def update(self, samples: list) -> dict:
-        """One rollout's policy update; returns averaged statistics."""
+    def update(self, samples: list, one_step: bool = False) -> dict:
+        """One rollout's policy update; returns averaged statistics. Optimizer steps of ``train.global_batch``
+        samples, or ONE step over all of them with ``one_step`` ('global_batch' structure, where a rollout is one
+        step even after per-turn samples fanned out past the global batch)."""
         tc = self.config.train
         stats = {"loss": 0.0, "clip_frac": 0.0, "kl_mean": 0.0, "tokens": 0, "optimizer_steps": 0, "grad_norm": 0.0,
                  "forward_tokens": 0, "padded_tokens": 0,  # sequence tokens through forward/backward, with padding
@@ -172,8 +174,9 @@ class LocalTrainer:
         if not samples:
             return stats
         micro_batches = 0
-        for start in range(0, len(samples), tc.global_batch):
-            chunk = samples[start : start + tc.global_batch]
+        size = len(samples) if one_step else tc.global_batch
+        for start in range(0, len(samples), size):
+            chunk = samples[start : start + size]
             total_tokens = sum(sum(s.loss_mask) for s in chunk)
             total_samples = len(chunk)  # before the zero-advantage samples leave: they count in both means
             if total_tokens == 0:
@@ -379,7 +382,8 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
                 if getattr(backend, "cache", None) is not None:  # the update changes every weight: free the keys
                     backend.cache.clear()                        # and values now, before the optimizer needs memory
                 with core.clock.phase("optimizer"):
-                    metrics.update({f"train_{k}": v for k, v in trainer.update(samples).items()})
+                    one_step = config.selfplay.batch_structure == "global_batch"
+                    metrics.update({f"train_{k}": v for k, v in trainer.update(samples, one_step).items()})
                     if isinstance(backend, VLLMBackend):  # the engine samples the next step from the updated policy
                         weights = run_dir / "rollout_weights"
                         model.save_pretrained(weights)
