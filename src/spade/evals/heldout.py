@@ -36,7 +36,8 @@ def run_episodes(jobs: list, ctx: EvalContext, max_turns: int, prompts: dict) ->
     from spade.core.agent import AgentConfig, EpisodeRunner
 
     agent = AgentConfig(max_turns=max_turns, max_new_tokens=ctx.max_new_tokens,
-                        max_context_tokens=ctx.max_context_tokens, temperature=ctx.temperature, top_p=ctx.top_p)
+                        max_context_tokens=ctx.max_context_tokens, temperature=ctx.temperature, top_p=ctx.top_p,
+                        top_k=ctx.top_k)
     return EpisodeRunner(ctx.backend, ctx.pool, agent, prompts).run(jobs, ctx.seed, per_episode_seeds=True)
 
 
