@@ -1,6 +1,7 @@
 """AIME 2025 and 2026: Avg@k accuracy on the 30 problems of each year (spec section 9, paper: Avg@32).
 
-What is measured: each problem is sampled ``samples`` times (temperature from the eval config); a sample
+What is measured: each problem is sampled ``samples`` times (``eval.aime.temperature`` & co. under
+``eval.sampling: reference``, the reference's Avg@32 settings; docs/EVALUATION.md); a sample
 is right when the last ``\\boxed{...}`` of the reply equals the reference answer according to
 ``math-verify`` (its ``parse`` + ``verify``). Metric ``avg@<k>/<year>`` (paper columns ``aime25``,
 ``aime26``) = mean over problems of the fraction of right samples; its stderr is over problems.
