@@ -39,7 +39,7 @@ def run_episodes(jobs: list, ctx: EvalContext, max_turns: int, prompts: dict) ->
 
     agent = AgentConfig(max_turns=max_turns, max_new_tokens=ctx.max_new_tokens,
                         max_context_tokens=ctx.max_context_tokens, temperature=ctx.temperature, top_p=ctx.top_p,
-                        cut_turns="continue")
+                        top_k=ctx.top_k, cut_turns="continue")
     return EpisodeRunner(ctx.backend, ctx.pool, agent, prompts).run(jobs, ctx.seed, per_episode_seeds=True)
 
 
