@@ -334,3 +334,24 @@ def logprob_temperature(config: SpadeConfig) -> float:
     """The temperature training log-probs are taken at (``train.logprob_temperature``; null = agent.temperature)."""
     value = config.train.logprob_temperature
     return config.agent.temperature if value is None else value
+
+
+# The switches of docs/FIDELITY.md that set the reference's behaviour where the paper is silent (issue 32); the
+# OpenRLHF dry run prints their values, so a paper run file shows what it runs
+FIDELITY_KEYS = (
+    "agent.top_p", "agent.top_k", "designer.top_p", "designer.top_k", "designer.hint_top_p",
+    "train.logprob_temperature", "train.loss_aggregation", "train.designer_upweight_count",
+    "agent.cut_turns", "agent.turn_limit", "agent.truncated_episodes", "agent.turn_samples",
+    "validation.llm_screen", "validation.screen_unclear",
+)
+
+
+def describe_fidelity(config: SpadeConfig) -> list[str]:
+    """One line per ``FIDELITY_KEYS`` entry: ``key = value`` of ``config`` (dry runs)."""
+    lines = ["fidelity switches (docs/FIDELITY.md):"]
+    for key in FIDELITY_KEYS:
+        value = config
+        for part in key.split("."):
+            value = getattr(value, part)
+        lines.append(f"  {key} = {'null' if value is None else value}")
+    return lines
