@@ -280,7 +280,7 @@ def agent_response(prompt, label, step: int, record, advantage: float, max_lengt
         raise ValueError("an episode without sampled tokens is answered with a pad by the executor")
     return response(prompt, label, record.token_ids, record.loss_mask, record.rollout_logprobs, advantage,
                     record.final_return, _logs(step, "agent", record.final_return, record.won),
-                    truncated=record.outcome == "context_limit")
+                    truncated=record.outcome in ("context_limit", "cut_turn"))
 
 
 def designer_response(prompt, label, step: int, entry: dict, max_length: int) -> dict:
