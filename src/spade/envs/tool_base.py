@@ -102,7 +102,7 @@ class ToolUseBaseEnv:
         self._current_msg = 0
         self.turn = 0
         observation = (
-            f"{self._user_messages[0]}\n\nCall one tool per turn as "
+            f"{self._user_messages[0]}\n\nCall a tool as "
             '{"name": ..., "arguments": {...}}; when every request is handled, reply <answer>done</answer>.'
         )
         return observation, {"tools": self.get_tools(), "num_messages": len(self._user_messages)}
