@@ -15,8 +15,10 @@ A subclass declares its tools and builds one task per ``reset``:
 - ``solution(self)``: the reference actions, one per line (tool-call JSON lines, then
   ``<answer>done</answer>``).
 
-The agent acts with one OpenAI-style call per turn, ``{"name": ..., "arguments": {...}}`` (optionally
-inside ``<tool_call>...</tool_call>``; ``arguments`` may also be a JSON string), and finishes with
+Each ``step()`` takes one OpenAI-style call, ``{"name": ..., "arguments": {...}}`` (optionally inside
+``<tool_call>...</tool_call>``; ``arguments`` may also be a JSON string): the agent's reply (``agent.tool_format:
+text``, one call per turn) or one of its calls (``native``: every call of a reply, one step each, see
+spade.core.tool_calls). The agent finishes with
 ``<answer>done</answer>``. Tool errors come back as text and never raise. Reward is 1 only when the
 agent answers ``done`` after every instruction's criterion has passed.
 """
