@@ -238,7 +238,8 @@ def native_script(categories, calls_seen: list):
 
     def reply(prompt, seed):
         entry, truth = next((e, t) for e, t in known if e["question"][0][0]["content"] in prompt)
-        turns = [t for t in user_turns(prompt)]
+        calls_seen.append(('"name": "mkdir"' in prompt, None))  # every prompt carries the docs (tools=)
+        turns = user_turns(prompt)
         if prompt.rstrip().endswith("<|im_start|>assistant") and "<|im_start|>tool\n" in prompt.rsplit(
                 "<|im_start|>assistant\n", 2)[-2]:
             return "Done."
@@ -251,7 +252,7 @@ def native_script(categories, calls_seen: list):
             node = ast.parse(keyword_call(session, text), mode="eval").body
             arguments = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
             blocks.append("<tool_call>" + json.dumps({"name": node.func.id, "arguments": arguments}) + "</tool_call>")
-        calls_seen.append(len(blocks))
+        calls_seen.append((True, len(blocks)))
         return "\n".join(blocks)
 
     return reply
@@ -268,7 +269,8 @@ def test_native_format_renders_tools_and_returns_tool_messages(tiny_model, tmp_p
     truth = load_category("base")[1][0]
     assert base.extra["calls"][0] == [["cd(folder='document')", "mkdir(dir_name='temp')",
                                        "mv(source='final_report.pdf', destination='temp')"]]
-    assert base.turns == sum(2 if calls else 1 for calls in truth) and seen[0] == 3
+    assert base.turns == sum(2 if calls else 1 for calls in truth)
+    assert [n for _, n in seen if n is not None][0] == 3 and all(docs for docs, _ in seen)
     entry = load_category("base")[0][0]
     first = tiny_model[1].apply_chat_template(entry["question"][0], tools=entry["function"], tokenize=False,
                                               add_generation_prompt=True)

@@ -228,3 +228,13 @@ def test_qwen3_template_renders_tools_and_groups_tool_responses(pool, tiny_model
     assert text + "\n" == tokenizer.apply_chat_template(messages, tools=info["tools"], tokenize=False)
     assert "# Tools" in text and text.count("<tool_response>") == 2
     assert text.count("<|im_start|>user\n<tool_response>") == 1  # both results in one user turn
+
+
+def test_a_bad_tool_format_names_the_key_and_the_choices():
+    from spade.config import SpadeConfig
+    from spade.configtools import ConfigError, from_dict
+
+    with pytest.raises(ConfigError, match=r"agent\.tool_format.*'json'.*native.*text"):
+        from_dict(SpadeConfig, {"agent": {"tool_format": "json"}})
+    with pytest.raises(ConfigError, match=r"eval\.bfcl_multi_turn\.tool_format.*'text'.*native.*prompting"):
+        from_dict(SpadeConfig, {"eval": {"bfcl_multi_turn": {"tool_format": "text"}}})

@@ -188,6 +188,7 @@ class ChatTokens:
         self.tokenizer = tokenizer
         self.eos_text = tokenizer.eos_token
         self.eos_id = tokenizer.eos_token_id
+        self._support = None  # tool_calls.TemplateSupport, probed on first use
 
     def render(self, messages: list, add_generation_prompt: bool, tools: list | None = None) -> str:
         extra = {"tools": tools} if tools else {}  # tool schemas, rendered by the template (agent.tool_format native)
@@ -203,7 +204,7 @@ class ChatTokens:
     @property
     def support(self) -> tool_calls.TemplateSupport:
         """Whether the template renders ``tools=`` and ``tool`` messages (probed once)."""
-        if getattr(self, "_support", None) is None:
+        if self._support is None:
             self._support = tool_calls.template_support(self.tokenizer)
         return self._support
 
