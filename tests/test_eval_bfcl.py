@@ -12,6 +12,7 @@ import pytest
 from scripted_backend import ScriptedBackend
 from spade.config import SpadeConfig
 from spade.configtools import ConfigError, from_dict
+from spade.core import tool_calls
 from spade.evals import bfcl
 from spade.evals.base import EvalContext, EvalRun, ItemRecord, evaluate, items_path, prompt_hash
 from spade.evals.bfcl import (ApiSession, BfclMultiTurn, BfclMultiTurnConfig, Call, CallFormatError, check_entry,
@@ -59,6 +60,7 @@ def replay_script(categories, wrong=None):
 
 
 def run(tmp_path, tokenizer, reply, name="r", **config):
+    config.setdefault("tool_format", "prompting")  # these tests script prompting-mode replies (native: test_native_*)
     bench = BfclMultiTurn(BfclMultiTurnConfig(**config))
     bench.check_data()
     ctx = EvalContext(ScriptedBackend(tokenizer, reply), seed=7, benchmark="bfcl_multi_turn", max_new_tokens=512)
@@ -215,10 +217,82 @@ def test_hf_backend_smoke(tiny_model, tmp_path, monkeypatch):
 
     model, tokenizer = tiny_model
     monkeypatch.setattr(bfcl, "system_prompt", lambda functions: "Call functions as [f(a=1)]. Functions: ls, cd.")
-    bench = BfclMultiTurn(BfclMultiTurnConfig(categories=["base"], max_entries_per_category=1, max_steps_per_turn=1))
+    bench = BfclMultiTurn(BfclMultiTurnConfig(categories=["base"], max_entries_per_category=1, max_steps_per_turn=1,
+                                              tool_format="prompting"))
     ctx = EvalContext(HFBackend(model, tokenizer, batch_size=1), seed=1, benchmark="bfcl_multi_turn",
                       max_new_tokens=8, max_context_tokens=4096)
     result = evaluate(bench, ctx, EvalRun("toy", 0, tmp_path / "hf.json", 1), progress=False)
     rows = {row["metric"]: row for row in result["rows"]}
     assert rows["accuracy"]["n"] == 1 and rows["accuracy"]["value"] in (0.0, 1.0)
     assert 1 <= result["throughput"]["generated_tokens"] <= 8 * 4 * 2
+
+
+# ------------------------------------------------------------------------------------------------ native format
+def native_script(categories, calls_seen: list):
+    """Native-format replies: each turn's ground-truth calls as <tool_call> blocks in one step (keyword arguments),
+    then a plain text that ends the turn once the last message holds tool results."""
+    known = []
+    for category in categories:
+        entries, truths = load_category(category)
+        known += list(zip(entries, truths))
+
+    def reply(prompt, seed):
+        entry, truth = next((e, t) for e, t in known if e["question"][0][0]["content"] in prompt)
+        calls_seen.append(('"name": "mkdir"' in prompt, None))  # every prompt carries the docs (tools=)
+        turns = user_turns(prompt)
+        if prompt.rstrip().endswith("<|im_start|>assistant") and "<|im_start|>tool\n" in prompt.rsplit(
+                "<|im_start|>assistant\n", 2)[-2]:
+            return "Done."
+        turn = len(turns) - 1
+        if not truth[turn]:
+            return "Which value should I use?"
+        session = session_for(entry)
+        blocks = []
+        for text in truth[turn]:
+            node = ast.parse(keyword_call(session, text), mode="eval").body
+            arguments = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+            blocks.append("<tool_call>" + json.dumps({"name": node.func.id, "arguments": arguments}) + "</tool_call>")
+        calls_seen.append((True, len(blocks)))
+        return "\n".join(blocks)
+
+    return reply
+
+
+def test_native_format_renders_tools_and_returns_tool_messages(tiny_model, tmp_path):
+    """No system prompt, the docs through tools= (the tiny template renders them), every call of a step executed
+    and sent back as its own tool message; the ground truth replayed this way scores 1."""
+    seen: list = []
+    rows, records = run(tmp_path, tiny_model[1], native_script(["base"], seen), name="native", categories=["base"],
+                        max_entries_per_category=1, tool_format="native")
+    assert rows["accuracy"]["value"] == 1.0
+    base = records[0]
+    truth = load_category("base")[1][0]
+    assert base.extra["calls"][0] == [["cd(folder='document')", "mkdir(dir_name='temp')",
+                                       "mv(source='final_report.pdf', destination='temp')"]]
+    assert base.turns == sum(2 if calls else 1 for calls in truth)
+    assert [n for _, n in seen if n is not None][0] == 3 and all(docs for docs, _ in seen)
+    entry = load_category("base")[0][0]
+    first = tiny_model[1].apply_chat_template(entry["question"][0], tools=entry["function"], tokenize=False,
+                                              add_generation_prompt=True)
+    assert base.prompt_hash == prompt_hash(first) and "You are an expert in composing functions" not in first
+    assert '"name": "mkdir"' in first
+
+
+def test_native_format_sends_one_tool_message_per_call(tiny_model):
+    entry = load_category("base")[0][0]
+    support = tool_calls.TemplateSupport(tools=True, tool_role=True)
+    conversation = bfcl.BfclConversation(entry, 20, support)
+    assert conversation.messages == entry["question"][0] and conversation.tools == entry["function"]
+    replies = conversation.respond('<tool_call>{"name": "pwd", "arguments": {}}</tool_call>'
+                                   '<tool_call>{"name": "cd", "arguments": {"folder": "document"}}</tool_call>')
+    assert [m["role"] for m in replies] == ["tool", "tool"]
+    assert json.loads(replies[0]["content"]) == {"current_working_directory": "/workspace"}  # the root of initial_config
+    assert json.loads(replies[1]["content"]) == {"current_working_directory": "document"}
+    assert conversation.decoded == [[[Call("pwd", {}), Call("cd", {"folder": "document"})]]]
+    # a malformed call is a decoding failure: it ends the turn, as in prompting mode
+    assert conversation.respond('<tool_call>{"name": "pwd", </tool_call>') == bfcl.turn_message(entry, 1)
+    assert conversation.decode_errors == 1
+    # a template without tools= or a tool role: the docs as text, the results as user messages
+    plain = bfcl.BfclConversation(entry, 20, tool_calls.TemplateSupport(tools=False, tool_role=False))
+    assert plain.tools is None and '"name": "mkdir"' in plain.messages[-1]["content"]
+    assert plain.respond('<tool_call>{"name": "pwd", "arguments": {}}</tool_call>')[0]["role"] == "user"

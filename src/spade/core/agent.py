@@ -9,8 +9,12 @@ the sandbox; the model's text reaches the environment as one extracted action pe
 
 - games: the first ``\\boxed{...}`` span (brace-balanced); the raw text if there is none, so the
   environment can answer with its own format reminder;
-- tool use: ``<answer>...</answer>`` if present, else the first tool call (``<tool_call>{...}</tool_call>``
-  or a bare JSON object with a ``name``).
+- tool use, ``agent.tool_format: text``: ``<answer>...</answer>`` if present, else the first tool call
+  (``<tool_call>{...}</tool_call>`` or a bare JSON object with a ``name``); the tools are listed as text after the
+  first observation and every observation comes back in the ``user`` role;
+- tool use, ``agent.tool_format: native`` (the reference's, spade.core.tool_calls): no system prompt, the tools
+  rendered by the chat template (``tools=``), every ``<tool_call>`` of a reply executed in order (one ``step()``
+  each), each result a ``tool`` message; a reply whose ``<tool_call>`` does not parse is masked from the loss.
 
 The episode return follows spec 3.4: the final step's reward if the episode terminated, else 0. Every record
 also counts its turns without a parsable action (``parsed_action`` None) and its turns cut at
@@ -27,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from spade.designer.prompts import AGENT_PROMPT_STYLES
 from spade.configtools import option
 from spade.inference.generation import GenerationBackend, SamplingParams, cut_to_limit
+from spade.core import tool_calls
 from spade.core.failures import episode_cause
 from spade.core.rewards import episode_return, is_win
 from spade.seeding import derive_seed
@@ -93,6 +98,13 @@ class AgentConfig:
         "(reference code) leaves it out of its group's z-score, the window statistics and the training batch, and "
         "counts it in the step metric 'dropped_plays'; 'zero' (before issue 14) keeps it with return 0.",
         choices=("drop", "zero"))
+    tool_format: str = option(
+        "native", "Tool-use episodes only (games are unchanged): 'native' (reference code) = no system prompt, the "
+        "tools rendered by the chat template's tools= argument, every <tool_call>{\"name\": ..., \"arguments\": ...}"
+        "</tool_call> of a reply executed in order, each result a 'tool' message, a reply whose <tool_call> does not "
+        "parse masked from the loss (a template without tool support gets the tools as text and results as 'user' "
+        "messages); 'text' (before issue 32) = our system prompt, the tools as text, one call per turn, observations "
+        "as 'user' messages.", choices=tool_calls.TOOL_FORMATS)
 
 
 @dataclass(frozen=True)
@@ -117,7 +129,7 @@ class EpisodeRecord:
     arm: str
     turns: int = 0
     generated_tokens: int = 0
-    rewards: list = field(default_factory=list)  # [turns] reward of every step
+    rewards: list = field(default_factory=list)  # reward of every environment step (a native tool-use turn may take several)
     final_return: float = 0.0  # spec 3.4
     won: bool = False
     outcome: str = "turn_limit"  # one of OUTCOMES
@@ -130,7 +142,8 @@ class EpisodeRecord:
     token_ids: list = field(default_factory=list, repr=False)  # [T] the whole episode
     loss_mask: list = field(default_factory=list, repr=False)  # [T] 1 on tokens the agent sampled
     rollout_logprobs: list = field(default_factory=list, repr=False)  # [T] sampling log-probs (0 off-mask)
-    # agent.turn_samples 'per_turn': [turns] {"prompt_ids", "output_ids", "logprobs"} of every turn; token_ids,
+    # agent.turn_samples 'per_turn': [turns] {"prompt_ids", "output_ids", "logprobs", "trained"?} of every turn (trained
+    # False: a malformed native call, not trained); token_ids,
     # loss_mask and rollout_logprobs then hold the last turn (its re-rendered prompt and its reply)
     turn_records: list = field(default_factory=list, repr=False)
 
@@ -213,25 +226,38 @@ class ChatTokens:
         self.tokenizer = tokenizer
         self.eos_text = tokenizer.eos_token
         self.eos_id = tokenizer.eos_token_id
+        self._support = None  # tool_calls.TemplateSupport, probed on first use
 
-    def render(self, messages: list, add_generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    def render(self, messages: list, add_generation_prompt: bool, tools: list | None = None) -> str:
+        extra = {"tools": tools} if tools else {}  # tool schemas, rendered by the template (agent.tool_format native)
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt,
+                                                  **extra)
 
     def encode(self, text: str) -> list:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def first_prompt(self, messages: list) -> list:
-        return self.encode(self.render(messages, add_generation_prompt=True))
+    def first_prompt(self, messages: list, tools: list | None = None) -> list:
+        return self.encode(self.render(messages, add_generation_prompt=True, tools=tools))
 
-    def continuation(self, messages: list, observation: str, ended_with_eos: bool) -> list:
+    @property
+    def support(self) -> tool_calls.TemplateSupport:
+        """Whether the template renders ``tools=`` and ``tool`` messages (probed once)."""
+        if self._support is None:
+            self._support = tool_calls.template_support(self.tokenizer)
+        return self._support
+
+    def continuation(self, messages: list, observation: str | list, ended_with_eos: bool,
+                     tools: list | None = None) -> list:
         """Tokens that follow the assistant's last turn: end of turn, the observation, the next prompt.
 
-        ``messages`` ends with that assistant turn. The text after its end-of-turn token is taken from
+        ``messages`` ends with that assistant turn; ``observation`` is a ``user`` message's text or a list of
+        messages (e.g. one ``tool`` message per call). The text after its end-of-turn token is taken from
         the template, so the sequence equals what the template would render, without re-tokenising
         anything the model sampled.
         """
-        closed = self.render(messages, add_generation_prompt=False)
-        opened = self.render(messages + [{"role": "user", "content": observation}], add_generation_prompt=True)
+        replies = [{"role": "user", "content": observation}] if isinstance(observation, str) else list(observation)
+        closed = self.render(messages, add_generation_prompt=False, tools=tools)
+        opened = self.render(messages + replies, add_generation_prompt=True, tools=tools)
         ids = [] if ended_with_eos else [self.eos_id]
         if opened.startswith(closed):
             end = closed.rfind(self.eos_text)
@@ -240,7 +266,9 @@ class ChatTokens:
         # the template re-renders the earlier turns once the observation follows (Qwen3 drops the <think> blocks of
         # turns before the last user message): what follows the assistant's end-of-turn before the observation is
         # still the template's own text, and the episode keeps the reply as sampled
-        at = opened.rfind(observation)
+        at = len(opened)
+        for reply in reversed(replies):  # where the first new message's text starts
+            at = opened.rfind(reply["content"], 0, at)
         end = opened.rfind(self.eos_text, 0, at) if at >= 0 else -1
         if end < 0:
             raise ValueError("the chat template renders neither a conversation as a prefix of its extension nor an "
@@ -254,6 +282,7 @@ class _Live:
     record: EpisodeRecord
     messages: list
     episode: object  # SandboxedEpisode
+    tools: list | None = None  # schemas the template renders (agent.tool_format native), else None
 
 
 class EpisodeRunner:
@@ -280,17 +309,24 @@ class EpisodeRunner:
             record.outcome, record.failure = "env_failure", outcome.describe()
             return settle(record)
         observation, info = outcome.value
-        if job.kind == "tool_use" and info.get("tools"):
-            observation += "\n\nTools (OpenAI function schemas):\n" + json.dumps(info["tools"], indent=1)
+        native = self._native(job)
+        tools = (info.get("tools") or None) if job.kind == "tool_use" else None
+        if tools and not (native and self.chat.support.tools):  # text format, or a template that ignores tools=
+            observation += tool_calls.tools_text(tools)
         if job.arm == "hint":
             observation = with_hint(observation, job.hint)
-        prefix = self.system_prompts[job.kind]
+        prefix = [] if native else self.system_prompts[job.kind]  # native: no system prompt, as the reference
         messages = [{"role": "system", "content": prefix}] if isinstance(prefix, str) else [dict(m) for m in prefix]
         messages.append({"role": "user", "content": observation})
-        record.token_ids = self.chat.first_prompt(messages) + self.prefix_ids
+        tools = tools if native and self.chat.support.tools else None
+        record.token_ids = self.chat.first_prompt(messages, tools) + self.prefix_ids
         record.loss_mask = [0] * len(record.token_ids)
         record.rollout_logprobs = [0.0] * len(record.token_ids)
-        return _Live(job, record, messages, episode)
+        return _Live(job, record, messages, episode, tools)
+
+    def _native(self, job: EpisodeJob) -> bool:
+        """Whether ``job`` plays with the native tool-call format (agent.tool_format, tool use only)."""
+        return job.kind == "tool_use" and self.config.tool_format == "native"
 
     def run(self, jobs: list, seed: int, with_hint=None, per_episode_seeds: bool = False) -> list:
         """Play every job; returns one ``EpisodeRecord`` per job, in order.
@@ -364,42 +400,63 @@ class EpisodeRunner:
         record.rollout_logprobs += list(generation.logprobs)
         record.generated_tokens += len(ids)
         record.turns += 1
-        record.last_parsed = parsed_action(text, entry.job.kind) is not None
+        plan = tool_calls.plan_turn(text) if self._native(entry.job) else None
+        record.last_parsed = plan.parsed if plan else parsed_action(text, entry.job.kind) is not None
         record.last_cut = generation.finish_reason == "length"
         record.unparsed_turns += not record.last_parsed
         record.cut_turns += record.last_cut
         if record.last_cut and self.config.cut_turns == "end":  # no eos: the reply is unfinished, the episode ends
             record.outcome = "context_limit" if len(ids) >= budget else "cut_turn"
             return
-        outcome = entry.episode.step(extract_action(text, entry.job.kind))
-        if not outcome.ok:
-            record.outcome, record.failure = "env_failure", outcome.describe()
-            return
-        observation, reward, terminated, truncated, _ = outcome.value
-        record.rewards.append(reward)
-        if terminated or truncated:
-            record.outcome = "terminated" if terminated else "truncated"
-            record.final_return = episode_return(reward, terminated)
-            record.won = is_win(reward, terminated)
+        if plan and plan.malformed and ids:  # native format: a call that does not parse is not trained
+            record.loss_mask[-len(ids):] = [0] * len(ids)
+            if record.turn_records:
+                record.turn_records[-1]["trained"] = False
+        replies = self._act(entry, text, plan)
+        if replies is None:  # the episode ended
             return
         entry.messages.append({"role": "assistant", "content": text})
         if self.config.turn_samples == "per_turn":  # the next prompt is the template's rendering of the chat so far
-            entry.messages.append({"role": "user", "content": observation})
-            prompt = self.chat.first_prompt(entry.messages) + self.prefix_ids
+            entry.messages += replies
+            prompt = self.chat.first_prompt(entry.messages, entry.tools) + self.prefix_ids
             if len(prompt) >= self.config.max_context_tokens:
                 record.outcome = "context_limit"
                 return
             record.token_ids, record.loss_mask, record.rollout_logprobs = prompt, [0] * len(prompt), [0.0] * len(prompt)
             return
         ended = bool(ids) and ids[-1] == self.chat.eos_id
-        extra = self.chat.continuation(entry.messages, observation, ended) + self.prefix_ids
-        entry.messages.append({"role": "user", "content": observation})
+        extra = self.chat.continuation(entry.messages, replies, ended, entry.tools) + self.prefix_ids
+        entry.messages += replies
         if len(record.token_ids) + len(extra) >= self.config.max_context_tokens:
             record.outcome = "context_limit"
             return
         record.token_ids += extra
         record.loss_mask += [0] * len(extra)
         record.rollout_logprobs += [0.0] * len(extra)
+
+    def _act(self, entry: _Live, text: str, plan: "tool_calls.TurnPlan | None") -> list | None:
+        """Step the environment with one reply's actions, in order: one ``extract_action`` (games, tool_format
+        text), or each action of the native ``plan``. Returns the observation messages, or None when a step
+        ended the episode (its outcome and return are set)."""
+        record = entry.record
+        actions = plan.actions if plan else [(extract_action(text, entry.job.kind), "user")]
+        replies = []
+        for action, role in actions:
+            outcome = entry.episode.step(action)
+            if not outcome.ok:
+                record.outcome, record.failure = "env_failure", outcome.describe()
+                return None
+            observation, reward, terminated, truncated, _ = outcome.value
+            record.rewards.append(reward)
+            if terminated or truncated:
+                record.outcome = "terminated" if terminated else "truncated"
+                record.final_return = episode_return(reward, terminated)
+                record.won = is_win(reward, terminated)
+                return None
+            replies.append({"role": role, "content": observation})
+        if plan and plan.malformed:
+            replies[-1]["content"] += tool_calls.MALFORMED_NOTE
+        return tool_calls.fit_roles(replies, self.chat.support) if plan else replies
 
     def finished(self, entry: _Live) -> bool:
         return self._finished(entry)

@@ -417,7 +417,7 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         masked = loss_masked(record, self.config.agent)
         mask = [0] * len(record.loss_mask) if masked else record.loss_mask
         turns = [(t["prompt_ids"] + t["output_ids"],
-                  [0] * len(t["prompt_ids"]) + [0 if masked else 1] * len(t["output_ids"]),
+                  [0] * len(t["prompt_ids"]) + [int(not masked and t.get("trained", True))] * len(t["output_ids"]),
                   [0.0] * len(t["prompt_ids"]) + t["logprobs"]) for t in record.turn_records]
         return Sample("agent", record.token_ids, mask, record.rollout_logprobs, advantage, turns=turns)
 

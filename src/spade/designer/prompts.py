@@ -411,7 +411,8 @@ When every request has been handled, reply <answer>done</answer> instead of a to
 
 
 def agent_system_prompt(kind: str, tools: list | None = None) -> str:
-    """System prompt of the reasoning agent. ``kind``: "game" (or a game flavour) or "tool_use".
+    """System prompt of the reasoning agent. ``kind``: "game" (or a game flavour) or "tool_use" (used by
+    ``agent.tool_format: text`` only; the native format has no system prompt, spade.core.tool_calls).
     ``tools``: optional OpenAI tool schemas (``get_tools()``) to list in the prompt."""
     if kind in ("game", "games", "puzzle", "interactive"):
         return _AGENT_GAME.strip()

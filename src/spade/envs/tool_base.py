@@ -15,8 +15,10 @@ A subclass declares its tools and builds one task per ``reset``:
 - ``solution(self)``: the reference actions, one per line (tool-call JSON lines, then
   ``<answer>done</answer>``).
 
-The agent acts with one OpenAI-style call per turn, ``{"name": ..., "arguments": {...}}`` (optionally
-inside ``<tool_call>...</tool_call>``; ``arguments`` may also be a JSON string), and finishes with
+Each ``step()`` takes one OpenAI-style call, ``{"name": ..., "arguments": {...}}`` (optionally inside
+``<tool_call>...</tool_call>``; ``arguments`` may also be a JSON string): the agent's reply (``agent.tool_format:
+text``, one call per turn) or one of its calls (``native``: every call of a reply, one step each, see
+spade.core.tool_calls). The agent finishes with
 ``<answer>done</answer>``. Tool errors come back as text and never raise. Reward is 1 only when the
 agent answers ``done`` after every instruction's criterion has passed.
 """
@@ -102,7 +104,7 @@ class ToolUseBaseEnv:
         self._current_msg = 0
         self.turn = 0
         observation = (
-            f"{self._user_messages[0]}\n\nCall one tool per turn as "
+            f"{self._user_messages[0]}\n\nCall a tool as "
             '{"name": ..., "arguments": {...}}; when every request is handled, reply <answer>done</answer>.'
         )
         return observation, {"tools": self.get_tools(), "num_messages": len(self._user_messages)}

@@ -201,11 +201,13 @@ class Conversation:
     """A multi-turn chat with the model, driven by ``play_conversations``.
 
     ``messages`` starts with the system/user prompt. ``respond`` consumes the model's reply and returns
-    the next user message, or None when the item is finished (it scores itself as it goes).
+    the next user message, a list of messages (e.g. ``tool`` results), or None when the item is finished (it
+    scores itself as it goes). ``tools``: schemas the chat template renders (``tools=``), or None.
     """
 
-    def __init__(self, messages: list):
+    def __init__(self, messages: list, tools: list | None = None):
         self.messages = list(messages)
+        self.tools = tools
         self.replies: list = []
         self.tokens = 0
         self.stop_reason = ""  # "done", "turn_limit" or "context_limit"
@@ -218,8 +220,8 @@ def play_conversations(ctx: EvalContext, conversations: Sequence[Conversation], 
                        max_turns: int, max_new_tokens: int | None = None) -> None:
     """Batch every live conversation's next turn into one backend call until all are finished.
 
-    Prompts are rendered with the tokenizer's chat template (``tools`` are not passed: benchmarks put
-    tool schemas into their own prompt text). Turn ``t`` of conversation ``i`` samples with seed
+    Prompts are rendered with the tokenizer's chat template, with a conversation's ``tools`` (most benchmarks
+    put tool schemas into their own prompt text and have none). Turn ``t`` of conversation ``i`` samples with seed
     ``derive(seeds[i], t)`` and at most ``min(max_new_tokens, context left)`` tokens of its own (a longer
     batch is cut per row), so a conversation's course depends only on its own seed and prompt.
     """
@@ -229,7 +231,7 @@ def play_conversations(ctx: EvalContext, conversations: Sequence[Conversation], 
     for turn in range(max_turns):
         prompts, ids, budgets = [], [], []
         for i in live:
-            tokens = chat_prompt_ids(tokenizer, conversations[i].messages)
+            tokens = chat_prompt_ids(tokenizer, conversations[i].messages, conversations[i].tools)
             if len(tokens) >= ctx.max_context_tokens:
                 conversations[i].stop_reason = "context_limit"
                 continue
@@ -252,7 +254,9 @@ def play_conversations(ctx: EvalContext, conversations: Sequence[Conversation], 
             if follow_up is None:
                 conversation.stop_reason = "done"
                 continue
-            conversation.messages.append({"role": "user", "content": follow_up})
+            if isinstance(follow_up, str):
+                follow_up = [{"role": "user", "content": follow_up}]
+            conversation.messages += follow_up
             live.append(i)
         if not live:
             return

@@ -12,8 +12,20 @@ Data: the four multi-turn files shipped in ``bfcl-eval==2026.3.23`` (200 entries
 (a turn lacks a needed value; the right move is to ask, so its ground truth is empty) and
 ``long_context`` (the same tasks on API states padded with long, distracting content).
 
-Protocol, as BFCL's prompting mode (``BaseHandler.inference_multi_turn_prompting`` with the OSS
-handler and the default system prompt ``DEFAULT_SYSTEM_PROMPT_FORMAT``):
+Protocol, ``eval.bfcl_multi_turn.tool_format``:
+
+- ``native`` (default; the format ``agent.tool_format: native`` trains, and the one the reference evaluates with:
+  BFCL's own ``QwenFCHandler`` in eval_offline/suites/bfcl_full.py:34-37, and the in-loop evaluator
+  spade/core/eval/bfcl_evaluator.py:486-620): no system prompt; the entry's function docs go to the chat template as
+  ``tools=`` (as written, as ``QwenFCHandler._format_prompt`` dumps them); a reply's calls are its
+  ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (spade.core.tool_calls.parse_calls), each
+  result one ``tool`` message; a withheld function is announced as in prompting mode (BFCL's OSS handlers run the
+  prompting loop). A template that ignores ``tools=`` gets the docs as text after the first user message, one without
+  a tool role gets the results as ``user`` messages (spade.core.tool_calls).
+- ``prompting`` (before issue 32): BFCL's prompting mode (``BaseHandler.inference_multi_turn_prompting`` with the OSS
+  handler and the default system prompt ``DEFAULT_SYSTEM_PROMPT_FORMAT``), below.
+
+Prompting mode, and what both share:
 
 - the system prompt is BFCL's "classic / plaintext" prompt with the involved classes' function docs
   as indented JSON; the model must answer with a Python-syntax list of keyword calls,
@@ -71,12 +83,14 @@ from functools import cache
 from pathlib import Path
 
 from spade.configtools import ConfigError, option
+from spade.core import tool_calls
 from spade.evals.base import (Benchmark, Conversation, DataMissing, EvalContext, Item, ItemRecord, Metric, mean_metric,
                               play_conversations, prompt_hash)
 from spade.evals.base import max_new_tokens_option, temperature_option, top_k_option, top_p_option
 from spade.evals.registry import register_benchmark
 
 CATEGORIES = ("base", "miss_func", "miss_param", "long_context")
+TOOL_FORMATS = ("native", "prompting")  # eval.bfcl_multi_turn.tool_format (module docstring)
 SELECTIONS = ("spaced", "shortest")  # how eval.bfcl_multi_turn.max_entries_per_category picks entries
 INSTALL_HINT = "pip install --no-deps bfcl-eval==2026.3.23"
 ERROR_PREFIX = "Error during execution: "
@@ -103,6 +117,12 @@ class BfclMultiTurnConfig:
     top_p: float = top_p_option(1.0, "not sent by bfcl_eval's local-model handler")
     top_k: int = top_k_option(0, "not sent")
     max_new_tokens: int = max_new_tokens_option(4096, "bfcl_eval base_oss_handler.py: min(4096, context left)")
+    tool_format: str = option("native", "'native' (reference code, as agent.tool_format native): no system prompt, the "
+                              "function docs rendered by the chat template (tools=), calls as <tool_call>{...}"
+                              "</tool_call> blocks, each result a 'tool' message; 'prompting' (before issue 32): "
+                              "BFCL's prompting mode, a system prompt with the docs, calls as a Python list, the "
+                              "results in one user message. Keep it 'native' when the agent trains with "
+                              "agent.tool_format native.", choices=TOOL_FORMATS)
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -230,6 +250,16 @@ def first_messages(entry: dict) -> list[dict]:
     return messages
 
 
+def native_first_messages(entry: dict, support: tool_calls.TemplateSupport) -> list[dict]:
+    """Turn 0 without a system prompt (``QwenFCHandler._pre_query_processing_prompting``); the docs follow the first
+    user message as text when the template ignores ``tools=``."""
+    messages = copy.deepcopy(entry["question"][0])
+    if not support.tools:
+        last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        messages[last_user]["content"] += tool_calls.tools_text(entry["function"])
+    return messages
+
+
 def turn_message(entry: dict, turn: int) -> str:
     """The user message opening ``turn`` (> 0); a withheld-function turn announces the new functions."""
     from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING
@@ -318,6 +348,15 @@ def decode_calls(text: str) -> list[Call]:
         return [_call(node) for node in body.elts]
     except RecursionError as exc:
         raise CallFormatError("arguments nested too deeply") from exc
+
+
+def native_calls(text: str) -> list[Call]:
+    """The calls of a native-format reply: its well-formed ``<tool_call>`` blocks, in order; raises
+    ``CallFormatError`` when it has ``<tool_call>`` blocks and none is a call with an object of arguments."""
+    calls = [c for c in tool_calls.parse_calls(text) if isinstance(c["arguments"], dict)]
+    if not calls and "<tool_call>" in tool_calls.THINK_RE.sub("", text):
+        raise CallFormatError("no <tool_call> block holds a call with an object of arguments")
+    return [Call(c["name"], c["arguments"]) for c in calls]
 
 
 # ------------------------------------------------------------------------------------------------ execution
@@ -441,8 +480,11 @@ def check_entry(entry: dict, ground_truth: list, decoded: list) -> dict:
 class BfclConversation(Conversation):
     """One entry played as BFCL's prompting loop: steps within user turns, results fed back."""
 
-    def __init__(self, entry: dict, max_steps_per_turn: int):
-        super().__init__(first_messages(entry))
+    def __init__(self, entry: dict, max_steps_per_turn: int, support: tool_calls.TemplateSupport | None = None):
+        """``support``: the chat template's tool support for the native format; None = prompting mode."""
+        self.native, self.support = support is not None, support
+        super().__init__(native_first_messages(entry, support) if self.native else first_messages(entry))
+        self.tools = entry["function"] if self.native and support.tools else None
         self.initial = list(self.messages)  # the first prompt (for the record's prompt hash)
         self.entry, self.max_steps = entry, max_steps_per_turn
         self.session = session_for(entry)
@@ -451,9 +493,9 @@ class BfclConversation(Conversation):
         self.force_quit = False
         self.decode_errors = 0
 
-    def respond(self, text: str) -> str | None:
+    def respond(self, text: str) -> str | list | None:
         try:
-            calls = decode_calls(text)
+            calls = native_calls(text) if self.native else decode_calls(text)
         except CallFormatError:
             calls = []
             self.decode_errors += 1
@@ -465,6 +507,8 @@ class BfclConversation(Conversation):
         if self.steps > self.max_steps:  # BFCL: count > MAXIMUM_STEP_LIMIT -> force quit
             self.force_quit = True
             return None
+        if self.native:  # one tool message per call, as BFCL's OSS handler
+            return tool_calls.fit_roles([{"role": "tool", "content": r} for r in results], self.support)
         return format_results(calls, results)
 
     def _next_turn(self) -> str | None:
@@ -525,17 +569,20 @@ class BfclMultiTurn(Benchmark):
 
     def play(self, items, ctx: EvalContext) -> list[ItemRecord]:
         tokenizer = ctx.backend.tokenizer
+        support = tool_calls.template_support(tokenizer) if self.config.tool_format == "native" else None
         conversations, truths = [], []
         for item in items:
             entries, answers = load_category(item.payload["category"])
-            conversations.append(BfclConversation(entries[item.payload["index"]], self.config.max_steps_per_turn))
+            conversations.append(BfclConversation(entries[item.payload["index"]], self.config.max_steps_per_turn,
+                                                  support))
             truths.append(answers[item.payload["index"]])
         play_conversations(ctx, conversations, [ctx.item_seed(item.id) for item in items],
                            max_turns=max(c.max_model_calls for c in conversations))
         records = []
         for item, conversation, truth in zip(items, conversations, truths):
             score, info = score_conversation(conversation, truth)
-            first = tokenizer.apply_chat_template(conversation.initial, tokenize=False, add_generation_prompt=True)
+            first = tokenizer.apply_chat_template(conversation.initial, tools=conversation.tools, tokenize=False,
+                                                  add_generation_prompt=True)
             records.append(ItemRecord(
                 id=item.id,
                 prompt_hash=prompt_hash(first),

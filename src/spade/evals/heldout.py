@@ -3,7 +3,7 @@ learning check on the held-out instance space of its tasks (``learning_check``).
 
 The environments named in ``eval.heldout_library.environments`` are never used for backfill or memory
 seeding, so they measure transfer within the library. They run in the sandbox, exactly as in training
-(same system prompt, token-exact multi-turn episodes through ``EpisodeRunner``), without hints.
+(same system prompt and tool-call format, token-exact multi-turn episodes through ``EpisodeRunner``), without hints.
 One item = one (environment, episode index); the environment's reset seed derives from the run's
 master seed, so every checkpoint of a run plays the same tasks.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spade.core.tool_calls import TOOL_FORMATS
 from spade.designer.prompts import AGENT_PROMPT_STYLES
 from spade.configtools import ConfigError, option
 from spade.evals.base import Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash
@@ -28,18 +29,20 @@ class HeldoutLibraryConfig:
                         choices=("standard", "easy"))
     prompt_style: str = option("paper", "How each episode starts, as agent.prompt_style (keep the two equal).",
                                choices=AGENT_PROMPT_STYLES)
+    tool_format: str = option("native", "Tool-use environments' call format, as agent.tool_format (keep the two "
+                              "equal): 'native' or 'text'.", choices=TOOL_FORMATS)
 
 
-def run_episodes(jobs: list, ctx: EvalContext, max_turns: int, prompts: dict) -> list:
-    """Episodes of a held-out environment suite, as in training but without hints: the agent's system prompts,
-    the evaluation's sampling settings (``ctx``), a per-episode seed from each job. A turn cut at the token limit
-    still reaches the environment (``cut_turns`` 'continue'): ending the episode there is a training rule of the
-    reference (``agent.cut_turns``), not part of how these suites score."""
+def run_episodes(jobs: list, ctx: EvalContext, max_turns: int, prompts: dict, tool_format: str = "native") -> list:
+    """Episodes of a held-out environment suite, as in training but without hints: the agent's system prompts and
+    tool-call format (agent.tool_format), the evaluation's sampling settings (``ctx``), a per-episode seed from each
+    job. A turn cut at the token limit still reaches the environment (``cut_turns`` 'continue'): ending the episode
+    there is a training rule of the reference (``agent.cut_turns``), not part of how these suites score."""
     from spade.core.agent import AgentConfig, EpisodeRunner
 
     agent = AgentConfig(max_turns=max_turns, max_new_tokens=ctx.max_new_tokens,
                         max_context_tokens=ctx.max_context_tokens, temperature=ctx.temperature, top_p=ctx.top_p,
-                        top_k=ctx.top_k, cut_turns="continue")
+                        top_k=ctx.top_k, cut_turns="continue", tool_format=tool_format)
     return EpisodeRunner(ctx.backend, ctx.pool, agent, prompts).run(jobs, ctx.seed, per_episode_seeds=True)
 
 
@@ -85,7 +88,8 @@ class HeldoutLibrary(Benchmark):
             code = intake(source)
             jobs.append(EpisodeJob(item.payload["env"], code.code, code.class_name, kind, ctx.item_seed(item.id),
                                    env_kwargs=env_kwargs))
-        episodes = run_episodes(jobs, ctx, self.config.max_turns, prompts)
+        # the learning check's config has no tool_format: its environments are games
+        episodes = run_episodes(jobs, ctx, self.config.max_turns, prompts, getattr(self.config, "tool_format", "native"))
         records = []
         for item, episode in zip(items, episodes):
             first_prompt, response = episode_texts(episode, ctx.backend.tokenizer)

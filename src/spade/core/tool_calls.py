@@ -1,0 +1,125 @@
+"""Native tool calls of tool-use episodes (``agent.tool_format: native``, the reference code's format).
+
+What the reference does (spade/core/orchestrator.py:786-1015, ``_play_game_tool_use_async``):
+
+- the episode opens with the observation as its only message, no system prompt; the environment's tool schemas
+  (``get_tools()``, OpenAI function format) reach the model through its chat template,
+  ``apply_chat_template(messages, tools=...)`` (:801-815);
+- a reply holding ``<answer>`` is sent to ``step()`` as it is; the observation comes back as a ``user`` message
+  (:880-913);
+- else every parsable ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` block is executed, in order, and
+  each result comes back as its own ``tool`` message (:975-1000); blocks that do not parse are skipped
+  (spade/core/utils/tool_call_parser.py:114-129);
+- a reply without a parsable call is sent to ``step()`` as it is (the environment answers with a format error, in
+  the ``user`` role). If it holds ``<tool_call>`` (a malformed call) its sampled tokens get loss mask 0 and the
+  observation gets a note with the call format (:915-960; ``SPADE_MASK_MALFORMED_TOOLCALL=1`` in both tool-use
+  scripts, cmd/tool_use/_train_spade_blend.sh:272, cmd/tool_use/train_spade_4b.sh:184). The episode goes on.
+
+Ours differs where our environments differ: they have one entry point, ``step(action)`` (spade.envs.tool_base), so
+each call is sent to it as its own ``<tool_call>`` action and counts as one environment step (the reference calls
+``execute_tool``, which counts none); the calls of a reply stop at the first step that ends the episode. Replies are
+parsed after removing ``<think>...</think>`` spans, as every other parser of ours.
+
+A chat template that ignores ``tools=`` (SmolLM2's) or cannot render a ``tool`` message gets a documented fallback,
+chosen by probing the template once (``template_support``): the schemas are appended to the first observation as
+text (what ``tool_format: text`` does), and tool results are sent in the ``user`` role.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from jinja2 import TemplateError
+
+TOOL_FORMATS = ("native", "text")
+THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
+ANSWER_RE = re.compile(r"<answer>.*?</answer>", re.DOTALL)
+CALL_BLOCK_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+# appended to the observation of a turn whose <tool_call> did not parse (the reference's error-as-feedback note)
+MALFORMED_NOTE = ('\n\n[Format] The <tool_call> of your last reply could not be parsed. Write each call as '
+                  '<tool_call>{"name": "<tool name>", "arguments": {<arguments>}}</tool_call>.')
+
+
+def tools_text(tools: list) -> str:
+    """The tool schemas as text after an observation (``tool_format: text``, and the native format's fallback)."""
+    return "\n\nTools (OpenAI function schemas):\n" + json.dumps(tools, indent=1)
+
+
+def parse_calls(text: str) -> list[dict]:
+    """Every well-formed ``<tool_call>`` block of a reply, in order, as ``{"name", "arguments"}``.
+
+    A block is well formed when its body is a JSON object with a string ``name`` (the Qwen3/Hermes format);
+    ``arguments`` (or ``parameters``) defaults to ``{}`` and is passed on as written: the environment checks it.
+    Blocks that are not well formed are skipped, as the reference's parser does.
+    """
+    calls = []
+    for block in CALL_BLOCK_RE.finditer(THINK_RE.sub("", text)):
+        try:
+            value = json.loads(block.group(1).strip())
+        except ValueError:  # json.JSONDecodeError
+            continue
+        if isinstance(value, dict) and isinstance(value.get("name"), str):
+            calls.append({"name": value["name"], "arguments": value.get("arguments", value.get("parameters", {}))})
+    return calls
+
+
+def call_action(call: dict) -> str:
+    """The ``step()`` action of one call: the form ``spade.envs.tool_base.parse_tool_call`` reads."""
+    return "<tool_call>" + json.dumps({"name": call["name"], "arguments": call["arguments"]}) + "</tool_call>"
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    """What one reply does: ``actions`` [(step() action, role of its observation)], in order."""
+
+    actions: list
+    parsed: bool  # an answer or at least one well-formed call (the record's ``parsed_action`` counterpart)
+    malformed: bool  # no well-formed call but a <tool_call> tag: the turn's sampled tokens are masked
+
+
+def plan_turn(text: str) -> TurnPlan:
+    """The steps of one reply under the native format (module docstring)."""
+    visible = THINK_RE.sub("", text)
+    if ANSWER_RE.search(visible):
+        return TurnPlan([(text, "user")], parsed=True, malformed=False)
+    calls = parse_calls(text)
+    if calls:
+        return TurnPlan([(call_action(call), "tool") for call in calls], parsed=True, malformed=False)
+    return TurnPlan([(text, "user")], parsed=False, malformed="<tool_call>" in visible)
+
+
+@dataclass(frozen=True)
+class TemplateSupport:
+    tools: bool  # the template renders the ``tools=`` schemas
+    tool_role: bool  # the template renders a ``tool`` message's content
+
+
+_PROBE_TOOL = {"type": "function", "function": {"name": "spade_probe_tool_7f3a", "description": "",
+                                                "parameters": {"type": "object", "properties": {}}}}
+_PROBE_RESULT = "spade_probe_result_7f3a"
+
+
+def _renders(tokenizer, messages: list, needle: str, **kwargs) -> bool:
+    try:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kwargs)
+    except (TemplateError, ValueError, TypeError, KeyError):  # a template may refuse a role or the tools argument
+        return False
+    return needle in text
+
+
+def template_support(tokenizer) -> TemplateSupport:
+    """Probe whether the chat template renders ``tools=`` and ``tool`` messages (SmolLM2's does neither the first:
+    it ignores ``tools``; it renders any role name, ``tool`` included)."""
+    user = {"role": "user", "content": "probe"}
+    tools = _renders(tokenizer, [user], "spade_probe_tool_7f3a", tools=[_PROBE_TOOL])
+    exchange = [user, {"role": "assistant", "content": "ok"}, {"role": "tool", "content": _PROBE_RESULT}]
+    return TemplateSupport(tools, _renders(tokenizer, exchange, _PROBE_RESULT))
+
+
+def fit_roles(replies: list, support: TemplateSupport) -> list:
+    """The reply messages in roles the template renders: ``tool`` becomes ``user`` where it cannot."""
+    if support.tool_role:
+        return replies
+    return [{**m, "role": "user"} if m["role"] == "tool" else m for m in replies]
