@@ -23,7 +23,7 @@ from spade.core.env_source import BaselineConfig, PoolEntry, baseline_of, rlve_c
 from spade.seeding import derive_seed
 
 # Named RLVE environment sets, for ``baseline.rlve_environments: [<name>]``. 'official16' is the reference code's
-# default set (spade-rl/spade cmd/games/train_fixed_rlve_{4b,8b,30b}.sh:27-36, RLVE_ENV_SET=official16), itself
+# default set (spade-rl/spade cmd/games/train_fixed_rlve_{8b,30b}.sh:27-36, 4b.sh:28-37, RLVE_ENV_SET=official16), itself
 # RLVE's own 16-environment training set (RLVE scripts/training/*/rlve/num-environment=16.sh). All 16 are registered
 # in both of RLVE's registries at its commit 73cccd9 and in the reference's vendored copy
 # (spade/external/rlve/Gym/environments/__init__.py); a checkout that lacks one stops the run, naming it.
