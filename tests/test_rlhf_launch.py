@@ -74,7 +74,8 @@ def test_hand_written_command_for_a_small_config(toy, tmp_path):
         "--data.prompt_dataset", str(run / "tickets.jsonl"), "--data.input_key", "prompt", "--data.label_key", "label",
         "--data.max_len", "4096",
         "--rollout.batch_size", "2", "--rollout.n_samples_per_prompt", "4", "--rollout.micro_batch_size", "1",
-        "--rollout.temperature", "0.6", "--rollout.top_p", "0.95",  # the games recipe (reference)
+        # log-probs at T 1.0 (train.logprob_temperature, reference); the executor samples at agent.temperature 0.6
+        "--rollout.temperature", "1.0", "--rollout.top_p", "0.95",  # the games recipe (reference)
         "--algo.advantage.estimator", "dr_grpo", "--reward.clip_range", "-1000", "1000",
         "--algo.advantage.is_correction_level", "token", "--algo.advantage.is_correction_mode", "clip",
         "--algo.advantage.is_correction_gating", "ratio", "--algo.advantage.is_correction_threshold", "0", "2.0",
@@ -140,7 +141,9 @@ def test_paper_values_and_per_model_exceptions_reach_the_command(paper):
         assert config.selfplay.batch_structure == "global_batch", name
         assert args["train"]["batch_size"] == batch and args["rollout"]["n_samples_per_prompt"] == n, name
         assert args["rollout"]["batch_size"] * args["rollout"]["n_samples_per_prompt"] == batch, name
-        assert args["rollout"]["temperature"] == temperature, name
+        # OpenRLHF's actor takes log-probs at --rollout.temperature: the reference's 1.0 (train.logprob_temperature);
+        # the plugin samples each request at agent.temperature (0.6; 1.0 in the RLVE runs)
+        assert args["rollout"]["temperature"] == 1.0 and config.agent.temperature == temperature, name
         assert args["algo"]["advantage"]["estimator"] == "dr_grpo", name
         assert args["algo"]["advantage"]["is_correction_threshold"] == [0.0, 2.0], name
         # every paper run keeps a checkpoint every 16 steps (their run files; recipe: 50), as the reference scripts

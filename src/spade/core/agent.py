@@ -35,7 +35,8 @@ from spade.sandbox.pool import SandboxPool
 THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
 ANSWER_RE = re.compile(r"<answer>.*?</answer>", re.DOTALL)
 TOOL_TAG_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-OUTCOMES = ("terminated", "truncated", "turn_limit", "context_limit", "env_failure")
+OUTCOMES = ("terminated", "truncated", "turn_limit", "context_limit", "cut_turn", "env_failure")
+ENDED = ("terminated", "truncated", "context_limit", "cut_turn", "env_failure")  # outcomes that stop an episode
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,24 @@ class AgentConfig:
         "prompt, e.g. '\\boxed{' so a model too small to follow the answer format still writes one. It is part of the "
         "prompt tokens (loss mask 0, never trained) and of the text the action parser reads; the environment's "
         "reward is unchanged. '' = none (paper).")
+    cut_turns: str = option(
+        "end", "A turn that hits max_new_tokens (or the context budget) without an end-of-sequence token: 'end' "
+        "(reference code, orchestrator.py:476-490) ends the episode there, outcome 'cut_turn' (or 'context_limit' "
+        "when the context budget cut it), return 0, the environment never sees the reply; 'continue' (ours before "
+        "issue 32) sends the cut reply's action to the environment and closes the turn with an eos.",
+        choices=("end", "continue"))
+    turn_limit: str = option(
+        "own", "Turn limit of a designer-written environment: 'own' (reference code, respect_game_max_turns, "
+        "orchestrator.py:330-335) builds the class with its own defaults and caps its max_turns attribute at "
+        "agent.max_turns; 'budget' (ours before issue 32) passes max_turns=agent.max_turns to every environment. "
+        "Library, RLVE and evaluation environments always get the budget. The runner never plays more than "
+        "agent.max_turns turns.", choices=("own", "budget"))
+    truncated_episodes: str = option(
+        "train", "No-hint episodes the environment did not terminate (truncated, turn limit, cut turn, context "
+        "limit): 'train' trains them with their return (0 unless partial); 'mask' (the reference's "
+        "--spade-compact-filter, set by every tool-use script, spade_rollout.py:809-818) keeps them in their group's "
+        "z-score but zeroes their loss mask. Reference: off for games (this default), on for tool use (the tool-use "
+        "recipe).", choices=("train", "mask"))
     failed_plays: str = option(
         "drop", "A no-hint play that ends in an environment failure (sandbox error, timeout, crash): 'drop' "
         "(reference code) leaves it out of its group's z-score, the window statistics and the training batch, and "
@@ -80,6 +99,7 @@ class EpisodeJob:
     arm: str = "no_hint"  # "no_hint" or "hint"
     hint: str = ""
     env_kwargs: dict = field(default_factory=dict)  # extra constructor arguments, e.g. a library ``level``
+    own_turn_limit: bool = False  # a designer-written class keeps its own max_turns, capped (agent.turn_limit 'own')
 
 
 @dataclass
@@ -163,6 +183,12 @@ def extract_action(text: str, kind: str) -> str:
     return visible[start:] if start >= 0 else visible
 
 
+def loss_masked(record: EpisodeRecord, config: AgentConfig) -> bool:
+    """Whether a no-hint episode trains nothing (``agent.truncated_episodes`` 'mask', the reference's compact
+    filter): the environment did not terminate it. It still counts in its group's z-score."""
+    return config.truncated_episodes == "mask" and record.outcome not in ("terminated", "env_failure")
+
+
 def settle(record: EpisodeRecord) -> EpisodeRecord:
     """Set the ``cause`` of an ended episode (spade.core.failures.episode_cause); returns it."""
     record.cause = episode_cause(record.outcome, record.final_return, record.last_parsed, record.last_cut)
@@ -224,8 +250,11 @@ class EpisodeRunner:
 
     def _start(self, job: EpisodeJob, with_hint) -> _Live | EpisodeRecord:
         record = EpisodeRecord(job.env_id, job.seed, job.arm)
-        episode = self.pool.open(job.code, job.class_name, seed=job.seed,
-                                 env_kwargs={"max_turns": self.config.max_turns, **job.env_kwargs})
+        if job.own_turn_limit:
+            kwargs, cap = dict(job.env_kwargs), self.config.max_turns
+        else:
+            kwargs, cap = {"max_turns": self.config.max_turns, **job.env_kwargs}, None
+        episode = self.pool.open(job.code, job.class_name, seed=job.seed, env_kwargs=kwargs, turn_cap=cap)
         outcome = episode.reset(job.seed) if episode.opened.ok else episode.opened
         if not outcome.ok:
             episode.close()
@@ -268,7 +297,7 @@ class EpisodeRunner:
         return [settle(s.record) if isinstance(s, _Live) else s for s in started]
 
     def _finished(self, entry: _Live) -> bool:
-        return entry.record.outcome in ("terminated", "truncated", "context_limit", "env_failure")
+        return entry.record.outcome in ENDED
 
     def _turn(self, live: list, seed: int, turn: int | None = None) -> None:
         budget = {id(e): self.turn_budget(e) for e in live}
@@ -317,6 +346,9 @@ class EpisodeRunner:
         record.last_cut = generation.finish_reason == "length"
         record.unparsed_turns += not record.last_parsed
         record.cut_turns += record.last_cut
+        if record.last_cut and self.config.cut_turns == "end":  # no eos: the reply is unfinished, the episode ends
+            record.outcome = "context_limit" if len(ids) >= budget else "cut_turn"
+            return
         outcome = entry.episode.step(extract_action(text, entry.job.kind))
         if not outcome.ok:
             record.outcome, record.failure = "env_failure", outcome.describe()
