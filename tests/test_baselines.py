@@ -505,7 +505,7 @@ def test_rlve_mode_fails_clearly_without_a_checkout(tmp_path, pool, tiny_model):
 def test_rlve_adapter_renders_runnable_environments(tmp_path, monkeypatch):
     root = fake_rlve(tmp_path / "RLVE")
     config = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_difficulty": 1,
-                                              "rlve_curriculum": "fixed"}})
+                                              "rlve_curriculum": "fixed", "rlve_environments": ["all"]}})
     source = RLVESource(config)
     assert source.identifiers == ["Broken", "Capped", "Parity"]  # NoController has no difficulty schedule
     entry = source.entries()[2]
@@ -590,7 +590,8 @@ def test_rlve_mode_validates_in_the_sandbox(tiny_model, visible_rlve):
     hidden = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root)}})
     with pytest.raises(ConfigError, match=r"'baseline.rlve_path' is .*cannot see.*sandbox.read_only_paths"):
         make_core(hidden, None, tiny_model[1])
-    config = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_environments": ["Parity"]},
+    config = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_environments": ["Parity"],
+                                              "rlve_slots": 0},  # 0: the TINY run's 2 slots (fast)
                                  "sandbox": {"read_only_paths": [str(folder)]}})
     with rlve_pool(folder) as pool:
         core, backend = make_core(config, pool, tiny_model[1])
@@ -609,7 +610,7 @@ def test_rlve_curriculum_raises_levels_in_a_run(tiny_model, visible_rlve):
     rejected, named in the metrics, and its level and file stay. The fixed curriculum never moves."""
     folder, root = visible_rlve
     layers = [FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_raise_accuracy": 0.0,
-                                   "rlve_check_episodes": 2, "rlve_window": 1,
+                                   "rlve_check_episodes": 2, "rlve_window": 1, "rlve_slots": 0,
                                    "rlve_environments": ["Capped", "Parity"]},
                       "sandbox": {"read_only_paths": [str(folder)]}}]
     with rlve_pool(folder) as pool:
@@ -632,16 +633,17 @@ def test_rlve_redraws_the_set_every_window_and_excludes_broken_environments(tiny
     """Every window start (k = 2) draws the slots anew from RLVE's set, rendered at each environment's current level
     (here raised by one every step: threshold 0, a check per 4 top-level episodes, every problem at the top). An
     environment whose file fails validation is excluded for the rest of the run, named with its reason, and the draw
-    is made without it. With rlve_redraw false the step-0 draw stays. A set where nothing loads at all (a setup
+    is made without it. With rlve_redraw 'never' the step-0 draw stays. A set where nothing loads at all (a setup
     error) stops the run at once with the first reason and what to check."""
     folder, root = visible_rlve
     layers = [FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_environments": ["Broken", "Parity"],
-                                   "rlve_raise_accuracy": 0.0, "rlve_check_episodes": 4, "rlve_window": 1},
+                                   "rlve_raise_accuracy": 0.0, "rlve_check_episodes": 4, "rlve_window": 1,
+                                   "rlve_redraw": "window", "rlve_slots": 0},  # before issue 32: every k steps, 2 slots
                       "sandbox": {"read_only_paths": [str(folder)]}}]
     with rlve_pool(folder) as pool:
         core, _ = make_core(config_with(*layers), pool, tiny_model[1])
         steps = run_steps(core, 3)
-        kept, _ = make_core(config_with(*layers, {"baseline": {"rlve_redraw": False}}), pool, tiny_model[1])
+        kept, _ = make_core(config_with(*layers, {"baseline": {"rlve_redraw": "never"}}), pool, tiny_model[1])
         run_steps(kept, 3)
     first, _, last = (metrics for _, metrics, _ in steps)
     assert first["rlve_excluded"] == last["rlve_excluded"] == 1 and "rlve_newly_excluded" not in last
@@ -675,7 +677,7 @@ def test_check_rlve_command_reports_each_environment(tmp_path, visible_rlve, cap
     config = tmp_path / "rlve.yaml"
     config.write_text(yaml.safe_dump({
         "model_card": "tiny-random", "selfplay": {"train_designer": False},
-        "baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_window": 1},
+        "baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_window": 1, "rlve_environments": ["all"]},
         "sandbox": {"workers": 1, "read_only_paths": [str(folder)]}}))
     out = tmp_path / "report.json"
     assert main(["env", "check-rlve", "--config", str(config), "--levels", "0", "1", "--out", str(out)]) == 1
@@ -685,3 +687,136 @@ def test_check_rlve_command_reports_each_environment(tmp_path, visible_rlve, cap
     assert sorted((row["identifier"], row["level"]) for row in report["failed"]) == [("Broken", 0), ("Broken", 1),
                                                                                      ("Capped", 1)]
     assert "top difficulty 1: load_failed 2, ok 1" in capsys.readouterr().out
+
+
+# ----- issue 32: the reference's Fixed-env RLVE setup (cmd/games/train_fixed_rlve_{4b,8b,30b}.sh) ----------------
+# RLVE_ENV_SET=official16 of the reference scripts (lines 27-36), typed here from the script
+OFFICIAL16 = ["Division", "EuclidGame", "GCDOne_Counting", "HamiltonianPath", "LampChanging", "LargestConvexPolygon",
+              "Multiplication", "PCPPermutation", "Path_NoGoingBack_Counting", "SAT", "ShortestPath", "Sorting",
+              "SpiralMatrix", "SubsequenceReversalLNDS", "UndamagedSubmatrixCounting", "WYRLevelingGround"]
+# the RLVE switches as they were before issue 32
+RLVE_BEFORE_32 = {"rlve_environments": ["all"], "rlve_slots": 0, "rlve_redraw": "window", "rlve_shared_problem": False}
+
+
+def test_rlve_paper_runs_have_the_reference_structure_and_the_old_one_is_a_switch_away():
+    """Schema and paper run files: the 16 named environments, 16 slots x 16 plays = one global batch of 256 (local
+    trainer: m = 256 / 16; OpenRLHF: 16 tickets x 16), a new draw every step, one problem per group, T 1.0, and KL 0
+    on the 8B (the reference scripts' --kl-loss-coef 0.00). Setting the switches back gives 24 slots x 8 = 192."""
+    from spade.config import CONFIG_DIR, load_config
+    from spade.core.env_source import BaselineConfig, pool_slots
+    from spade.core.rlve import RLVE_SETS
+    from spade.core.slots import EnvSlot
+    from spade.rlhf.placement import describe_placement, placement
+    from spade.rlhf.plan import ticket_plan
+    from spade.train import compute
+
+    defaults = BaselineConfig()
+    assert (defaults.rlve_environments, defaults.rlve_slots, defaults.rlve_redraw, defaults.rlve_shared_problem) == \
+        (["official16"], 16, "step", True)
+    assert list(RLVE_SETS["official16"]) == OFFICIAL16
+    for size, kl in (("4b", 0.0), ("8b", 0.0), ("30b", 0.0)):
+        config = load_config(CONFIG_DIR / "paper" / f"fixed_env_rlve_{size}.yaml")
+        base = config.baseline
+        assert (base.rlve_environments, base.rlve_slots, base.rlve_redraw, base.rlve_shared_problem) == \
+            (["official16"], 16, "step", True), size
+        assert (config.train.global_batch, config.train.kl_coef, config.agent.temperature) == (256, kl, 1.0), size
+        plan = ticket_plan(config)
+        assert (plan.slots, plan.group_size, plan.responses_per_step) == (16, 16, 256), size
+        lines = describe_placement(placement(config))
+        assert any("16 tickets x 16 = 256 responses per step (one optimizer step" in line for line in lines), size
+        assert any("RLVE official16 (16) environments, 16 slots drawn every step, one shared problem per group" in line
+                   for line in lines), size
+        slots = [EnvSlot(f"s{i}", "rlve", 0, "rlve:x", valid=True) for i in range(pool_slots(config))]
+        core = SelfPlay.__new__(SelfPlay)  # no_hint_plays reads the config and plays_override only
+        core.config, core.plays_override = config, None
+        assert core.no_hint_plays(slots) == 16 and len(slots) == 16, size  # the local trainer: 16 x 16 = 256
+        assert compute.estimate(config).counts["steps"] == 400
+    before = load_config(CONFIG_DIR / "paper" / "fixed_env_rlve_8b.yaml", overrides={
+        "baseline": RLVE_BEFORE_32, "train": {"global_batch": 192, "kl_coef": 0.005},
+        "agent": {"temperature": 0.6}, "designer": {"temperature": 0.6}})
+    plan = ticket_plan(before)
+    assert (pool_slots(before), plan.slots, plan.group_size, before.train.kl_coef) == (24, 24, 8, 0.005)
+    assert pool_slots(config_with(FIXED, {"baseline": {"mode": "fixed_pool"}})) == 2  # rlve_slots is RLVE's only
+    with pytest.raises(ConfigError, match=r"'baseline.rlve_redraw' has value True; allowed values: \['step', "
+                                          r"'window', 'never'\]"):
+        config_with(FIXED, {"baseline": {"rlve_redraw": True}})
+
+
+def test_rlve_named_set_is_used_and_a_missing_member_is_named(tmp_path):
+    """baseline.rlve_environments ['official16'] (the default) trains on exactly the 16 named environments, in the
+    script's order; a checkout that lacks one of them stops the run, naming it; ['all'] still gives every one."""
+    root = fake_rlve(tmp_path / "RLVE")
+    for folder, registry, cls in (("environments", "identifier2environment", "Parity"),
+                                  ("parameter_controllers", "identifier2controller", "ParityController")):
+        with open(root / "Gym" / folder / "__init__.py", "a") as init:
+            init.write(f"\n{registry}.update({{name: {cls} for name in {OFFICIAL16[1:]!r}}})\n")
+    config = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root)}})
+    with pytest.raises(ConfigError, match=r"is \['official16'\], but the RLVE checkout .* does not register "
+                                          r"\['Division'\] of that set"):
+        RLVESource(config)
+    with open(root / "Gym" / "environments" / "__init__.py", "a") as init:
+        init.write("\nidentifier2environment['Division'] = Parity\n")
+    with open(root / "Gym" / "parameter_controllers" / "__init__.py", "a") as init:
+        init.write("\nidentifier2controller['Division'] = ParityController\n")
+    source = RLVESource(config)
+    assert source.identifiers == OFFICIAL16
+    assert [e.origin for e in source.entries()] == [f"rlve:{name}" for name in OFFICIAL16]
+    everything = RLVESource(config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root),
+                                                             "rlve_environments": ["all"]}}))
+    assert len(everything.identifiers) == 16 + 3  # + Broken, Capped, Parity
+
+
+def test_rlve_rendered_file_draws_the_groups_problem_from_its_problem_seed(tmp_path, monkeypatch):
+    """Given problem_seed, every reset draws the same problem whatever the episode seed; without it, the episode
+    seed decides (as before)."""
+    root = fake_rlve(tmp_path / "RLVE")
+    base = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root)}}).baseline
+    cls = exec_rendered(render_rlve(base, "Parity", 3), monkeypatch)["RlveParity"]
+    shared = [cls(problem_seed=11).reset(seed=s) for s in range(6)]
+    assert len({prompt for prompt, _ in shared}) == 1 and len({info["difficulty"] for _, info in shared}) == 1
+    assert shared[0][1]["difficulty"] == rlve_problem_difficulty(11, 3, 4)
+    own = [cls().reset(seed=s)[0] for s in range(6)]
+    assert len(set(own)) > 1 and own == [cls().reset(seed=s)[0] for s in range(6)]
+
+
+def test_rlve_groups_share_one_problem_and_the_set_is_drawn_every_step(tiny_model, visible_rlve):
+    """Reference setup on 2 slots x 3 plays (global batch 6), RLVE at top difficulty 1 with a window of 2 (levels
+    0 and 1: the numbers listed are 2 + level). Every step draws a new set (new ids; the previous step's set is
+    closed and archived); every play of a slot's group sees the same problem (the slot's problem seed, new every
+    step), while the plays keep distinct episode seeds; the two groups' problems differ. The curriculum counts a
+    group's plays at the top level by the group's problem, so its episode count is 3 x (groups drawn at level 1).
+    With rlve_shared_problem false each play draws its own problem."""
+    from spade.core.rlve import rlve_problem_seed
+
+    folder, root = visible_rlve
+    tokenizer = tiny_model[1]
+    layers = [FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_environments": ["Parity"],
+                                   "rlve_slots": 2, "rlve_difficulty": 1, "rlve_window": 2},
+                      "train": {"global_batch": 6}, "sandbox": {"read_only_paths": [str(folder)]}}]
+
+    def prompts(played: dict) -> dict:  # env_id -> the first observation of each play (the tokens before the reply)
+        return {env_id: [tokenizer.decode(r.token_ids[:r.loss_mask.index(1)]) for r in records]
+                for env_id, records in played.items()}
+
+    with rlve_pool(folder) as pool:
+        core, _ = make_core(config_with(*layers), pool, tokenizer)
+        _, first, _ = core.rollout(0)
+        step0 = core._envs()
+        slots, _, closed, metrics = core.begin_step(1)
+        played = core.play(slots, 1, "no_hint", core.no_hint_plays(slots))
+        own, _ = make_core(config_with(*layers, {"baseline": {"rlve_shared_problem": False}}), pool, tokenizer)
+        own_slots = own.begin_step(0)[0]
+        own_played = own.play(own_slots, 0, "no_hint", 3)
+    assert [s.env_id for s in step0] == ["s00000-Parity-0", "s00000-Parity-1"]
+    assert [s.env_id for s in slots] == ["s00001-Parity-0", "s00001-Parity-1"]
+    assert [row["env_id"] for row in closed] == ["s00000-Parity-0", "s00000-Parity-1"]  # closed by the new draw
+    assert metrics["env_source"] == "rlve" and metrics["regenerated"]
+    assert [s.env_kwargs["problem_seed"] for s in slots] == [rlve_problem_seed(0, 1, s.env_id) for s in slots]
+    seen = prompts(played)
+    assert len(seen) == 2 and all(len(texts) == 3 and len(set(texts)) == 1 for texts in seen.values())
+    assert seen["s00001-Parity-0"][0] != seen["s00001-Parity-1"][0]  # different groups, different problems
+    assert all(len({r.seed for r in records}) == 3 for records in played.values())  # replies sampled apart
+    at_top = sum(rlve_problem_difficulty(s.env_kwargs["problem_seed"], 1, 2) == 1 for s in step0)
+    assert first["no_hint_plays"] == 3 and core.state.rlve["Parity"]["episodes"] == 3 * at_top
+    assert all("problem_seed" not in s.env_kwargs for s in own_slots)
+    assert any(len(set(texts)) > 1 for texts in prompts(own_played).values())

@@ -63,10 +63,10 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
     values = {}
     for name, value in data.items():
         key = f"{prefix}.{name}" if prefix else name
-        value = _check_type(key, value, hints[name])
         meta = fields[name].metadata
-        if meta.get("choices") and value not in meta["choices"]:
+        if meta.get("choices") and value not in meta["choices"]:  # before the type: a bool for a str key names them too
             raise ConfigError(f"config key '{key}' has value {value!r}; allowed values: {list(meta['choices'])}")
+        value = _check_type(key, value, hints[name])
         if meta.get("min") is not None and value is not None and value < meta["min"]:
             raise ConfigError(f"config key '{key}' has value {value!r}; it must be >= {meta['min']}")
         values[name] = value

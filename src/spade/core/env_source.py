@@ -28,7 +28,9 @@ The ``baseline:`` section of a run config picks the environment source of the se
     RLVE's environment set (github.com/Zhiyuan-Zeng/RLVE) from a local checkout at
     ``baseline.rlve_path``, through :class:`spade.core.rlve.RLVESource`, with RLVE's adaptive difficulty
     curriculum (``baseline.rlve_curriculum``, :func:`spade.core.rlve.rlve_curriculum_step`) or one fixed
-    difficulty.
+    difficulty. By default as the reference code ran it: the 16 environments of ``RLVE_SETS['official16']``
+    in ``baseline.rlve_slots`` (16) slots, drawn anew every step (``baseline.rlve_redraw``), each slot's group
+    playing one shared problem (``baseline.rlve_shared_problem``).
 ``fixed_external_designer``
     The paper's "fixed ED" ablation: a model behind an OpenAI-compatible chat-completions endpoint
     (``baseline.external_base_url``, ``baseline.external_model``, its key read from the environment variable
@@ -44,12 +46,13 @@ The ``baseline:`` section of a run config picks the environment source of the se
     (:mod:`spade.designer.serve`) and points the client at it: the toy-scale stand-in for the paper's
     GPT-5.5, through the same HTTP client path; no endpoint keys or API key are needed then.
 
-In 'fixed_pool' and 'rlve' the set is kept for the whole run, but its bookkeeping window still closes every
-``selfplay.regen_interval`` steps: the window's win rates are archived as ``envs/set_<window start>.json``
-(same environment ids and code in every file, except that RLVE's curriculum re-renders an environment whose
-difficulty it raises), so the learnability analyses read a fixed run like a SPADE run. Only step 0 is a
-regeneration step in the metrics, except in 'rlve' with ``baseline.rlve_redraw``, which draws a new set from
-RLVE's environments at every window start. A designed pool (:func:`designs_pool`) is generated at step 0 (the
+In 'fixed_pool' (and 'rlve' with ``baseline.rlve_redraw: never``) the set is kept for the whole run, but its
+bookkeeping window still closes every ``selfplay.regen_interval`` steps: the window's win rates are archived as
+``envs/set_<window start>.json`` (same environment ids and code in every file, except that RLVE's curriculum
+re-renders an environment whose difficulty it raises), so the learnability analyses read a fixed run like a SPADE
+run. Only step 0 is a regeneration step in the metrics, except in 'rlve' with ``rlve_redraw`` 'step' (default),
+which draws a new set from RLVE's environments at every step, each archived as ``envs/set_<step>.json``, or
+'window', which draws at every window start. A designed pool (:func:`designs_pool`) is generated at step 0 (the
 regeneration step of the metrics, with the whole generation's design counts) and kept in the run state (and in
 ``env_pool.json`` of the run folder); with ``pool_redraw: step`` every step's draw is its own set, archived as
 ``envs/set_<step>.json`` when the next step draws, with ``window`` one draw per window as above.
@@ -82,6 +85,7 @@ POOL_SOURCES = ("library", "mechanisms", "checks")  # what 'fixed_pool' draws fr
 POOL_REDRAWS = ("step", "window")  # how often a designed pool's set is drawn (baseline.pool_redraw)
 EXTERNAL_POOLS = ("offline", "online")  # where the fixed external designer's environments come from
 RLVE_CURRICULA = ("adaptive", "fixed")  # how the difficulty of RLVE's environments moves
+RLVE_REDRAWS = ("step", "window", "never")  # how often RLVE's slots are drawn anew (baseline.rlve_redraw)
 MECHANISM_PRESENTATIONS = ("agentic", "written", "written_out")  # = spade.envs.mechanisms.PRESENTATIONS
 
 
@@ -134,8 +138,15 @@ class BaselineConfig:
                                        "rejected instance is skipped (counted in its entries' provenance) and the "
                                        "family's next pool seed is drawn.")
     rlve_path: str = option("", "rlve: path of a local checkout of github.com/Zhiyuan-Zeng/RLVE (holds Gym/).")
-    rlve_environments: list = option(["all"], "rlve: RLVE environment identifiers (keys of "
-                                     "Gym.environments.identifier2environment), or ['all'].")
+    rlve_environments: list = option(["official16"], "rlve: RLVE environment identifiers (keys of "
+                                     "Gym.environments.identifier2environment), ['all'] for every one, or the name of "
+                                     "a set of spade.core.rlve.RLVE_SETS: ['official16'] (reference code: the 16 "
+                                     "environments of cmd/games/train_fixed_rlve_*.sh, RLVE's own num-environment=16 "
+                                     "set).")
+    rlve_slots: int = option(16, "rlve: environment slots of a step's set, each played by a group of "
+                             "train.global_batch / rlve_slots episodes (reference code: 16 environments x 16 plays = "
+                             "global batch 256). 0 = selfplay.active_skills x selfplay.envs_per_skill (24, before "
+                             "issue 32).", min=0)
     rlve_difficulty: int = option(0, "rlve: starting difficulty of every RLVE environment (the number of "
                                   "parameter-controller updates; RLVE's --initial-difficulty, 0 in its scripts); with "
                                   "rlve_curriculum 'fixed' every problem stays at this level.", min=0)
@@ -152,10 +163,16 @@ class BaselineConfig:
                                       "restarts after every check (RLVE: --min-prompts-before-difficulty-check 8 x "
                                       "--n-samples-per-prompt 16 = 128 samples). Scale it with selfplay.group_size.",
                                       min=1)
-    rlve_redraw: bool = option(True, "rlve: draw the slots' environments anew from the whole set at every window "
-                               "start (every selfplay.regen_interval steps, seeded), so training covers RLVE's set as "
-                               "RLVE's sampler does (paper; RLVE draws an environment per prompt, we per window and "
-                               "slot). false = one draw at step 0, kept for the whole run.")
+    rlve_redraw: str = option("step", "rlve: how often the slots' environments are drawn anew from the set (seeded, "
+                              "each rendered at its current level). 'step' (reference code: "
+                              "--spade-game-regeneration-interval 1): every step, and every step's set is archived "
+                              "as its own set; 'window' (before issue 32): every selfplay.regen_interval steps; "
+                              "'never': the step-0 draw is kept for the run.", choices=RLVE_REDRAWS)
+    rlve_shared_problem: bool = option(True, "rlve: all plays of a slot's group in a step get ONE problem (the same "
+                                       "problem seed, hence the same difficulty), a new one every step, as RLVE's "
+                                       "n samples per prompt (reference code: --spade-fixed-env-same-problem). false "
+                                       "= every play draws its own problem from its episode seed (before issue 32). "
+                                       "The plays still sample their replies with their own seeds.")
     rlve_python: str = option("", "rlve: Python interpreter that can import the checkout's Gym package (used to "
                               "list its environments); empty = this interpreter.")
     rlve_import_paths: list = option([], "rlve: further folders the rendered environments put on sys.path inside the "
@@ -264,7 +281,11 @@ def designs_pool(config) -> bool:
 
 
 def pool_slots(config) -> int:
-    """Environment slots of one step's set (paper: 3 active skills x 8 = 24)."""
+    """Environment slots of one step's set: 3 active skills x 8 = 24 (paper), or ``baseline.rlve_slots`` in 'rlve'
+    (reference code: 16)."""
+    base = baseline_of(config)
+    if base.mode == "rlve" and base.rlve_slots:
+        return base.rlve_slots
     return config.selfplay.active_skills * config.selfplay.envs_per_skill
 
 

@@ -3,8 +3,10 @@
 :class:`RLVESource` lists the environments of a local checkout (``baseline.rlve_path``) and renders each as a
 single-turn environment file for our runtime (:func:`render_rlve`); :func:`rlve_curriculum_step` is RLVE's
 adaptive difficulty curriculum, :func:`rlve_problem_difficulty` the level an episode's problem is drawn at, and
-:func:`check_rlve` validates the rendered files in the sandbox (``spade env check-rlve``). The self-play core
-advances the curriculum after play (:mod:`spade.core.fixed_envs`).
+:func:`check_rlve` validates the rendered files in the sandbox (``spade env check-rlve``). :data:`RLVE_SETS` names
+the environment sets ``baseline.rlve_environments`` may give by name; :func:`rlve_problem_seed` is the problem a
+slot's group shares in a step (``baseline.rlve_shared_problem``). The self-play core advances the curriculum after
+play (:mod:`spade.core.fixed_envs`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,19 @@ from pathlib import Path
 
 from spade.configtools import ConfigError
 from spade.core.env_source import BaselineConfig, PoolEntry, baseline_of, rlve_checkout
+from spade.seeding import derive_seed
+
+# Named RLVE environment sets, for ``baseline.rlve_environments: [<name>]``. 'official16' is the reference code's
+# default set (spade-rl/spade cmd/games/train_fixed_rlve_{8b,30b}.sh:27-36, 4b.sh:28-37, RLVE_ENV_SET=official16), itself
+# RLVE's own 16-environment training set (RLVE scripts/training/*/rlve/num-environment=16.sh). All 16 are registered
+# in both of RLVE's registries at its commit 73cccd9 and in the reference's vendored copy
+# (spade/external/rlve/Gym/environments/__init__.py); a checkout that lacks one stops the run, naming it.
+RLVE_SETS = {
+    "official16": ("Division", "EuclidGame", "GCDOne_Counting", "HamiltonianPath", "LampChanging",
+                   "LargestConvexPolygon", "Multiplication", "PCPPermutation", "Path_NoGoingBack_Counting", "SAT",
+                   "ShortestPath", "Sorting", "SpiralMatrix", "SubsequenceReversalLNDS", "UndamagedSubmatrixCounting",
+                   "WYRLevelingGround"),
+}
 
 
 _LIST_SCRIPT = """
@@ -43,7 +58,8 @@ _RLVE_TEMPLATE = '''"""RLVE environment {identifier!r}, difficulty {low} to {top
 
 Single turn: the prompt is RLVE's own problem text; the reward is RLVE's verifier accuracy (0 or 1).
 Each episode draws its difficulty uniformly from levels {low}..{top} (RLVE's sliding window), then one
-parameter set of that level, from the episode seed.
+parameter set of that level, from its problem seed: the constructor's problem_seed when given (one problem
+shared by a group of plays), else the episode seed.
 """
 
 import os
@@ -82,12 +98,15 @@ def problem_difficulty(rng):
 
 
 class {class_name}:
-    def __init__(self, max_turns=1, **kwargs):
+    def __init__(self, max_turns=1, problem_seed=None, **kwargs):
         self.max_turns = max_turns
+        self.problem_seed = problem_seed  # a group's shared problem; None: each episode's own seed
         self.problem = None
         self.reset()
 
     def reset(self, seed=None):
+        if self.problem_seed is not None:
+            seed = self.problem_seed
         rng = random.Random(0 if seed is None else seed)
         difficulty = problem_difficulty(rng)
         controller = identifier2controller[IDENTIFIER]()
@@ -121,6 +140,29 @@ def rlve_problem_difficulty(seed: int, top: int, window: int) -> int:
     of ``random.Random(seed)`` as the file's ``problem_difficulty`` (uniform over levels max(0, top-window+1)..top,
     RLVE's sliding window), so the trainer knows each episode's level without asking the sandbox."""
     return random.Random(seed).randrange(max(0, top - window + 1), top + 1)
+
+
+def rlve_problem_seed(seed: int, step: int, slot_id: str) -> int:
+    """The problem every play of slot ``slot_id``'s group gets at ``step`` (``baseline.rlve_shared_problem``; the
+    reference draws one (parameter, seed) per selected environment and step and gives it to all 16 plays,
+    rlve_adapter.py:284-351, fixed_env_orchestrator.py:522-536). Passed to the rendered file as ``problem_seed``;
+    the plays keep their own episode seeds, so their replies are sampled independently."""
+    return derive_seed(seed, "rlve-problem", step, slot_id)
+
+
+def describe_rlve(config) -> str:
+    """One line on how an 'rlve' run draws and plays its environments (``spade train --dry-run``)."""
+    from spade.core.env_source import pool_slots
+
+    base = baseline_of(config)
+    names = base.rlve_environments
+    named = f"{names[0]} ({len(RLVE_SETS[names[0]])})" if len(names) == 1 and names[0] in RLVE_SETS else \
+        ("all" if names == ["all"] else f"{len(names)} named")
+    redraw = {"step": "every step", "window": f"every {config.selfplay.regen_interval} steps",
+              "never": "once"}[base.rlve_redraw]
+    problems = "one shared problem per group" if base.rlve_shared_problem else "one problem per episode"
+    return (f"RLVE {named} environments, {pool_slots(config)} slots drawn {redraw}, {problems}, curriculum "
+            f"{base.rlve_curriculum}")
 
 
 def rlve_curriculum_step(level: dict, top_accuracies: list, check_episodes: int, raise_accuracy: float) -> dict:
@@ -183,8 +225,9 @@ class RLVESource:
     (a ``VerifiableEnvironment`` class: ``generator(seed, parameter)``, ``prompt_generator()``,
     ``verifier(response)``) and ``Gym.parameter_controllers.identifier2controller`` (its difficulty
     schedule). For each chosen identifier this source renders a single-turn environment file that imports
-    RLVE from the checkout, draws a problem from the episode seed (its level from the curriculum's window up
-    to the top difficulty, which starts at ``baseline.rlve_difficulty``; see :func:`rlve_curriculum_step`), and
+    RLVE from the checkout, draws a problem from the episode seed or the group's shared ``problem_seed`` (its level
+    from the curriculum's window up to the top difficulty, which starts at ``baseline.rlve_difficulty``; see
+    :func:`rlve_curriculum_step`), and
     rewards RLVE's verifier accuracy. The files run inside our sandbox, so the sandbox must see the checkout
     and RLVE's own dependencies (numpy, networkx, sympy; ``baseline.rlve_import_paths``); where it does not,
     validation rejects them (``load_failed``) and the core stops with that reason.
@@ -198,14 +241,25 @@ class RLVESource:
         available = self.available(base.rlve_python or sys.executable)
         wanted = list(base.rlve_environments)
         if not wanted:
-            raise ConfigError("config key 'baseline.rlve_environments' is empty; give RLVE identifiers or ['all']")
+            raise ConfigError("config key 'baseline.rlve_environments' is empty; give RLVE identifiers, ['all'] or "
+                              f"the name of a set ({sorted(RLVE_SETS)})")
+        named = wanted[0] if len(wanted) == 1 and wanted[0] in RLVE_SETS else None
         if wanted == ["all"]:
             wanted = available
+        elif named:
+            wanted = list(RLVE_SETS[named])
+            missing = [name for name in wanted if name not in available]
+            if missing:
+                raise ConfigError(f"config key 'baseline.rlve_environments' is [{named!r}], but the RLVE checkout "
+                                  f"{self.root} does not register {missing} of that set; use a checkout of "
+                                  "github.com/Zhiyuan-Zeng/RLVE that has them (commit 73cccd9 does), or list the "
+                                  "identifiers to train on, or ['all']")
         for name in wanted:
             if name not in available:
                 shown = available[:20] + (["..."] if len(available) > 20 else [])
                 raise ConfigError(f"config key 'baseline.rlve_environments' names {name!r}, which the RLVE checkout "
-                                  f"{self.root} does not register; allowed: 'all' or any of {shown}")
+                                  f"{self.root} does not register; allowed: 'all', a set name of {sorted(RLVE_SETS)} "
+                                  f"or any of {shown}")
         if not wanted:
             raise ConfigError(f"the RLVE checkout {self.root} (config key 'baseline.rlve_path') registers no "
                               "environment with both a class and a parameter controller")

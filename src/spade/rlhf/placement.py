@@ -8,6 +8,8 @@ for the dry run.
 from __future__ import annotations
 
 from spade.configtools import ConfigError
+from spade.core.env_source import baseline_of
+from spade.core.rlve import describe_rlve
 from spade.rlhf.config import OpenRLHFConfig, resolve_openrlhf
 from spade.rlhf.plan import ticket_plan
 
@@ -91,6 +93,7 @@ def placement(config, orl: OpenRLHFConfig | None = None) -> dict:
             "rollout_batch_size": plan.tickets_per_step, "n_samples_per_prompt": plan.group_size,
             "responses_per_step": plan.responses_per_step, "max_len": data_max_len(config, orl), "notes": notes,
             "global_batch": config.train.global_batch,
+            "environments": describe_rlve(config) if baseline_of(config).mode == "rlve" else None,
             "optimizer_steps": ("one optimizer step" if plan.responses_per_step == config.train.global_batch else
                                 f"{plan.responses_per_step / config.train.global_batch:.2f} optimizer steps")}
 
@@ -112,4 +115,6 @@ def describe_placement(place: dict) -> list:
         f"{place['responses_per_step']} responses per step ({place['optimizer_steps']}, train.global_batch "
         f"{place['global_batch']}); --data.max_len {place['max_len']}",
     ]
+    if place.get("environments"):
+        lines.append(f"environments       {place['environments']}")
     return lines + [f"note: {note}" for note in place["notes"]]

@@ -37,6 +37,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from spade.core.env_source import pool_slots
+
 TICKET_PREFIX = "spade-ticket:"
 # every response carries the same numeric extra_logs keys (OpenRLHF turns each into a tensor and
 # concatenates them across samples)
@@ -103,14 +105,15 @@ def max_designer_packs(config, group_size: int) -> int:
 def ticket_plan(config) -> TicketPlan:
     """The ticket layout of ``config``; a ticket needs at least 2 responses (dr_grpo). 'global_batch' needs
     train.global_batch to be a multiple of the slot count."""
-    slots = config.selfplay.active_skills * config.selfplay.envs_per_skill
+    slots = pool_slots(config)  # active_skills x envs_per_skill; baseline.rlve_slots in 'rlve' (16 x 16 = 256)
     structure = config.selfplay.batch_structure
     if structure == "global_batch":
         batch = config.train.global_batch
         group, key = batch // slots, "train.global_batch"
         if batch % slots:
             raise ValueError(f"train.global_batch ({batch}) must be a multiple of the {slots} environment slots "
-                             "(selfplay.active_skills x selfplay.envs_per_skill) for the OpenRLHF backend with "
+                             "(selfplay.active_skills x selfplay.envs_per_skill; baseline.rlve_slots in baseline.mode "
+                             "'rlve') for the OpenRLHF backend with "
                              "selfplay.batch_structure 'global_batch': each slot plays global_batch / slots episodes")
     else:
         group, key = config.selfplay.group_size, "selfplay.group_size"

@@ -321,9 +321,10 @@ def estimate(config, assumptions: dict | None = None, path: str | Path = COMPUTE
     model = model_assumptions(assumptions, config.model.name, path)
     peak = assumptions["hardware"]["peak_tflops_bf16"]
     sp = config.selfplay
-    slots = sp.active_skills * sp.envs_per_skill
     from spade.core.designed_pool import pool_max_rounds, pool_size_of
-    from spade.core.env_source import baseline_of, designs_pool
+    from spade.core.env_source import baseline_of, designs_pool, pool_slots
+
+    slots = pool_slots(config)  # active_skills x envs_per_skill; baseline.rlve_slots in 'rlve'
 
     base = baseline_of(config)  # fixed_pool / rlve fill their sets from a source, designed pools design before training
     external = base.mode == "fixed_external_designer"  # designs and hints run on the external endpoint, not here
