@@ -136,3 +136,31 @@ def test_openrlhf_refuses_per_turn_samples(tmp_path):
     config = load_config(overrides={"agent": {"turn_samples": "per_turn"}, "corpus": {"enabled": False}})
     with pytest.raises(ConfigError, match="'agent.turn_samples' is 'per_turn'.*allowed with --backend openrlhf"):
         openrlhf_command(config, tmp_path / "run", tmp_path / "model")
+
+
+@pytest.mark.parametrize("replies", [["\\boxed{1}", "\\boxed{2}", "\\boxed{3}"], REPLIES])
+def test_the_real_qwen3_template_in_both_modes(pool, tiny_model, replies):
+    """The hybrid Qwen3 template (as bfcl-eval quotes it) re-renders an earlier assistant turn once a user message
+    follows (an empty think block is dropped, a full one too): 'episode' continues from the end-of-turn token before
+    the observation (before issue 32 it stopped: 'not a prefix'); 'per_turn' prompts are the template's own."""
+    from test_tool_calls import qwen3_template
+
+    tokenizer = copy.deepcopy(tiny_model[1])
+    tokenizer.chat_template = qwen3_template()
+    for mode in ("episode", "per_turn"):
+        backend = Scripted(tokenizer, replies)
+        config = AgentConfig(max_turns=3, max_new_tokens=32, max_context_tokens=4096, turn_samples=mode)
+        runner = EpisodeRunner(backend, pool, config, {"game": []})
+        (record,) = runner.run([EpisodeJob("c", COUNTER, "Counter", "game", 0)], seed=0)
+        assert record.won and record.turns == 3, mode
+        messages = [{"role": "user", "content": "Say a number."}]
+        for turn, reply in enumerate(replies[:2], start=1):
+            messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": f"Observation {turn}."}]
+            canonical = tokenizer(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True),
+                                  add_special_tokens=False)["input_ids"]
+            if mode == "per_turn":
+                assert backend.prompts[turn] == canonical
+            else:  # the sequence ends with the template's own text for the new observation and generation prompt
+                suffix = tokenizer(f"\n<|im_start|>user\nObservation {turn}.<|im_end|>\n<|im_start|>assistant\n",
+                                   add_special_tokens=False)["input_ids"]
+                assert backend.prompts[turn][-len(suffix):] == suffix
