@@ -129,13 +129,13 @@ class EnvironmentDesign:
         document = self.corpus.sample(step, slot.env_id, attempt).text if cfg.corpus.enabled and self.corpus else None
         positives, negative = [], None
         if cfg.memory.enabled and memory:
-            positives = [r.code for r in self.memory.positive_seeds(slot.skill, rng=rng)]
-            worst = self.memory.negative_seed(slot.skill, rng=rng)
-            negative = worst.code if worst else None
+            positives = self.memory.positive_seeds(slot.skill, rng=rng)
+            negative = self.memory.negative_seed(slot.skill, rng=rng)
         domain = variant = None
         if cfg.selfplay.flavour == "tool_use":
             domain, variant = sample_domain(rng), sample_variant(rng)
-        return design_prompt(cfg.selfplay.flavour, slot.skill, document, positives, negative, domain, variant)
+        return design_prompt(cfg.selfplay.flavour, slot.skill, document, positives, negative, domain, variant,
+                             examples=cfg.memory.examples, example_chars=cfg.memory.example_chars)
 
     def _backfill(self, slots: list, step: int) -> None:
         """Fill empty slots from the built-in library (toy runs with weak designers; logged)."""
