@@ -33,10 +33,15 @@ class CountingBackend(BudgetBackend):
 
     def __init__(self, tokenizer, designs: list):
         super().__init__(tokenizer, {"design": list(designs), "hint": HINT, "agent": "\\boxed{0}"})
-        self.designs = 0
+        self.design_texts: list = []
+
+    @property
+    def designs(self) -> int:
+        return len(self.design_texts)
 
     def generate(self, prompts, params, seed):
-        self.designs += sum(role_of(self.tokenizer.decode(p)) == "design" for p in prompts)
+        texts = [self.tokenizer.decode(p) for p in prompts]
+        self.design_texts += [text for text in texts if role_of(text) == "design"]
         return super().generate(prompts, params, seed)
 
 
@@ -97,6 +102,11 @@ def test_top_up_fills_an_empty_slot_at_the_next_step(pool, tiny_model):
     rows = {row["env_id"]: row for row in closed}
     assert rows[late.env_id]["filled_step"] == 1 and rows[late.env_id]["episodes"] == 4
     assert rows[late.env_id]["designer_reward"] is not None
+    # memory.examples 'reference' (the default) reaches the prompts of step 3: the agent never won the first
+    # environment (win rate 0), so it is the negative example, named by its class, without its code
+    name = get_env("knapsack_selection").source().split("class ", 1)[1].split("(", 1)[0].split(":", 1)[0]
+    assert all(f"Example to avoid: the earlier environment {name} was too hard (agent win rate 0.00)" in text
+               and "<bad_example>" not in text for text in backend.design_texts[3:])
     assert core.validator.steps == [0, 0, 1, 3, 3]  # each design is validated with the step it was made at
     # memory.win_rate 'regen_positive' cannot measure a late slot: it stays out of the memory, as in the reference
     assert [r.env_id for r in core.memory.records] == [first.env_id]
@@ -104,11 +114,14 @@ def test_top_up_fills_an_empty_slot_at_the_next_step(pool, tiny_model):
 
 def test_none_leaves_the_slot_empty_for_the_window(pool, tiny_model):
     _, tokenizer = tiny_model
-    core, backend = _core(pool, tokenizer, _config("none"), [VALID, INVALID, VALID, VALID])
+    core, backend = _core(pool, tokenizer, _config("none", memory={"examples": "full"}), [VALID, INVALID, VALID, VALID])
     for step in range(3):
         _, metrics, _ = core.rollout(step)
         assert "top_up_slots" not in metrics and metrics["filled_slots"] == 1
     assert backend.designs == 2 and not core._envs()[1].valid
+    core.rollout(3)  # memory.examples 'full': the negative example's whole code in the prompts
+    code = get_env("knapsack_selection").source().strip()
+    assert backend.designs == 4 and all(f"<bad_example>\n{code}\n</bad_example>" in t for t in backend.design_texts[2:])
 
 
 def test_a_late_slot_enters_the_memory_when_window_win_measures_it(pool, tiny_model):
