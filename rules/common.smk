@@ -413,8 +413,10 @@ PREFLIGHT_PLACEMENT = resolve_openrlhf(load_config(*map(repo_path, PREFLIGHT_CON
 
 EVAL_SHARED = [
     "eval.seed",
+    "eval.sampling",
     "eval.temperature",
     "eval.top_p",
+    "eval.top_k",
     "eval.max_new_tokens",
     "eval.max_context_tokens",
     "eval.max_items",

@@ -2,7 +2,8 @@
 
 ``ScriptedBackend(tokenizer, reply)`` answers every prompt with ``reply(prompt_text, seed)``, where
 ``prompt_text`` is the decoded prompt (chat template included). Completion ids are the reply's tokens
-plus eos, so token counts are real. It records every call for assertions. ``RoleBackend`` answers by SPADE role;
+plus eos, so token counts are real. It records every call for assertions. ``RoleBackend`` answers by SPADE role
+(the tool-use LLM screen's verdict is yes unless a test scripts it);
 ``BudgetBackend`` too, and cuts a reply at ``max_new_tokens`` as a real backend does (finish_reason "length").
 """
 
@@ -31,19 +32,21 @@ class ScriptedBackend:
 
 
 def role_of(text: str) -> str:
-    """Which SPADE role a decoded prompt is for: "design", "hint" or "agent"."""
-    return ("design" if "You are an environment designer" in text else
+    """Which SPADE role a decoded prompt is for: "screen" (the tool-use LLM screen), "design", "hint" or "agent"."""
+    return ("screen" if "You audit tool-use environments" in text else
+            "design" if "You are an environment designer" in text else
             "hint" if "write one short hint" in text else "agent")
 
 
 class RoleBackend:
-    """A stand-in model (no weights) that answers by role: ``design_text`` for the designer, a fixed hint, and
-    ``answer`` for the agent. Records (role, temperature, max_new_tokens) of every prompt in ``calls``."""
+    """A stand-in model (no weights) that answers by role: ``design_text`` for the designer, a fixed hint,
+    ``answer`` for the agent and ``screen`` for the tool-use LLM screen. Records (role, temperature, max_new_tokens)
+    of every prompt in ``calls``."""
 
     def __init__(self, tokenizer, design_text: str, hint: str = "<hint>Count carefully.</hint>",
-                 answer: str = "\\boxed{0}"):
+                 answer: str = "\\boxed{0}", screen: str = "Every criterion is reachable. \\boxed{yes}"):
         self.tokenizer = tokenizer
-        self.replies = {"design": design_text, "hint": hint, "agent": answer}
+        self.replies = {"design": design_text, "hint": hint, "agent": answer, "screen": screen}
         self.calls: list = []
         self.truncation: list = []  # (role, top_p, top_k) of every prompt
 
@@ -73,6 +76,7 @@ class BudgetBackend:
     without eos, with finish_reason "length" and its text decoded from the kept tokens."""
 
     def __init__(self, tokenizer, replies: dict):
+        replies = {"screen": "\\boxed{yes}", **replies}  # the tool-use LLM screen passes unless a test scripts it
         self.tokenizer, self.replies = tokenizer, {role: list(r) if isinstance(r, list) else r
                                                    for role, r in replies.items()}
 

@@ -108,3 +108,57 @@ def test_broken_environment_is_an_env_failure(pool, tiny_model):
     job = EpisodeJob("broken", "raise RuntimeError('no')", "Env", "game", 0)
     (record,) = runner.run([job], seed=0)
     assert record.outcome == "env_failure" and "RuntimeError" in record.failure and record.final_return == 0.0
+
+
+OWN_LIMIT = '''
+class Own:
+    def __init__(self, max_turns=3, **kwargs):
+        self.max_turns = max_turns
+
+    def reset(self, seed=None):
+        self.turn = 0
+        return "Say anything.", {}
+
+    def step(self, action):
+        self.turn += 1
+        return "More.", 0.0, False, self.turn >= self.max_turns, {}
+'''
+
+
+@pytest.mark.parametrize("own, budget, expected", [(True, 5, 3), (True, 2, 2), (False, 5, 5)])
+def test_a_designed_class_keeps_its_own_turn_limit_capped_at_the_budget(pool, tiny_model, own, budget, expected):
+    """agent.turn_limit 'own' (reference: respect_game_max_turns): the class is built with its own max_turns (3),
+    capped at agent.max_turns; 'budget' passes max_turns = agent.max_turns."""
+    _, tokenizer = tiny_model
+    runner = EpisodeRunner(ScriptedBackend(tokenizer, ["ok"] * 5), pool,
+                           AgentConfig(max_turns=budget, max_new_tokens=16, max_context_tokens=4096), SYSTEM)
+    (record,) = runner.run([EpisodeJob("own", OWN_LIMIT, "Own", "game", 0, own_turn_limit=own)], seed=0)
+    assert record.turns == expected
+    assert record.outcome == "truncated"  # the environment's own truncation, not the runner's turn limit
+
+
+def test_construct_follows_the_reference_rules():
+    from spade.sandbox.worker import construct
+
+    class Plain:  # max_turns attribute of its own
+        def __init__(self, max_turns=10):
+            self.max_turns = max_turns
+
+    class Required:  # cannot be built without max_turns
+        def __init__(self, max_turns):
+            self.max_turns = max_turns
+
+    class Unset:  # an attribute that is not a positive integer
+        def __init__(self):
+            self.max_turns = None
+
+    class Absent:
+        def __init__(self):
+            pass
+
+    assert construct(Plain, {"max_turns": 25}).max_turns == 25  # no cap: the runner's kwargs, as before
+    assert construct(Plain, {}, turn_cap=25).max_turns == 10
+    assert construct(Plain, {}, turn_cap=4).max_turns == 4
+    assert construct(Required, {}, turn_cap=25).max_turns == 25
+    assert construct(Unset, {}, turn_cap=25).max_turns == 25
+    assert not hasattr(construct(Absent, {}, turn_cap=25), "max_turns")

@@ -77,11 +77,11 @@ def run_steps(core, steps: int) -> list:
 
 
 # metrics added after SPADE_GOLDEN was recorded (purely additive: logging for the generation metrics, issue 14's for
-# the batch structure, issue 30's for why a step earns nothing)
+# the batch structure, issue 30's for why a step earns nothing, issue 32's tool-use LLM screen)
 ADDED_METRICS = ("design_generated_tokens", "agent_groups", "useful_groups", "designer_weight", "dropped_plays",
                  "no_hint_plays", "trimmed_agent_samples", "agent_return_sd", "agent_returns", "agent_causes",
                  "hint_causes", "agent_unearned_share", "agent_unparsed_turn_share", "agent_cut_turn_share",
-                 "design_fail_stages", "design_cut_share")
+                 "design_fail_stages", "design_cut_share", "screen_verdicts")
 # issue 14's switches set to the readings before it: the 'groups' batch structure, failed plays as return 0, the
 # plateau on the win rate, the memory on full wins over the window
 PREVIOUS = {"selfplay": {"batch_structure": "groups"}, "agent": {"failed_plays": "zero"},

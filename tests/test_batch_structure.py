@@ -115,6 +115,32 @@ def test_designer_weight_games_32_tool_use_capped_at_50(pool, tiny_model):
     groups = _core(pool, tokenizer, {"selfplay": {"batch_structure": "groups"}})
     kept = designer(24)
     assert groups.weigh_designer(kept, slots) == 50.0 and kept[0].weight == 50.0  # left as close_set set it
+    assert games.weigh_designer(designer(24), slots, returned=96) == 16.0  # 96 plays came back: 96 / 24 * 4
+
+
+@pytest.mark.parametrize("count, weight", [("returned", 3.0), ("planned", 4.0)])
+def test_designer_weight_counts_the_plays_that_came_back(pool, tiny_model, monkeypatch, count, weight):
+    """train.designer_upweight_count 'returned' (reference): the step's up-weight counts the no-hint plays that came
+    back (an environment failure is dropped): 2 slots x 4 plays, 2 failed -> min(6 / 4 designer samples x k 2, 50)
+    = 3; 'planned' counts the 8 plays planned when the step began -> 4."""
+    _, tokenizer = tiny_model
+    core = _core(pool, tokenizer, {"selfplay": {"regen_interval": 2, "total_steps": 8},
+                                   "train": {"global_batch": 8, "designer_upweight_count": count}})
+    slots = [EnvSlot(f"e{i}", "logical_deduction", 0, "designer", valid=True) for i in range(2)]
+    matured = [Sample("designer", [1, 2], [0, 1], [0.0, -1.0], 0.1, 1.0, True) for _ in range(4)]
+    def begin_step(step):  # a regeneration step's matured designer samples, weighed as the real one weighs them
+        core.weigh_designer(matured, slots)
+        return slots, matured, [], {"step": step}
+
+    monkeypatch.setattr(core, "begin_step", begin_step)
+    monkeypatch.setattr(core, "end_step", lambda *args: None)
+    outcomes = ["terminated", "env_failure", "terminated", "terminated"]
+    monkeypatch.setattr(core, "play", lambda chosen, step, arm, n: {
+        s.env_id: [_record(s.env_id, g, float(g % 2), outcome=outcomes[g] if s.env_id == "e0" else
+                           ("env_failure" if g == 3 else "terminated")) for g in range(n)] for s in chosen})
+    samples, _, _ = core.rollout(2)
+    assert core.no_hint_plays(slots) == 4 and [s.role for s in samples].count("agent") == 4  # 8 - 4 designer
+    assert {s.weight for s in samples if s.role == "designer"} == {weight}
 
 
 def test_assemble_puts_designer_first_and_cuts_the_agent_tail(pool, tiny_model):

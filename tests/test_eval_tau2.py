@@ -84,7 +84,7 @@ def scripted_agent(wrong: set):
 
 def config(server, **overrides) -> Tau2Config:
     base = Tau2Config(checkout=str(CHECKOUT), domains=["retail", "telecom"], user_base_url=server.url,
-                      user_model="user-sim", user_api_key_env="TAU2_TEST_KEY")
+                      user_model="user-sim", user_api_key_env="TAU2_TEST_KEY", trials=1)  # one episode per task
     return replace(base, **overrides)
 
 

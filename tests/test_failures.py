@@ -152,17 +152,30 @@ def test_each_cause_through_the_runner(pool, tiny_model):
         "no_action": (GOOD_STEP, [_wrong(3), "The integer is 10."], "truncated", (1, 0)),
         "cut": (GOOD_STEP, [PROSE, PROSE], "truncated", (2, 2)),
     }
-    for cause, (body, replies, outcome, (unparsed, cut)) in cases.items():
-        record = _play(pool, tokenizer, body, replies)
+    for cause, (body, replies, outcome, (unparsed, cut)) in cases.items():  # cut turns continue (before issue 32)
+        record = _play(pool, tokenizer, body, replies, cut_turns="continue")
         assert (record.cause, record.outcome) == (cause, outcome), cause
         assert (record.unparsed_turns, record.cut_turns) == (unparsed, cut), cause
         assert record.summary()["cause"] == cause  # the record carries it to evaluations and the OpenRLHF executor
     # the runner's own turn limit: the environment never ends the episode
     record = _play(pool, tokenizer, NEVER_ENDS, [_wrong(3), _wrong(3)])
     assert (record.outcome, record.cause, record.turns) == ("turn_limit", "turn_limit", 2)
-    # a reply cut after its answer is not a cut: the action was parsed
-    record = _play(pool, tokenizer, ENDS_ON_ANY_ANSWER, [_wrong(3) + " " + PROSE])
+    # a reply cut after its answer is not a cut when cut turns continue: the action was parsed
+    record = _play(pool, tokenizer, ENDS_ON_ANY_ANSWER, [_wrong(3) + " " + PROSE], cut_turns="continue")
     assert (record.cut_turns, record.unparsed_turns, record.cause) == (1, 0, "wrong_action")
+
+
+def test_a_cut_turn_ends_the_episode_unseen_by_the_environment(pool, tiny_model):
+    """agent.cut_turns 'end' (reference): a reply without eos ends the episode at once (outcome cut_turn, return
+    0, cause cut), even one whose answer came before the cut and would have won; the environment never steps."""
+    _, tokenizer = tiny_model
+    right = "\\boxed{" + str(_target(3)) + "}"
+    record = _play(pool, tokenizer, GOOD_STEP, [PROSE, PROSE])
+    assert (record.outcome, record.cause, record.turns, record.rewards) == ("cut_turn", "cut", 1, [])
+    assert (record.unparsed_turns, record.cut_turns) == (1, 1)
+    record = _play(pool, tokenizer, ENDS_ON_ANY_ANSWER, [right + " " + PROSE])
+    assert (record.outcome, record.cause, record.final_return, record.rewards) == ("cut_turn", "cut", 0.0, [])
+    assert _play(pool, tokenizer, ENDS_ON_ANY_ANSWER, [right + " " + PROSE], cut_turns="continue").won
 
 
 def test_context_limit_and_env_failure_through_the_runner(pool, tiny_model):

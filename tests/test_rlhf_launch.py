@@ -23,7 +23,7 @@ from spade.configtools import ConfigError, from_dict  # noqa: E402
 from spade.rlhf.command import (AGENT_FUNC_PATH, OPENRLHF_VERSION, WANDB_KEY, LaunchError, check_command,  # noqa: E402
                                 flag_groups, openrlhf_command, probe_parser, run_paths, shell_command, verify_command)
 from spade.rlhf.config import OpenRLHFConfig, load_preset, resolve_openrlhf  # noqa: E402
-from spade.rlhf.launch import link_checkpoints, missing_gpu_modules, prepare_run  # noqa: E402
+from spade.rlhf.launch import dry_run, link_checkpoints, missing_gpu_modules, prepare_run  # noqa: E402
 from spade.rlhf.placement import placement  # noqa: E402
 from spade.rlhf.plan import ticket_plan  # noqa: E402
 from spade.rlhf.script import launch_script  # noqa: E402
@@ -74,7 +74,8 @@ def test_hand_written_command_for_a_small_config(toy, tmp_path):
         "--data.prompt_dataset", str(run / "tickets.jsonl"), "--data.input_key", "prompt", "--data.label_key", "label",
         "--data.max_len", "4096",
         "--rollout.batch_size", "2", "--rollout.n_samples_per_prompt", "4", "--rollout.micro_batch_size", "1",
-        "--rollout.temperature", "0.6", "--rollout.top_p", "0.95",  # the games recipe (reference)
+        # log-probs at T 1.0 (train.logprob_temperature, reference); the executor samples at agent.temperature 0.6
+        "--rollout.temperature", "1.0", "--rollout.top_p", "0.95",  # the games recipe (reference)
         "--algo.advantage.estimator", "dr_grpo", "--reward.clip_range", "-1000", "1000",
         "--algo.advantage.is_correction_level", "token", "--algo.advantage.is_correction_mode", "clip",
         "--algo.advantage.is_correction_gating", "ratio", "--algo.advantage.is_correction_threshold", "0", "2.0",
@@ -136,7 +137,9 @@ def test_paper_values_and_per_model_exceptions_reach_the_command(paper):
         assert config.selfplay.batch_structure == "global_batch", name
         assert args["train"]["batch_size"] == 192 and args["rollout"]["n_samples_per_prompt"] == 8, name
         assert args["rollout"]["batch_size"] * args["rollout"]["n_samples_per_prompt"] == 192, name
-        assert args["rollout"]["temperature"] == 0.6, name
+        # OpenRLHF's actor takes log-probs at --rollout.temperature: the reference's 1.0 (train.logprob_temperature);
+        # the plugin samples each request at agent.temperature 0.6
+        assert args["rollout"]["temperature"] == 1.0 and config.agent.temperature == 0.6, name
         assert args["algo"]["advantage"]["estimator"] == "dr_grpo", name
         assert args["algo"]["advantage"]["is_correction_threshold"] == [0.0, 2.0], name
         # every paper run keeps a checkpoint every 16 steps (their run files; recipe: 50), as the reference scripts
@@ -328,3 +331,27 @@ def test_cli_without_gpu_stack_says_what_to_install(tmp_path, capsys):
 def test_local_backend_rejects_dry_run(tmp_path, capsys):
     rc = main(["train", "--backend", "local", "--dry-run", "--model", str(tmp_path), "--run-dir", str(tmp_path / "r")])
     assert rc == 2 and "--backend openrlhf" in capsys.readouterr().err
+
+
+# the reference's setting of each fidelity switch (docs/FIDELITY.md), by flavour where the reference scripts differ
+REFERENCE_SWITCHES = {
+    "agent.top_p": 0.95, "agent.top_k": 20, "designer.top_p": 0.95, "designer.top_k": 20, "designer.hint_top_p": 0.9,
+    "train.logprob_temperature": 1.0, "train.loss_aggregation": "seq_mean_token_mean",
+    "train.designer_upweight_count": "returned", "agent.cut_turns": "end", "agent.turn_limit": "own",
+    "agent.turn_samples": "episode", "validation.screen_unclear": "pass",
+}
+BY_FLAVOUR = {"interactive": {"agent.truncated_episodes": "train", "validation.llm_screen": False},
+              "tool_use": {"agent.truncated_episodes": "mask", "validation.llm_screen": True}}
+
+
+def test_every_paper_run_shows_the_reference_fidelity_switches_in_its_dry_run(paper):
+    from spade.config import FIDELITY_KEYS, describe_fidelity
+
+    runs, _ = paper
+    for name, config, _ in runs:
+        expected = {**REFERENCE_SWITCHES, **BY_FLAVOUR[config.selfplay.flavour]}
+        assert sorted(expected) == sorted(FIDELITY_KEYS)
+        shown = dict(line.strip().split(" = ") for line in describe_fidelity(config)[1:])
+        assert shown == {k: "null" if v is None else str(v) for k, v in expected.items()}, name
+    text = dry_run(runs[0][1], "/scratch/run", "/scratch/model", "/scratch/corpus.jsonl")
+    assert "# fidelity switches (docs/FIDELITY.md):\n#   agent.top_p = 0.95\n" in text

@@ -232,7 +232,9 @@ def plugin_run(tiny_model, pool, tmp_path_factory):
         "selfplay": {"active_skills": 1, "envs_per_skill": 2, "group_size": 2, "regen_interval": 2,
                      "design_attempts": 1, "backfill": False, "total_steps": STEPS + 1, "checkpoint_every": STEPS,
                      "batch_structure": "groups"},
-        "agent": {"max_turns": 1, "max_new_tokens": 6, "max_context_tokens": 2048, "temperature": T},
+        "agent": {"max_turns": 1, "max_new_tokens": 6, "max_context_tokens": 2048, "temperature": T,
+                  "cut_turns": "continue"},  # the tiny model's 6-token replies are cut: they still step
+        "train": {"logprob_temperature": None},  # the stand-in engine's template: T
         "designer": {"temperature": T, "max_new_tokens": 8, "hint_max_new_tokens": 6},
         "corpus": {"enabled": False}, "memory": {"enabled": False, "seed_library": False}})
     run = drive_plugin(config, model, tokenizer, pool, tmp_path_factory.mktemp("rlhf-run"), STEPS)
@@ -437,6 +439,7 @@ def test_executor_pads_sample_one_token_and_every_response_waits_for_the_step(ti
     model, tokenizer = tiny_model
     config = load_config(overrides={"model_card": "tiny-random", "seed": 5,
                                     "agent": {"max_context_tokens": 2048, "temperature": T},
+                                    "train": {"logprob_temperature": None},  # the stand-in engine's template: T
                                     "designer": {"temperature": T}})
     prompt = ticket_prompt(tmp_path)
     prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
@@ -656,8 +659,9 @@ def global_run(tiny_model, pool, tmp_path_factory):
         "model_card": "tiny-random", "seed": 2,
         "selfplay": {"active_skills": 1, "envs_per_skill": 2, "group_size": 2, "regen_interval": 2,
                      "design_attempts": 1, "backfill": False, "total_steps": GLOBAL_STEPS},
-        "train": {"global_batch": 8},
-        "agent": {"max_turns": 1, "max_new_tokens": 6, "max_context_tokens": 2048, "temperature": T},
+        "train": {"global_batch": 8, "logprob_temperature": None},  # None: the stand-in engine's template is T
+        "agent": {"max_turns": 1, "max_new_tokens": 6, "max_context_tokens": 2048, "temperature": T,
+                  "cut_turns": "continue"},  # the tiny model's 6-token replies are cut: they still step
         "designer": {"temperature": T, "max_new_tokens": 8, "hint_max_new_tokens": 6},
         "corpus": {"enabled": False}, "memory": {"enabled": False, "seed_library": False}})
     run = drive_plugin(config, model, tokenizer, pool, tmp_path_factory.mktemp("rlhf-global"), GLOBAL_STEPS)
@@ -733,3 +737,22 @@ def test_engine_requests_carry_our_truncation_and_seed():
     assert (out.temperature, out.top_p, out.top_k, out.max_tokens, out.seed, out.logprobs) == (0.6, 0.95, 20, 64, 7, 1)
     assert to_engine_params(template, SamplingParams(0.6, 1.0, 64), 7).top_k == -1  # 0 = off: vLLM's -1
     assert template.top_k == -1 and template.seed is None  # a copy: OpenRLHF's own object is left alone
+
+
+def test_executor_checks_the_log_prob_temperature_openrlhf_trains_at():
+    """--rollout.temperature is where OpenRLHF's actor takes its log-probs: it must be train.logprob_temperature
+    (reference 1.0), while the requests sample at each role's own temperature; with null (the sampling temperature)
+    every role must sample at one temperature."""
+    from spade.rlhf.executor import SpadeAgentExecutor
+
+    def check(template_t, **overrides):
+        executor = SpadeAgentExecutor(coordinator=object())
+        executor._config = load_config(overrides={"model_card": "tiny-random", **overrides})
+        executor._check(EngineParams(temperature=template_t), executor._config.agent.max_context_tokens)
+
+    check(1.0, agent={"temperature": 0.6}, designer={"temperature": 0.7})  # reference: roles may differ
+    with pytest.raises(ValueError, match="--rollout.temperature 0.6 differs from train.logprob_temperature 1.0"):
+        check(0.6, agent={"temperature": 0.6})
+    check(0.6, agent={"temperature": 0.6}, train={"logprob_temperature": None})
+    with pytest.raises(ValueError, match="designer.temperature 0.7 differs from agent.temperature 0.6"):
+        check(0.6, agent={"temperature": 0.6}, designer={"temperature": 0.7}, train={"logprob_temperature": None})

@@ -40,7 +40,8 @@ def test_grpo_raises_reward_on_a_learnable_environment(pool, tiny_model_dir):
                                                                             "micro_batch": 16}})
     trainer = LocalTrainer(config, model, tokenizer.eos_token_id)
     runner = EpisodeRunner(HFBackend(model, tokenizer), pool,
-                           AgentConfig(max_turns=1, max_new_tokens=6, temperature=1.0), {"game": "Answer."})
+                           AgentConfig(max_turns=1, max_new_tokens=6, temperature=1.0, cut_turns="continue"),
+                           {"game": "Answer."})  # the replies are cut at 6 tokens: Letters scores them
     means = []
     for step in range(30):
         jobs = [EpisodeJob("letters", LETTERS, "Letters", "game", g) for g in range(16)]
@@ -229,3 +230,71 @@ def test_zero_advantage_samples_skip_forward_and_backward_but_not_the_step(tiny_
     assert stats["forward_tokens"] == 0 and stats["optimizer_steps"] == 1
     for name, value in base.state_dict().items():
         assert torch.allclose(idle[name], value * decay, atol=1e-7), name
+
+
+@pytest.mark.parametrize("setting, expected", [(1.0, 1.0), (None, 0.6), (0.8, 0.8)])
+def test_training_logprobs_are_taken_at_train_logprob_temperature(tiny_model_dir, setting, expected):
+    """train.logprob_temperature: the reference samples at 0.6 and takes training log-probs at 1.0 (the default);
+    null = the agent's sampling temperature. The trainer's log-probs are log_softmax(logits / T)."""
+    import torch
+
+    config = load_config(overrides={"model_card": "tiny-random", "agent": {"temperature": 0.6},
+                                    "train": {"logprob_temperature": setting}})
+    model, _ = load_model(tiny_model_dir)
+    trainer = LocalTrainer(config, model, pad_id=0)
+    ids = torch.tensor([[1, 5, 9, 4, 7]])
+    with torch.no_grad():
+        got = trainer._logprobs(model, ids, torch.ones_like(ids))
+        logits = model(input_ids=ids).logits[:, :-1].float()
+        want = torch.log_softmax(logits / expected, dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
+    assert torch.allclose(got[:, 1:], want, atol=1e-5)
+    assert got[0, 0] == 0
+
+
+def test_logprob_temperature_must_be_positive():
+    from spade.configtools import ConfigError
+
+    with pytest.raises(ConfigError, match="train.logprob_temperature' must be > 0 or null.*got 0.0"):
+        load_config(overrides={"train": {"logprob_temperature": 0}})
+
+
+def test_masked_episodes_keep_their_place_in_the_step_but_train_nothing(tiny_model_dir):
+    """agent.truncated_episodes 'mask' (the reference's compact filter): a sample whose loss mask is zeroed adds 0 to
+    the loss and needs no forward pass, but still counts in the step's sequence mean, as a sample of advantage 0
+    does; leaving it out of the step would make the others weigh 1/2 instead of 1/3."""
+    import torch
+
+    config = load_config(overrides=TINY_RUN)
+
+    def updated(samples):
+        model, _ = load_model(tiny_model_dir)
+        stats = LocalTrainer(config, model, pad_id=0).update(samples)
+        return {k: v.detach().clone() for k, v in model.state_dict().items()}, stats
+
+    def sample(i, advantage, mask=(0, 0, 1, 1, 1)):
+        return Sample("agent", [1, 5 + i, 9, 4 + i, 7], list(mask), [0.0, 0.0, -1.0, -1.5, -2.0], advantage)
+
+    pair = [sample(0, 1.0), sample(1, -1.0)]
+    masked, stats = updated(pair + [sample(2, 0.7, mask=(0,) * 5)])
+    zero, _ = updated(pair + [sample(2, 0.0)])
+    alone, _ = updated(pair)
+    assert stats["skipped_zero_advantage"] == 1 and stats["forward_tokens"] == 10
+    assert all(torch.allclose(masked[n], zero[n], atol=1e-7) for n in masked)
+    assert max(float((masked[n] - alone[n]).abs().max()) for n in masked) > 1e-6
+
+
+def test_loss_masked_selects_the_episodes_the_environment_did_not_end():
+    import types
+
+    from spade.core.agent import EpisodeRecord, loss_masked
+    from spade.core.selfplay import SelfPlay
+
+    config = load_config(overrides={"agent": {"truncated_episodes": "mask"}})
+    for outcome, masked in [("terminated", False), ("truncated", True), ("turn_limit", True), ("cut_turn", True),
+                            ("context_limit", True), ("env_failure", False)]:
+        record = EpisodeRecord("e", 0, "no_hint", outcome=outcome, token_ids=[1, 2, 3], loss_mask=[0, 1, 1],
+                               rollout_logprobs=[0.0, -1.0, -1.0])
+        assert loss_masked(record, config.agent) is masked, outcome
+        sample = SelfPlay.agent_sample(types.SimpleNamespace(config=config), record, 0.5)
+        assert (sample.loss_mask, sample.advantage) == (([0, 0, 0] if masked else [0, 1, 1]), 0.5), outcome
+        assert not loss_masked(record, load_config().agent)  # 'train' (games default): nothing masked

@@ -128,6 +128,12 @@ class DesignerConfig:
         top-k."""
         return SamplingParams(self.hint_temperature, self.hint_top_p, self.hint_max_new_tokens)
 
+    def screen_params(self, validation: ValidationConfig) -> SamplingParams:
+        """How the tool-use LLM screen samples a verdict: validation.screen_temperature and screen_max_new_tokens,
+        the hint's top-p and no top-k (reference code: the validator's call passes temperature and max tokens and
+        keeps the call's top_p default 0.9, as the hint call does; spade/core/env_validator.py:166-172)."""
+        return SamplingParams(validation.screen_temperature, self.hint_top_p, validation.screen_max_new_tokens)
+
 
 @dataclass(frozen=True)
 class RewardConfig:
@@ -159,6 +165,12 @@ class TrainConfig:
     eps_low: float = option(0.2, "Lower clip epsilon (paper: 0.20).", min=0.0)
     eps_high: float = option(0.28, "Upper clip epsilon (paper: 0.28).", min=0.0)
     kl_coef: float = option(0.0, "KL penalty (k3) against the initial policy (paper: 0; 0.005 for Qwen3-8B).", min=0.0)
+    logprob_temperature: float | None = option(
+        1.0, "Temperature of the log-probs the policy loss (and TIS, and the KL reference) is computed from: the "
+        "logits are divided by it. 1.0 (reference code: samples at 0.6, takes training log-probs at the rollout "
+        "temperature 1.0, train_spade_30b.sh:103, 114) trains the model's own distribution; null = the agent's "
+        "sampling temperature (agent.temperature), the distribution the tokens were sampled from (ours before issue "
+        "32; the paper does not say). Must be > 0.", min=0.0)
     loss_aggregation: str = option(
         "seq_mean_token_mean", "How the policy loss of an optimizer step is averaged: 'seq_mean_token_mean' (the "
         "reference code: each sample's token mean, summed, divided by the samples of the step) or 'token_mean' (the "
@@ -169,6 +181,12 @@ class TrainConfig:
     designer_upweight_cap: float = option(
         50.0, "Cap of the designer-sample up-weighting factor min(agent samples / designer samples * k, cap) "
         "(reference: 50, reached by tool use: 192 / 24 * 8 = 64; games give 192 / 24 * 4 = 32).", min=1.0)
+    designer_upweight_count: str = option(
+        "returned", "The agent samples N_RA of the up-weight with selfplay.batch_structure 'global_batch': "
+        "'returned' (reference code, spade_rollout.py:598-603) counts the no-hint plays that came back with tokens, "
+        "before the batch is trimmed (failed plays dropped), so designer samples mature after the step's plays; "
+        "'planned' (before issue 32) counts the plays planned (plays per environment x valid environments) when "
+        "the step begins.", choices=("returned", "planned"))
     global_batch: int = option(192, "Samples per optimizer step (paper: 192).", min=1)
     micro_batch: int = option(4, "Samples per forward/backward pass (gradient accumulation).", min=1)
     max_grad_norm: float = option(1.0, "Gradient clipping norm (not stated in the paper).", min=0.0)
@@ -186,6 +204,11 @@ class TrainConfig:
         "step of lr 1e-6 is far below bf16's resolution (neighbouring bf16 values lie 0.4-0.8% of a weight apart) and "
         "would be rounded away. Why float32 on the CPU: bf16 matmuls were no faster there (our 2-core machine, "
         "1024 x 1024: 66 vs 71 ms), so fp32 costs nothing and keeps the toy runs' numbers.", choices=TRAIN_DTYPES)
+
+    def __post_init__(self):
+        if self.logprob_temperature is not None and not self.logprob_temperature > 0:
+            raise ValueError(f"config key 'train.logprob_temperature' must be > 0 or null (the agent's sampling "
+                             f"temperature), got {self.logprob_temperature!r}")
 
 
 @dataclass(frozen=True)
@@ -312,3 +335,30 @@ def load_config(*paths: str | Path, overrides: dict | None = None, layered: bool
         data = deep_merge(data, load_yaml(path))
     data = deep_merge(data, overrides or {})
     return from_dict(SpadeConfig, resolve_layers(data) if layered else data)
+
+
+def logprob_temperature(config: SpadeConfig) -> float:
+    """The temperature training log-probs are taken at (``train.logprob_temperature``; null = agent.temperature)."""
+    value = config.train.logprob_temperature
+    return config.agent.temperature if value is None else value
+
+
+# The switches of docs/FIDELITY.md that set the reference's behaviour where the paper is silent (issue 32); the
+# OpenRLHF dry run prints their values, so a paper run file shows what it runs
+FIDELITY_KEYS = (
+    "agent.top_p", "agent.top_k", "designer.top_p", "designer.top_k", "designer.hint_top_p",
+    "train.logprob_temperature", "train.loss_aggregation", "train.designer_upweight_count",
+    "agent.cut_turns", "agent.turn_limit", "agent.truncated_episodes", "agent.turn_samples",
+    "validation.llm_screen", "validation.screen_unclear",
+)
+
+
+def describe_fidelity(config: SpadeConfig) -> list[str]:
+    """One line per ``FIDELITY_KEYS`` entry: ``key = value`` of ``config`` (dry runs)."""
+    lines = ["fidelity switches (docs/FIDELITY.md):"]
+    for key in FIDELITY_KEYS:
+        value = config
+        for part in key.split("."):
+            value = getattr(value, part)
+        lines.append(f"  {key} = {'null' if value is None else value}")
+    return lines

@@ -35,7 +35,8 @@ from spade.sandbox.pool import SandboxPool
 THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
 ANSWER_RE = re.compile(r"<answer>.*?</answer>", re.DOTALL)
 TOOL_TAG_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-OUTCOMES = ("terminated", "truncated", "turn_limit", "context_limit", "env_failure")
+OUTCOMES = ("terminated", "truncated", "turn_limit", "context_limit", "cut_turn", "env_failure")
+ENDED = ("terminated", "truncated", "context_limit", "cut_turn", "env_failure")  # outcomes that stop an episode
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,32 @@ class AgentConfig:
         "prompt, e.g. '\\boxed{' so a model too small to follow the answer format still writes one. It is part of the "
         "prompt tokens (loss mask 0, never trained) and of the text the action parser reads; the environment's "
         "reward is unchanged. '' = none (paper).")
+    cut_turns: str = option(
+        "end", "A turn that hits max_new_tokens (or the context budget) without an end-of-sequence token: 'end' "
+        "(reference code, orchestrator.py:476-490) ends the episode there, outcome 'cut_turn' (or 'context_limit' "
+        "when the context budget cut it), return 0, the environment never sees the reply; 'continue' (ours before "
+        "issue 32) sends the cut reply's action to the environment and closes the turn with an eos.",
+        choices=("end", "continue"))
+    turn_limit: str = option(
+        "own", "Turn limit of a designer-written environment: 'own' (reference code, respect_game_max_turns, "
+        "orchestrator.py:330-335) builds the class with its own defaults and caps its max_turns attribute at "
+        "agent.max_turns; 'budget' (ours before issue 32) passes max_turns=agent.max_turns to every environment. "
+        "Library, RLVE and evaluation environments always get the budget. The runner never plays more than "
+        "agent.max_turns turns.", choices=("own", "budget"))
+    truncated_episodes: str = option(
+        "train", "No-hint episodes the environment did not terminate (truncated, turn limit, cut turn, context "
+        "limit): 'train' trains them with their return (0 unless partial); 'mask' (the reference's "
+        "--spade-compact-filter, set by every tool-use script, spade_rollout.py:809-818) keeps them in their group's "
+        "z-score but zeroes their loss mask. Reference: off for games (this default), on for tool use (the tool-use "
+        "recipe).", choices=("train", "mask"))
+    turn_samples: str = option(
+        "episode", "How a multi-turn episode becomes training samples: 'episode' keeps ONE token sequence per episode "
+        "(every later turn sees the earlier replies exactly as sampled, thinking included); 'per_turn' (the reference's "
+        "thinking actor, spade_rollout.py:879-911, orchestrator.py _play_game_thinking_async) re-renders every turn's "
+        "prompt from the conversation with the chat template, so a template that drops earlier turns' <think> blocks "
+        "(Qwen3) conditions each turn on what deployment shows, and each turn is its own sample with the episode's "
+        "advantage, fanned out after the batch is cut. 'per_turn' needs the local trainer (OpenRLHF takes a fixed "
+        "number of responses per prompt).", choices=("episode", "per_turn"))
     failed_plays: str = option(
         "drop", "A no-hint play that ends in an environment failure (sandbox error, timeout, crash): 'drop' "
         "(reference code) leaves it out of its group's z-score, the window statistics and the training batch, and "
@@ -80,6 +107,7 @@ class EpisodeJob:
     arm: str = "no_hint"  # "no_hint" or "hint"
     hint: str = ""
     env_kwargs: dict = field(default_factory=dict)  # extra constructor arguments, e.g. a library ``level``
+    own_turn_limit: bool = False  # a designer-written class keeps its own max_turns, capped (agent.turn_limit 'own')
 
 
 @dataclass
@@ -102,10 +130,13 @@ class EpisodeRecord:
     token_ids: list = field(default_factory=list, repr=False)  # [T] the whole episode
     loss_mask: list = field(default_factory=list, repr=False)  # [T] 1 on tokens the agent sampled
     rollout_logprobs: list = field(default_factory=list, repr=False)  # [T] sampling log-probs (0 off-mask)
+    # agent.turn_samples 'per_turn': [turns] {"prompt_ids", "output_ids", "logprobs"} of every turn; token_ids,
+    # loss_mask and rollout_logprobs then hold the last turn (its re-rendered prompt and its reply)
+    turn_records: list = field(default_factory=list, repr=False)
 
     def summary(self) -> dict:
         data = asdict(self)
-        for key in ("token_ids", "loss_mask", "rollout_logprobs"):
+        for key in ("token_ids", "loss_mask", "rollout_logprobs", "turn_records"):
             data.pop(key)
         return data
 
@@ -163,6 +194,12 @@ def extract_action(text: str, kind: str) -> str:
     return visible[start:] if start >= 0 else visible
 
 
+def loss_masked(record: EpisodeRecord, config: AgentConfig) -> bool:
+    """Whether a no-hint episode trains nothing (``agent.truncated_episodes`` 'mask', the reference's compact
+    filter): the environment did not terminate it. It still counts in its group's z-score."""
+    return config.truncated_episodes == "mask" and record.outcome not in ("terminated", "env_failure")
+
+
 def settle(record: EpisodeRecord) -> EpisodeRecord:
     """Set the ``cause`` of an ended episode (spade.core.failures.episode_cause); returns it."""
     record.cause = episode_cause(record.outcome, record.final_return, record.last_parsed, record.last_cut)
@@ -195,12 +232,20 @@ class ChatTokens:
         """
         closed = self.render(messages, add_generation_prompt=False)
         opened = self.render(messages + [{"role": "user", "content": observation}], add_generation_prompt=True)
-        if not opened.startswith(closed):
-            raise ValueError("the chat template does not render a conversation as a prefix of its extension")
-        end = closed.rfind(self.eos_text)
-        glue = closed[end + len(self.eos_text) :] if end >= 0 else ""
         ids = [] if ended_with_eos else [self.eos_id]
-        return ids + self.encode(glue + opened[len(closed) :])
+        if opened.startswith(closed):
+            end = closed.rfind(self.eos_text)
+            glue = closed[end + len(self.eos_text) :] if end >= 0 else ""
+            return ids + self.encode(glue + opened[len(closed) :])
+        # the template re-renders the earlier turns once the observation follows (Qwen3 drops the <think> blocks of
+        # turns before the last user message): what follows the assistant's end-of-turn before the observation is
+        # still the template's own text, and the episode keeps the reply as sampled
+        at = opened.rfind(observation)
+        end = opened.rfind(self.eos_text, 0, at) if at >= 0 else -1
+        if end < 0:
+            raise ValueError("the chat template renders neither a conversation as a prefix of its extension nor an "
+                             "end-of-turn token before the new observation")
+        return ids + self.encode(opened[end + len(self.eos_text) :])
 
 
 @dataclass
@@ -224,8 +269,11 @@ class EpisodeRunner:
 
     def _start(self, job: EpisodeJob, with_hint) -> _Live | EpisodeRecord:
         record = EpisodeRecord(job.env_id, job.seed, job.arm)
-        episode = self.pool.open(job.code, job.class_name, seed=job.seed,
-                                 env_kwargs={"max_turns": self.config.max_turns, **job.env_kwargs})
+        if job.own_turn_limit:
+            kwargs, cap = dict(job.env_kwargs), self.config.max_turns
+        else:
+            kwargs, cap = {"max_turns": self.config.max_turns, **job.env_kwargs}, None
+        episode = self.pool.open(job.code, job.class_name, seed=job.seed, env_kwargs=kwargs, turn_cap=cap)
         outcome = episode.reset(job.seed) if episode.opened.ok else episode.opened
         if not outcome.ok:
             episode.close()
@@ -268,7 +316,7 @@ class EpisodeRunner:
         return [settle(s.record) if isinstance(s, _Live) else s for s in started]
 
     def _finished(self, entry: _Live) -> bool:
-        return entry.record.outcome in ("terminated", "truncated", "context_limit", "env_failure")
+        return entry.record.outcome in ENDED
 
     def _turn(self, live: list, seed: int, turn: int | None = None) -> None:
         budget = {id(e): self.turn_budget(e) for e in live}
@@ -308,6 +356,9 @@ class EpisodeRunner:
         generation = cut_to_limit(generation, budget, self.backend.tokenizer)
         ids, text = generation.completion_ids, self.prefix + generation.text  # the reply as the parser reads it
         record = entry.record
+        if self.config.turn_samples == "per_turn":
+            record.turn_records.append({"prompt_ids": list(record.token_ids), "output_ids": list(ids),
+                                        "logprobs": list(generation.logprobs)})
         record.token_ids += ids
         record.loss_mask += [1] * len(ids)
         record.rollout_logprobs += list(generation.logprobs)
@@ -317,6 +368,9 @@ class EpisodeRunner:
         record.last_cut = generation.finish_reason == "length"
         record.unparsed_turns += not record.last_parsed
         record.cut_turns += record.last_cut
+        if record.last_cut and self.config.cut_turns == "end":  # no eos: the reply is unfinished, the episode ends
+            record.outcome = "context_limit" if len(ids) >= budget else "cut_turn"
+            return
         outcome = entry.episode.step(extract_action(text, entry.job.kind))
         if not outcome.ok:
             record.outcome, record.failure = "env_failure", outcome.describe()
@@ -329,6 +383,14 @@ class EpisodeRunner:
             record.won = is_win(reward, terminated)
             return
         entry.messages.append({"role": "assistant", "content": text})
+        if self.config.turn_samples == "per_turn":  # the next prompt is the template's rendering of the chat so far
+            entry.messages.append({"role": "user", "content": observation})
+            prompt = self.chat.first_prompt(entry.messages) + self.prefix_ids
+            if len(prompt) >= self.config.max_context_tokens:
+                record.outcome = "context_limit"
+                return
+            record.token_ids, record.loss_mask, record.rollout_logprobs = prompt, [0] * len(prompt), [0.0] * len(prompt)
+            return
         ended = bool(ids) and ids[-1] == self.chat.eos_id
         extra = self.chat.continuation(entry.messages, observation, ended) + self.prefix_ids
         entry.messages.append({"role": "user", "content": observation})

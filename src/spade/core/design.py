@@ -1,9 +1,10 @@
 """How the self-play core designs an environment set and writes its hints (Algorithm 1, regeneration step).
 
 ``EnvironmentDesign.design`` asks the designer for one environment per slot (round-robin skills, a corpus
-document and memory seeds per attempt), checks each candidate (intake + sandboxed validation), retries the
-empty slots up to ``selfplay.design_attempts`` times (with ``designer_feedback.revisions`` revisions that show
-the designer its validation report), and backfills slots still empty from the built-in library when
+document and memory seeds per attempt), checks each candidate (intake + sandboxed validation, then for tool use
+the policy's LLM screen when ``validation.llm_screen`` is on), retries the empty slots up to
+``selfplay.design_attempts`` times (with ``designer_feedback.revisions`` revisions that show the designer its
+validation report), and backfills slots still empty from the built-in library when
 ``selfplay.backfill`` is set. ``top_up`` designs again for slots still empty at a later step of the window
 (``selfplay.top_up``, the reference's behaviour). ``write_hints`` then writes one hint per valid environment. Designs and hints
 come from the policy itself, or from an external, untrained model (``designer_backend``,
@@ -23,10 +24,10 @@ from spade.core.failures import design_stage, wrote_code
 from spade.core.phases import timed
 from spade.core.slots import EnvSlot
 from spade.designer.feedback import revision_chat
-from spade.designer.prompts import design_prompt, extract_hint, hint_prompt
+from spade.designer.prompts import design_prompt, extract_hint, hint_prompt, screen_prompt, screen_verdict
 from spade.designer.skills import active_skills, sample_domain, sample_variant
 from spade.envs.library.registry import level_kwargs
-from spade.envs.validate import store_rejection
+from spade.envs.validate import screened, store_rejection
 from spade.inference.generation import SamplingParams
 from spade.seeding import derive_seed
 
@@ -102,6 +103,7 @@ class EnvironmentDesign:
         own sampling seeds and prompt contexts (``top_up``), so it never repeats the regeneration step's attempts."""
         cfg = self.config
         label = "top-up" if top_up else "design"
+        screen = "top-up-screen" if top_up else "screen"
         for attempt in range(cfg.selfplay.design_attempts):
             todo = [slot for slot in slots if not slot.valid]
             if not todo:
@@ -110,8 +112,9 @@ class EnvironmentDesign:
             prompts, generations = self._generate(chats, cfg.designer.design_params(),
                                                   derive_seed(cfg.seed, label, step, attempt),
                                                   prefix=cfg.designer.response_prefix)
-            pending = [(slot, chat, generation, self._judge(slot, prompt, generation, invalid, 0, step))
-                       for slot, chat, prompt, generation in zip(todo, chats, prompts, generations)]
+            reports = self._judge(todo, prompts, generations, invalid, 0, derive_seed(cfg.seed, screen, step, attempt),
+                                  step)
+            pending = list(zip(todo, chats, generations, reports))
             feedback = cfg.designer_feedback
             for revision in range(1, feedback.revisions + 1):  # feedback mode (issue 7, 2b); 0 = paper
                 pending = [(slot, chat, generation, report) for slot, chat, generation, report in pending
@@ -124,19 +127,51 @@ class EnvironmentDesign:
                 prompts, generations = self._generate(chats, cfg.designer.design_params(),
                                                       derive_seed(cfg.seed, f"{label}-revision", step, attempt, revision),
                                                       prefix=cfg.designer.response_prefix)
-                pending = [(slot, chat, generation, self._judge(slot, prompt, generation, invalid, revision, step))
-                           for (slot, *_), chat, prompt, generation in zip(pending, chats, prompts, generations)]
+                todo = [slot for slot, *_ in pending]
+                reports = self._judge(todo, prompts, generations, invalid, revision,
+                                      derive_seed(cfg.seed, f"{screen}-revision", step, attempt, revision), step)
+                pending = list(zip(todo, chats, generations, reports))
 
     @timed("validation")
     def _validate(self, code: str, step: int | None = None):
         """The validator's report on ``code`` designed at ``step`` (its time is the step's validation phase)."""
         return self.validator.validate(code, step)
 
-    def _judge(self, slot: EnvSlot, prompt: list, generation, invalid: list, revision: int, step: int):
-        """Validate one designer generation for ``slot`` made at ``step`` (``revision`` 0 = first answer, 1.. =
-        feedback revisions) and book it: the report, the designer sample, a kept rejection."""
+    def _judge(self, slots: list, prompts: list, generations: list, invalid: list, revision: int, seed: int,
+               step: int) -> list:
+        """Validate one design round made at ``step`` (``revision`` 0 = first answers, 1.. = feedback revisions): the
+        sandbox checks, then the tool-use LLM screen over the candidates that passed them (one generate call), then
+        book each."""
+        reports = self._screen([self._validate(generation.text, step) for generation in generations], seed)
+        return [self._book(slot, prompt, generation, report, invalid, revision)
+                for slot, prompt, generation, report in zip(slots, prompts, generations, reports)]
+
+    def _screen(self, reports: list, seed: int) -> list:
+        """The tool-use LLM screen (``validation.llm_screen``; paper: the policy checks that every success criterion
+        is reachable, not met at reset and derivable; reference code spade/core/env_validator.py:166-185, called at
+        spade/core/orchestrator.py:1157-1176): the policy judges every tool-use candidate that passed the sandbox
+        checks, at ``designer.screen_params``; a 'reject' verdict, or with ``validation.screen_unclear`` 'reject' an
+        empty or unparsable one, turns its report into a rejection (``spade.envs.validate.screened``)."""
+        cfg = self.config.validation
+        todo = [i for i, report in enumerate(reports) if report.valid and report.kind == "tool_use"]
+        if not cfg.llm_screen or not todo:
+            return reports
+        replies = self._screen_generate([reports[i].code for i in todo], seed)
+        out = list(reports)
+        for i, generation in zip(todo, replies):
+            out[i] = screened(reports[i], screen_verdict(generation.text), generation.text, cfg.screen_unclear)
+        return out
+
+    @timed("screen")
+    def _screen_generate(self, codes: list, seed: int) -> list:
+        """The screen's replies, one per code, from the policy (the training model, also when an external model
+        designs, as the reference's 'self' validator) in one generate call; its time is the step's screen phase."""
+        prompts = [self.runner.chat.first_prompt(screen_prompt(code)) for code in codes]
+        return self.backend.generate(prompts, self.config.designer.screen_params(self.config.validation), seed)
+
+    def _book(self, slot: EnvSlot, prompt: list, generation, report, invalid: list, revision: int):
+        """Book one judged designer generation for ``slot``: the report, the designer sample, a kept rejection."""
         slot.attempts += 1
-        report = self._validate(generation.text, step)
         tokens = getattr(generation, "completion_tokens", None)  # an external designer reports its usage
         # where it broke (spade.core.failures): was the text cut at designer.max_new_tokens, did it begin any code
         cut, code = generation.finish_reason == "length", wrote_code(generation.text)

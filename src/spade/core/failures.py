@@ -9,8 +9,9 @@ Agent episodes (``episode_cause``), one cause per episode, the first that applie
 - ``env_failure``: the sandbox failed (load, reset or step raised, timed out or crashed);
 - ``earned``: the episode return is above 0 (a win or a partial reward): nothing to explain;
 - ``context_limit``: the episode's tokens reached ``agent.max_context_tokens``;
-- ``cut``: the last reply hit ``agent.max_new_tokens`` (it ended without eos) and held no parsable action: the
-  answer may have come after the budget, so the cut is the root cause, not the format;
+- ``cut``: the last reply hit ``agent.max_new_tokens`` (it ended without eos) and either ended the episode there
+  (``agent.cut_turns`` 'end', outcome ``cut_turn``) or held no parsable action: the answer may have come after the
+  budget, so the cut is the root cause, not the format;
 - ``no_action``: the last reply ended by itself but held no parsable action (games: no ``\\boxed{...}``;
   tool use: no ``<answer>``, no ``<tool_call>`` and no JSON object with a ``name``);
 - ``wrong_action``: the last reply held an action and the environment ended the episode with return 0;
@@ -23,7 +24,7 @@ was left after extraction), ``cut`` (code began, the text hit ``designer.max_new
 it: the unfinished text is the root cause of its syntax error), ``size`` (too_large), ``syntax`` (syntax_error),
 ``class`` (no or several environment classes), ``load`` (import or ``__init__``), ``reset``, ``step``, ``checks``
 (the validation probes: reward range, determinism, the tool-use reset gate) and ``gates`` (the optional admission
-gates). Prose cut at the budget counts as ``no_code``, not ``cut``: a larger budget would buy more prose (the toy
+gates and the tool-use LLM screen). Prose cut at the budget counts as ``no_code``, not ``cut``: a larger budget would buy more prose (the toy
 designer's 384-token answers were all prose). The reason codes of ``spade.envs.validate.REASONS`` stay in
 ``reject_reasons``; the stage groups them by where the design broke.
 """
@@ -51,6 +52,8 @@ STAGE_OF_REASON = {
     "solution_failed": "gates",
     "idle_too_high": "gates",
     "eval_overlap": "gates",
+    "screen_rejected": "gates",
+    "screen_unclear": "gates",
 }
 # intake failures a text cut short can cause: the rest of the text was never written, so the cut is the root cause
 CUT_MASKS = ("syntax_error", "empty", "no_env_class")
@@ -69,6 +72,8 @@ def episode_cause(outcome: str, final_return: float, last_parsed: bool, last_cut
         return "earned"
     if outcome == "context_limit":
         return "context_limit"
+    if outcome == "cut_turn":  # agent.cut_turns 'end': the episode ended at the cut, whatever the reply held
+        return "cut"
     if not last_parsed:
         return "cut" if last_cut else "no_action"
     return "wrong_action" if outcome == "terminated" else "turn_limit"

@@ -1,13 +1,14 @@
 """Where a training step's time goes (issue 17): wall time, tokens and tokens/s of each phase.
 
 The self-play core opens a phase around each part of a step (``SelfPlay.clock``); the local trainer adds the
-optimizer step and the checkpoint. Phases nest, and time is exclusive: while ``validation`` runs inside ``design``,
-the clock charges ``validation`` only, so the phases of a step add up to its wall time (the remainder, loop overhead
-and metrics, is ``other``). Tokens come from the generation backend's running totals (``HFBackend.totals``): the
-prompt tokens a phase sent, the prompt tokens actually prefilled (the rest came from the prefix cache) and the
-tokens sampled; a backend without totals (vLLM) leaves them out. Each thread nests its own phases: in the OpenRLHF
-path, where a step's design runs in a worker thread while rewards are booked on the event loop, a step's phases can
-add up to more than its wall time, which is then the time since the previous step finished.
+optimizer step and the checkpoint. Phases nest, and time is exclusive: while ``validation`` (or ``screen``, the
+generate call of the tool-use LLM screen) runs inside ``design``, the clock charges that phase only, so the phases
+of a step add up to its wall time (the remainder, loop overhead and metrics, is ``other``). Tokens come from the
+generation backend's running totals (``HFBackend.totals``): the prompt tokens a phase sent, the prompt tokens
+actually prefilled (the rest came from the prefix cache) and the tokens sampled; a backend without totals (vLLM)
+leaves them out. Each thread nests its own phases: in the OpenRLHF path, where a step's design runs in a worker
+thread while rewards are booked on the event loop, a step's phases can add up to more than its wall time, which is
+then the time since the previous step finished.
 
 Metric keys, per phase P (``metrics.jsonl``): ``phase_P_seconds``, ``phase_P_prompt_tokens``,
 ``phase_P_prefill_tokens``, ``phase_P_decode_tokens``, ``phase_P_tokens_per_s`` (prefilled + sampled tokens per
@@ -24,7 +25,7 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 
-PHASES = ("design", "validation", "hints", "hint_arm", "no_hint_arm", "rewards", "optimizer", "checkpoint")
+PHASES = ("design", "validation", "screen", "hints", "hint_arm", "no_hint_arm", "rewards", "optimizer", "checkpoint")
 TOKEN_KEYS = {"prompt_tokens": "prompt_tokens", "prefill_tokens": "prefill_tokens", "new_tokens": "decode_tokens"}
 
 

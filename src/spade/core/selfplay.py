@@ -50,7 +50,7 @@ from spade.config import SpadeConfig
 from spade.configtools import ConfigError
 from spade.core import env_source
 from spade.core.advantages import designer_advantages, designer_upweight, grpo_advantages
-from spade.core.agent import EpisodeJob, EpisodeRunner
+from spade.core.agent import EpisodeJob, EpisodeRunner, loss_masked
 from spade.core.design import EnvironmentDesign
 from spade.core.failures import cause_counts, summed
 from spade.core.fixed_envs import FixedEnvironments
@@ -79,6 +79,21 @@ class Sample:
     weight: float = 1.0  # designer up-weighting (spec 6)
     delayed: bool = False  # generated k steps before its update: TIS applies
     group: str = ""  # designer: "set<design step>:<skill>", the samples whose advantages sum to 0 (spec 6)
+    turns: list = field(default_factory=list)  # agent.turn_samples 'per_turn': [(token_ids, loss_mask,
+    # rollout_logprobs)] of each turn, which replace this episode-level sample once the batch is cut (fan_out)
+
+
+def fan_out(samples: list) -> list:
+    """Every sample with ``turns`` becomes one sample per turn with its advantage, weight and role (the reference
+    fans thinking episodes out after the batch is cut, so the cut counts episodes; spade_rollout.py:879-911)."""
+    out = []
+    for sample in samples:
+        if not sample.turns:
+            out.append(sample)
+            continue
+        out += [Sample(sample.role, ids, mask, logprobs, sample.advantage, sample.weight, sample.delayed, sample.group)
+                for ids, mask, logprobs in sample.turns]
+    return out
 
 
 @dataclass
@@ -184,10 +199,17 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         count = self.config.selfplay.group_size if count is None else count
         return [derive_seed(self.config.seed, "episode", step, slot.env_id, key, g) for g in range(count)]
 
+    def job(self, slot: EnvSlot, seed: int, arm: str) -> EpisodeJob:
+        """One episode of ``slot``: a designer-written class keeps its own turn limit under ``agent.turn_limit``
+        'own' (the reference, both arms); library and RLVE classes get the runner's budget."""
+        own = self.config.agent.turn_limit == "own" and slot.source == "designer"
+        return EpisodeJob(slot.env_id, slot.code, slot.class_name, slot.kind, seed, arm, slot.hint, slot.env_kwargs,
+                          own_turn_limit=own)
+
     def play(self, slots: list, step: int, arm: str, count: int | None = None) -> dict:
         """Play ``count`` episodes (default G) per valid slot; returns {env_id: [EpisodeRecord]}."""
-        jobs = [EpisodeJob(slot.env_id, slot.code, slot.class_name, slot.kind, seed, arm, slot.hint, slot.env_kwargs)
-                for slot in slots if slot.valid for seed in self.episode_seeds(step, slot, arm, count)]
+        jobs = [self.job(slot, seed, arm) for slot in slots if slot.valid
+                for seed in self.episode_seeds(step, slot, arm, count)]
         with self.clock.phase(f"{arm}_arm"):
             records = self.runner.run(jobs, derive_seed(self.config.seed, "play", step, arm))
         grouped: dict = {}
@@ -284,14 +306,16 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         return regret([h for h, _ in pairs], [r for _, r in pairs], paired=True)
 
     @timed("rewards")
-    def weigh_designer(self, samples: list, slots: list) -> float | None:
+    def weigh_designer(self, samples: list, slots: list, returned: int | None = None) -> float | None:
         """'global_batch': the reference's designer up-weight (spec 6), min(agent samples / designer samples * k,
-        cap), with this step's planned agent samples (m plays x valid environments of ``slots``) before trimming:
-        192 / 24 * 4 = 32 for games, 192 / 24 * 8 = 64 -> 50 for tool use. Sets every sample's weight; returns it."""
+        cap), with this step's agent samples before trimming: ``returned`` (the plays that came back, under
+        ``train.designer_upweight_count`` 'returned'), else the planned ones (m plays x valid environments of
+        ``slots``): 192 / 24 * 4 = 32 for games, 192 / 24 * 8 = 64 -> 50 for tool use. Sets every sample's weight;
+        returns it."""
         if not samples or self.config.selfplay.batch_structure == "groups":
             return samples[0].weight if samples else None
         cfg = self.config
-        n_agent = self.no_hint_plays(slots) * sum(slot.valid for slot in slots)
+        n_agent = returned if returned is not None else self.no_hint_plays(slots) * sum(slot.valid for slot in slots)
         # no agent sample at all this step: the batch is designer-only and a uniform weight only scales it
         weight = designer_upweight(n_agent, len(samples), cfg.selfplay.regen_interval,
                                    cfg.train.designer_upweight_cap) if n_agent else 1.0
@@ -348,15 +372,19 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         for slot in slots:
             records = played.get(slot.env_id, [])
             advantages = self.record_play(slot, records, step)
-            agent += [Sample("agent", r.token_ids, r.loss_mask, r.rollout_logprobs, a)
-                      for r, a in zip(records, advantages) if a is not None and sum(r.loss_mask)]
+            agent += [self.agent_sample(r, a) for r, a in zip(records, advantages) if a is not None and sum(r.loss_mask)]
         if self.is_final(step):  # the last set closes now: its designer samples train in this step
             flushed, rows, final_metrics = self.flush(step, slots)
             designer, closed = designer + flushed, closed + rows
             metrics.update({(f"final_{k}" if k in metrics else k): v for k, v in final_metrics.items()})
+        if self.config.train.designer_upweight_count == "returned":  # the plays that came back, before trimming
+            self.weigh_designer(designer, slots, returned=len(agent))
         self.end_step(step, slots, [r for records in played.values() for r in records], designer, metrics)
         samples, batch_metrics = self.assemble(designer, agent)
         metrics.update(batch_metrics)
+        if self.config.agent.turn_samples == "per_turn":  # after the cut, which counts episodes (reference)
+            samples = fan_out(samples)
+            metrics["turn_samples"] = sum(s.role == "agent" for s in samples)
         return samples, metrics, closed
 
     def begin_step(self, step: int) -> tuple[list, list, list, dict]:
@@ -388,6 +416,18 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
             self.state.invalid_samples = self.state.invalid_samples + invalid
             metrics.update(top_up_metrics)
         return slots, samples, closed, metrics
+
+    def agent_sample(self, record, advantage: float) -> Sample:
+        """The training sample of one no-hint play; under ``agent.truncated_episodes`` 'mask' an episode the
+        environment did not terminate keeps its place in the batch (and its advantage in the z-score) with its
+        loss mask zeroed, as the reference's compact filter. With per-turn records (``agent.turn_samples``
+        'per_turn') it carries one (prompt + reply) sequence per turn, for ``fan_out``."""
+        masked = loss_masked(record, self.config.agent)
+        mask = [0] * len(record.loss_mask) if masked else record.loss_mask
+        turns = [(t["prompt_ids"] + t["output_ids"],
+                  [0] * len(t["prompt_ids"]) + [0 if masked else 1] * len(t["output_ids"]),
+                  [0.0] * len(t["prompt_ids"]) + t["logprobs"]) for t in record.turn_records]
+        return Sample("agent", record.token_ids, mask, record.rollout_logprobs, advantage, turns=turns)
 
     def dropped(self, record) -> bool:
         """A play left out of the z-score, the statistics and the batch (``agent.failed_plays`` 'drop')."""

@@ -30,6 +30,9 @@ class StepMetrics:
             # where the rejected attempts broke (spade.core.failures.design_stage; 'cut' = hit designer.max_new_tokens)
             "design_fail_stages": stage_counts(attempts),
             "design_cut_share": sum(bool(r.get("cut")) for r in attempts) / len(attempts) if attempts else None,
+            # the tool-use LLM screen's verdicts (validation.llm_screen): passes, rejects, and the empty or unparsable
+            # ones, which pass or are rejected by validation.screen_unclear; {} when it did not run
+            "screen_verdicts": count_values(r["screen_verdict"] for r in attempts if r.get("screen_verdict")),
         }
 
     def _closed_metrics(self, slots: list) -> dict:

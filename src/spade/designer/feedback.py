@@ -41,6 +41,10 @@ REASON_ADVICE = {
                        "solution() and step() agree.",
     "idle_too_high": "Doing nothing scores too well. The reward must require real progress.",
     "eval_overlap": "The environment copies text of a held-out evaluation item. Write original content.",
+    "screen_rejected": "A reviewer found a success criterion that no tool call can satisfy, that is already met "
+                       "after reset, or that needs a value neither the instructions nor any tool reveal.",
+    "screen_unclear": "The reviewer of the tool-use task gave no clear verdict; make every criterion plainly "
+                      "reachable through the tools and derivable from the instructions and tool outputs.",
 }
 
 

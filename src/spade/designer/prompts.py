@@ -8,6 +8,8 @@ kept short and concrete because small and large policies read the same prompts.
   as in the reference code, the good examples' code cut to 2,000 characters under a win-rate/regret header
   and the one to avoid named only).
 - ``hint_prompt`` / ``extract_hint``: ask for, and clean, the privileged hint written from the code.
+- ``screen_prompt`` / ``screen_verdict``: ask the policy whether a tool-use environment's success criteria can be
+  met, and read its verdict (the tool-use LLM screen, ``validation.llm_screen``).
 - ``agent_system_prompt`` / ``with_hint``: the agent's instructions and the hint injected into the
   first observation.
 """
@@ -33,6 +35,8 @@ __all__ = [
     "extract_hint",
     "flavour_kind",
     "hint_prompt",
+    "screen_prompt",
+    "screen_verdict",
     "with_hint",
 ]
 
@@ -384,6 +388,75 @@ def extract_hint(text: str, max_chars: int = DEFAULT_HINT_CHARS) -> str:
         space = cut.rfind(" ")
         text = (cut[:space] if space >= max_chars * 4 // 5 else cut).rstrip()
     return text
+
+
+# ---------------------------------------------------------------------------------------------------
+# designer: the tool-use screen (paper: the policy checks each success criterion; reference code:
+# spade/core/env_validator.py, tool-use prompt and verdict, called from spade/core/orchestrator.py:1157-1176)
+# ---------------------------------------------------------------------------------------------------
+SCREEN_SYSTEM = """\
+You audit tool-use environments written for an assistant agent. Your only question is whether the task can \
+be completed at all. A hard task is fine; an impossible one is not."""
+
+_SCREEN_TASK = _unwrap(r"""
+Each instruction in self._user_messages is completed when its criterion in self._message_criteria (a \
+function of self.state) returns True. Go through the criteria one by one and check three things:
+1. Reachable: some sequence of the tool calls the agent can make (the tool_<name> methods) puts \
+self.state into the shape the criterion tests. Compare the exact keys, values and types: a criterion \
+that looks for a value no tool ever writes, compares a string with a number, or tests membership in a \
+list of dicts can never pass.
+2. Not done at the start: the criterion is False on the state that _setup builds, before any tool call.
+3. Derivable: every specific value the criterion needs (an id, a name, an amount, a date) is either \
+stated in an instruction or returned by some tool, so the agent can find it instead of guessing. Values \
+drawn at random are fine as long as a tool reports them.
+Do not object to difficulty, long call sequences, distractor tools or wording. Name any criterion that \
+fails a check. End your reply with \boxed{yes} if every criterion passes all three checks, or \boxed{no} \
+otherwise.
+""")
+
+
+def screen_prompt(code: str) -> list[dict]:
+    """Chat messages asking the policy whether every success criterion of the tool-use environment ``code`` is
+    reachable, not already met after reset, and derivable from the instructions and tool outputs."""
+    user = f"Environment code:\n```python\n{code.strip()}\n```\n\n{_SCREEN_TASK}"
+    return _messages(SCREEN_SYSTEM, user)
+
+
+SCREEN_VERDICTS = ("pass", "reject", "empty", "garbage")
+SCREEN_YES = ("yes", "y", "true")  # the reference's accepted spellings (env_validator.py:180)
+_BOXED_OPEN = re.compile(r"\\boxed\s*\{")
+_LATEX_WRAP = re.compile(r"\\(?:text|textbf|mathrm)\s*\{([^{}]*)\}")
+
+
+def _last_boxed(text: str) -> str | None:
+    """Content of the last complete ``\\boxed{...}`` of ``text`` (balanced braces); None when there is none."""
+    content = None
+    for found in _BOXED_OPEN.finditer(text):
+        depth, start = 1, found.end()
+        for index in range(start, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[index], 0)
+            if depth == 0:
+                content = text[start:index]
+                break
+    return content
+
+
+def screen_verdict(text: str) -> str:
+    """One of ``SCREEN_VERDICTS`` for a screen reply: 'empty' (nothing left once reasoning is removed as intake
+    removes it; a reply cut inside its reasoning is empty), 'garbage' (no complete ``\\boxed{...}``, or an empty
+    one), 'pass' (the last box, where the prompt asks for the verdict, says yes, y or true, in any case; a \\text{}
+    wrapper is read through) or 'reject' (it says anything else, as the reference reads a box; the reference reads
+    the first box of the whole reply)."""
+    answer = strip_think(text or "")[0].strip()
+    if not answer:
+        return "empty"
+    boxed = _last_boxed(answer)
+    if boxed is None:
+        return "garbage"
+    word = _LATEX_WRAP.sub(r"\1", boxed).strip().strip(".!").strip().lower()
+    if not word:
+        return "garbage"
+    return "pass" if word in SCREEN_YES else "reject"
 
 
 # ---------------------------------------------------------------------------------------------------

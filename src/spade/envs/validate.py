@@ -31,6 +31,9 @@ turned on; each has its own reason code:
   ``overlap_texts_path`` (``load_heldout_texts``). ``heldout_library_texts`` collects the first
   observations of the held-out library environments, and ``write_heldout_texts`` writes such a file;
   the items of another benchmark (e.g. the Reasoning Gym hard questions) can be written the same way.
+
+The tool-use LLM screen (``llm_screen``) needs the policy, so it runs in the self-play core after these checks
+(``spade.core.design``), and books its rejections here as ``screen_rejected`` / ``screen_unclear``.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ import hashlib
 import json
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from spade.configtools import option
@@ -62,7 +65,10 @@ REASONS = intake_mod.REASONS + (
     "solution_failed",  # solution_gate: solution() failed, or its replay did not reach reward 1
     "idle_too_high",  # idle_gate: a do-nothing policy scored idle_max_return or more
     "eval_overlap",  # overlap_gate: n-gram overlap with a held-out evaluation item reached the threshold
+    "screen_rejected",  # llm_screen: the policy judged a success criterion unreachable, pre-met or underivable
+    "screen_unclear",  # llm_screen with screen_unclear 'reject': the verdict was empty or unparsable
 )
+SCREEN_UNCLEAR = ("pass", "reject")  # llm_screen: an empty or unparsable verdict passes (reference) or rejects
 GAME_PROBES = ("\\boxed{0}", "\\boxed{1}", "\\boxed{a}", "I am not sure.", "")
 TOOL_PROBES = (
     '{"name": "no_such_tool", "arguments": {}}',
@@ -114,6 +120,20 @@ class ValidationConfig:
         "root under snakemake): .jsonl (one object with a 'text' key, or one JSON string, "
         "per line), .json (a list of such items) or any other suffix (plain text, one item per non-blank line).")
     overlap_texts: list = option([], "overlap_gate: held-out texts given inline (added to overlap_texts_path's).")
+    llm_screen: bool = option(
+        False, "Tool-use LLM screen (paper; reference code --spade-use-env-validator, off by default and on in every "
+        "tool-use script; on in the tool-use recipe): after the sandbox checks pass, the policy itself reads each "
+        "tool-use candidate and must judge every success criterion reachable, not met at reset and derivable from "
+        "the task (one generate call per design round, spade.core.design). Rejects with screen_rejected / "
+        "screen_unclear. Games are never screened.")
+    screen_temperature: float = option(0.3, "llm_screen: sampling temperature (reference code: 0.3). Top-p is the "
+                                       "hint's (designer.hint_top_p), no top-k, as the reference's call.", min=0.0)
+    screen_max_new_tokens: int = option(
+        16384, "llm_screen: most tokens of a verdict (reference code: --spade-env-validator-max-tokens 16,384).", min=1)
+    screen_unclear: str = option(
+        "pass", "llm_screen: what an empty or unparsable verdict does. 'pass' (reference code: it fails open) or "
+        "'reject' (the paper's reading: only a judged-sound environment is kept; reason screen_unclear).",
+        choices=SCREEN_UNCLEAR)
 
     def __post_init__(self):
         if not 0.0 < self.overlap_threshold <= 1.0:
@@ -141,6 +161,7 @@ class ValidationReport:
     code: str = field(default="", repr=False)  # the sanitised code that was validated
     code_sha256: str = ""
     elapsed_ms: float = 0.0
+    screen_verdict: str = ""  # the tool-use LLM screen's verdict (spade.designer.prompts.SCREEN_VERDICTS); "" = not run
 
     def to_dict(self, include_code: bool = False) -> dict:
         data = asdict(self)
@@ -324,6 +345,26 @@ class Validator:
         if not strict and raised and len(raised) == len(self.config.reset_gate_seeds):
             raise _Reject("reset_gate_error", "a criterion raised on a fresh state at every reset gate seed (lenient "
                           "gate): " + "; ".join(raised))
+
+
+def screened(report: ValidationReport, verdict: str, reply: str, unclear: str = "pass",
+             reply_chars: int = 1000) -> ValidationReport:
+    """``report`` of a candidate that passed the sandbox checks, after the tool-use LLM screen's ``verdict`` on it
+    (``llm_screen``): 'pass' keeps it valid; 'reject' rejects it (``screen_rejected``); 'empty' and 'garbage' keep it
+    valid with ``unclear`` 'pass' (the reference fails open) and reject it (``screen_unclear``) with 'reject'. A
+    rejection's message ends with the last ``reply_chars`` characters of the screen's ``reply``."""
+    if unclear not in SCREEN_UNCLEAR:
+        raise ValueError(f"validation.screen_unclear must be one of {SCREEN_UNCLEAR}, got {unclear!r}")
+    if verdict not in ("pass", "reject", "empty", "garbage"):
+        raise ValueError(f"unknown screen verdict {verdict!r}; known: pass, reject, empty, garbage")
+    if verdict == "pass" or (verdict != "reject" and unclear == "pass"):
+        return replace(report, checks=(*report.checks, "llm_screen"), screen_verdict=verdict)
+    reason = "screen_rejected" if verdict == "reject" else "screen_unclear"
+    what = {"reject": "judged a success criterion unreachable, already met at reset or underivable",
+            "empty": "gave an empty verdict", "garbage": "gave no \\boxed{yes} or \\boxed{no} verdict"}[verdict]
+    tail = reply.strip()[-reply_chars:]
+    return replace(report, valid=False, reason=reason, screen_verdict=verdict,
+                   message=f"the policy's LLM screen {what} (validation.llm_screen); its reply ends:\n{tail}")
 
 
 def store_rejection(folder: str | Path, raw: str, report: ValidationReport, extra: dict | None = None) -> Path:

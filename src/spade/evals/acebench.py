@@ -77,6 +77,7 @@ from spade.evals.base import (
     play_conversations,
     prompt_hash,
 )
+from spade.evals.base import max_new_tokens_option, temperature_option, top_k_option, top_p_option
 from spade.evals.registry import register_benchmark
 from spade.seeding import derive_seed
 
@@ -111,6 +112,10 @@ class ACEBenchConfig:
     user_top_p: float = option(1.0, "User-simulator top_p (ACEBench APIUSER: 1).", min=0.0)
     user_max_tokens: int = option(1000, "User-simulator max_tokens per reply (ACEBench APIUSER: 1000).", min=1)
     user_timeout_s: float = option(120.0, "Seconds to wait for one user-simulator reply.", min=1.0)
+    temperature: float = temperature_option(0.7, "eval_offline/configs/tool_use.yaml:20")
+    top_p: float = top_p_option(1.0, "eval_offline/configs/tool_use.yaml:21")
+    top_k: int = top_k_option(0, "not set")
+    max_new_tokens: int = max_new_tokens_option(16384, "eval_offline/configs/tool_use.yaml:22")
 
 
 # ------------------------------------------------------------------------------------------------ checkout

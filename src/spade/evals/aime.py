@@ -1,6 +1,7 @@
 """AIME 2025 and 2026: Avg@k accuracy on the 30 problems of each year (spec section 9, paper: Avg@32).
 
-What is measured: each problem is sampled ``samples`` times (temperature from the eval config); a sample
+What is measured: each problem is sampled ``samples`` times (``eval.aime.temperature`` & co. under
+``eval.sampling: reference``, the reference's Avg@32 settings; docs/EVALUATION.md); a sample
 is right when the last ``\\boxed{...}`` of the reply equals the reference answer according to
 ``math-verify`` (its ``parse`` + ``verify``). Metric ``avg@<k>/<year>`` (paper columns ``aime25``,
 ``aime26``) = mean over problems of the fraction of right samples; its stderr is over problems.
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 from spade.configtools import ConfigError, option
 from spade.evals.base import Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash
+from spade.evals.base import max_new_tokens_option, temperature_option, top_k_option, top_p_option
 from spade.evals.registry import register_benchmark
 from spade.evals.userdata import (DataSpec, pick, problem_ids, read_rows, render, reply_text, require_path,
                                   sample_replies, subsample)
@@ -49,6 +51,10 @@ class AIMEConfig:
                           "follows it (avg@<samples>).", min=1)
     max_problems: int = option(0, "0 = every problem of each year; else a fixed subsample of N problems per year "
                                "(hash order of the problem ids) for toy runs.", min=0)
+    temperature: float = temperature_option(0.7, "eval_configs/eval_aime_avg32.yaml:4, the in-loop Avg@32 config of every games launcher; its offline suite: 1.0, eval_offline/configs/games.yaml:6")
+    top_p: float = top_p_option(0.8, "eval_configs/eval_aime_avg32.yaml:5; offline 0.95, eval_offline/configs/games.yaml:7")
+    top_k: int = top_k_option(20, "eval_configs/eval_aime_avg32.yaml:6 and eval_offline/configs/games.yaml:8")
+    max_new_tokens: int = max_new_tokens_option(32768, "eval_configs/eval_aime_avg32.yaml:7 and eval_offline/configs/games.yaml:9")
 
     def __post_init__(self):
         if not self.years:

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from spade.configtools import ConfigError
+from spade.configtools import ConfigError, option
 from spade.inference.generation import GenerationBackend, SamplingParams, cut_to_limit
 from spade.io import atomic_write_text
 from spade.inference.models import chat_prompt_ids
@@ -67,6 +67,27 @@ class Metric:
     stderr: float  # standard error of the mean; nan when it is not defined (n < 2)
 
 
+# ------------------------------------------------------------------------------------------------ sampling keys
+# A benchmark section with its own sampling declares these four keys; they apply under `eval.sampling: reference`
+# (spade.evals.config.benchmark_sampling), `eval.sampling: shared` replaces them with eval.temperature & co.
+def temperature_option(value: float, source: str):
+    return option(value, f"Sampling temperature under eval.sampling 'reference' (reference code: {source}).", min=0.0)
+
+
+def top_p_option(value: float, source: str):
+    return option(value, f"Nucleus mass under eval.sampling 'reference'; 1.0 = off (reference code: {source}).",
+                  min=0.0)
+
+
+def top_k_option(value: int, source: str):
+    return option(value, f"Top-k under eval.sampling 'reference'; 0 = off (reference code: {source}).", min=0)
+
+
+def max_new_tokens_option(value: int, source: str):
+    return option(value, f"Most tokens per model turn under eval.sampling 'reference' (reference code: {source}); "
+                  "a turn also stops at eval.max_context_tokens.", min=1)
+
+
 @dataclass
 class EvalContext:
     """What a benchmark gets to play its items."""
@@ -78,6 +99,8 @@ class EvalContext:
     top_p: float = 1.0
     max_new_tokens: int = 256  # per model turn
     max_context_tokens: int = 32768
+    top_k: int = 0  # 0 = off
+    sampling_source: str = ""  # which settings these are: 'reference' (the benchmark's own keys) or 'shared' (eval.*)
     pool_factory: Callable | None = None  # () -> SandboxPool, for benchmarks that run generated code
     _pool: object = None
 
@@ -85,7 +108,13 @@ class EvalContext:
         return derive_seed(self.seed, "eval", self.benchmark, item_id, *parts)
 
     def params(self, max_new_tokens: int | None = None) -> SamplingParams:
-        return SamplingParams(self.temperature, self.top_p, max_new_tokens or self.max_new_tokens)
+        return SamplingParams(self.temperature, self.top_p, max_new_tokens or self.max_new_tokens, top_k=self.top_k)
+
+    def sampling(self) -> dict:
+        """The settings every reply of this evaluation is sampled with; item records are reused only under equal
+        settings (``evaluate``), and the result file states them."""
+        return {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k,
+                "max_new_tokens": self.max_new_tokens, "max_context_tokens": self.max_context_tokens}
 
     @property
     def pool(self):
@@ -144,6 +173,16 @@ def mean_stderr(values: Sequence[float]) -> tuple[float, float]:
 def mean_metric(name: str, values: Sequence[float]) -> Metric:
     mean, stderr = mean_stderr(list(values))
     return Metric(name, mean, len(values), stderr)
+
+
+def unit_mean_metric(name: str, records: Sequence[ItemRecord], unit: Callable) -> Metric:
+    """Mean over units (a problem, a task) of each unit's mean score, stderr over units: how a benchmark that plays
+    every unit k times (samples, trials) reports it. With equal k it equals the mean over all plays, the reference's
+    avg@k / pass^1 (``eval_offline/suites/gpqa_diamond.py:130``, ``spade/core/eval/tau2_evaluator.py:373``)."""
+    by_unit: dict = {}
+    for record in records:
+        by_unit.setdefault(unit(record), []).append(record.score)
+    return mean_metric(name, [sum(scores) / len(scores) for scores in by_unit.values()])
 
 
 def score_metrics(records: Sequence[ItemRecord], name: str = "score") -> list[Metric]:
@@ -232,7 +271,8 @@ class EvalRun:
     batch_size: int = 16  # items per ``play`` call
     max_items: int = 0  # 0 = every item; else the first max_items by id (a deterministic subsample)
     provenance: dict = field(default_factory=dict)
-    model_identity: str = ""  # model_identity() of the model evaluated: item records of another model are not reused
+    model_identity: str = ""  # model_identity() of the model evaluated: item records of another model (or of other
+    # sampling settings, EvalContext.sampling) are not reused
 
 
 def items_path(out: Path) -> Path:
@@ -250,13 +290,19 @@ def model_identity(model_dir) -> str:
     return ""
 
 
-def _records_of_this_model(record_file: Path, identity: str) -> bool:
-    """Whether the item records at ``record_file`` may be reused for the model ``identity`` (and note it for the next
-    call). Records written for another model, or before the identity was noted, are not: a training started over
-    writes new checkpoints under the same step names."""
+def records_key(identity: str, sampling: dict) -> str:
+    """What item records are valid for: the model (``model_identity``) and the sampling settings (``EvalContext.sampling``)."""
+    return json.dumps({"model": identity, "sampling": sampling}, sort_keys=True)
+
+
+def _records_reusable(record_file: Path, key: str) -> bool:
+    """Whether the item records at ``record_file`` may be reused under ``key`` (``records_key``; noted beside them for
+    the next call). Records written for another model or other sampling settings, or before the key was noted, are
+    not: a training started over writes new checkpoints under the same step names, and a record sampled at another
+    temperature is another measurement."""
     note = record_file.with_name(record_file.name.removesuffix(".jsonl") + ".model")
-    same = note.is_file() and note.read_text(encoding="utf-8") == identity
-    atomic_write_text(note, identity)
+    same = note.is_file() and note.read_text(encoding="utf-8") == key
+    atomic_write_text(note, key)
     return same or not record_file.is_file()
 
 
@@ -292,9 +338,10 @@ def evaluate(benchmark: Benchmark, ctx: EvalContext, spec: EvalRun, progress: bo
         raise ConfigError(f"benchmark {benchmark.name!r} has no items with the given config")
     record_file = items_path(spec.out)
     record_file.parent.mkdir(parents=True, exist_ok=True)
-    reusable = not spec.model_identity or _records_of_this_model(record_file, spec.model_identity)
+    reusable = _records_reusable(record_file, records_key(spec.model_identity, ctx.sampling()))
     if not reusable:
-        log.warning("%s holds records of another model; evaluating every item again", record_file)
+        log.warning("%s holds records of another model or other sampling settings; evaluating every item again",
+                    record_file)
     done = _load_done(record_file, {item.id for item in items}) if reusable else {}
     pending = [item for item in items if item.id not in done]
     # rewrite the file with only the valid, wanted records (drops a torn line), then append batches
@@ -333,6 +380,7 @@ def evaluate(benchmark: Benchmark, ctx: EvalContext, spec: EvalRun, progress: bo
                        "items_per_s": played / elapsed if played and elapsed > 0 else None,
                        "tokens_per_s": generated / elapsed if played and elapsed > 0 else None},
         "config": asdict(benchmark.config) if hasattr(benchmark.config, "__dataclass_fields__") else {},
+        "sampling": {**ctx.sampling(), "source": ctx.sampling_source},
         "provenance": {**spec.provenance, "eval_seed": ctx.seed, "item_seeds": "derive_seed(seed, 'eval', benchmark, item_id)"},
     }
     atomic_write_text(spec.out, json.dumps(result, indent=1, default=str, allow_nan=False) + "\n")

@@ -73,6 +73,7 @@ from pathlib import Path
 from spade.configtools import ConfigError, option
 from spade.evals.base import (Benchmark, Conversation, DataMissing, EvalContext, Item, ItemRecord, Metric, mean_metric,
                               play_conversations, prompt_hash)
+from spade.evals.base import max_new_tokens_option, temperature_option, top_k_option, top_p_option
 from spade.evals.registry import register_benchmark
 
 CATEGORIES = ("base", "miss_func", "miss_param", "long_context")
@@ -98,6 +99,10 @@ class BfclMultiTurnConfig:
     max_steps_per_turn: int = option(20, "Executed call steps allowed in one user turn before the entry is "
                                      "force-terminated (BFCL MAXIMUM_STEP_LIMIT = 20). Lower only for smoke tests: "
                                      "it fails entries that need more steps.", min=1)
+    temperature: float = temperature_option(0.0, "eval_offline/configs/tool_use.yaml:9, greedy")
+    top_p: float = top_p_option(1.0, "not sent by bfcl_eval's local-model handler")
+    top_k: int = top_k_option(0, "not sent")
+    max_new_tokens: int = max_new_tokens_option(4096, "bfcl_eval base_oss_handler.py: min(4096, context left)")
 
 
 # ------------------------------------------------------------------------------------------------ data

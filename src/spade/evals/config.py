@@ -30,6 +30,8 @@ class ThroughputConfig:
 
 @dataclass(frozen=True)
 class EvalConfig:
+    """``eval``. Sampling: ``benchmark_sampling`` resolves what one benchmark samples with."""
+
     during_training: list = option(
         ["heldout_library"], "Benchmarks evaluated at every checkpoint (step 0 = base model): the curves of figures "
         "5, 10, 11, 13, 14 and the checkpoint selection. Each costs one evaluation per checkpoint.")
@@ -40,9 +42,21 @@ class EvalConfig:
         "(paper: the suite average of the 8 games columns); each benchmark must also be in 'during_training'.")
     seed: int = option(1234, "Evaluation seed; items and their sampling seeds derive from it, so every checkpoint "
                        "sees the same items and the same per-item seeds.")
-    temperature: float = option(0.6, "Sampling temperature (paper: 0.6).", min=0.0)
-    top_p: float = option(1.0, "Nucleus sampling mass (paper: not stated; 1.0 = off).", min=0.0)
-    max_new_tokens: int = option(8192, "Most tokens generated per model turn (paper: 8,192 for the agent).", min=1)
+    sampling: str = option(
+        "reference", "Which sampling settings each benchmark uses. 'reference': its own keys eval.<benchmark>."
+        "temperature/top_p/top_k/max_new_tokens, whose defaults are the authors' evaluation settings (BFCL and tau2 "
+        "greedy, GPQA 0.7, LiveCodeBench 0.2, ...; docs/EVALUATION.md#sampling-per-benchmark). 'shared': every "
+        "benchmark samples with eval.temperature/top_p/top_k/max_new_tokens (the paper's text: one evaluation "
+        "temperature, 0.6). Benchmarks without a reference setting (the held-out suites) always use the shared ones. "
+        "Repeat counts (samples, trials, episodes) are the benchmarks' own keys in both modes.",
+        choices=("reference", "shared"))
+    temperature: float = option(0.6, "Shared sampling temperature (paper: 0.6): every benchmark under "
+                                "eval.sampling 'shared', the held-out suites always.", min=0.0)
+    top_p: float = option(1.0, "Shared nucleus sampling mass (paper: not stated; 1.0 = off); see eval.temperature.",
+                          min=0.0)
+    top_k: int = option(0, "Shared top-k (paper: not stated; 0 = off); see eval.temperature.", min=0)
+    max_new_tokens: int = option(8192, "Shared most tokens generated per model turn (paper: 8,192 for the agent); "
+                                 "see eval.temperature.", min=1)
     max_context_tokens: int = option(32768, "Longest prompt plus reply (paper: 32,768).", min=16)
     batch_size: int = option(64, "Items played per chunk: records are saved after each chunk (the resume "
                              "granularity), and the backend sorts a chunk's prompts by length before batching them, "
@@ -85,3 +99,35 @@ class EvalConfig:
             if selector.partition(":")[0] not in training:
                 raise ConfigError(f"config key 'eval.select_by' entry {selector!r} needs its benchmark in "
                                   f"'eval.during_training' ({', '.join(sorted(training))}) to compare checkpoints")
+
+
+SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_new_tokens")
+
+
+def benchmark_sampling(ev: EvalConfig, name: str) -> dict:
+    """The sampling settings benchmark ``name`` is evaluated with, and their source: the benchmark section's own keys
+    under ``eval.sampling: reference`` when it has them, else the shared ``eval.*`` keys."""
+    section = getattr(ev, name, None)
+    own = ev.sampling == "reference" and all(hasattr(section, key) for key in SAMPLING_KEYS)
+    source = section if own else ev
+    return {**{key: getattr(source, key) for key in SAMPLING_KEYS}, "source": "reference" if own else "shared"}
+
+
+def repeats(ev: EvalConfig, name: str) -> str:
+    """How often each item of ``name`` is played (samples, trials, episodes), as the benchmark's key says; '' if none."""
+    section = getattr(ev, name, None)
+    for key in ("samples", "trials", "episodes", "episodes_per_task"):
+        if hasattr(section, key):
+            return f"{key} {getattr(section, key)}"
+    return ""
+
+
+def describe_sampling(ev: EvalConfig) -> list[str]:
+    """One line per benchmark of eval.during_training and eval.final: the sampling it is evaluated with (dry runs)."""
+    lines = [f"evaluation sampling: eval.sampling = {ev.sampling}"]
+    for name in dict.fromkeys([*ev.during_training, *ev.final]):
+        s = benchmark_sampling(ev, name)
+        count = repeats(ev, name)
+        lines.append(f"  {name}: temperature {s['temperature']:g}, top_p {s['top_p']:g}, top_k {s['top_k']}, "
+                     f"max_new_tokens {s['max_new_tokens']}" + (f", {count}" if count else "") + f" ({s['source']})")
+    return lines

@@ -17,6 +17,7 @@ from pathlib import Path
 from spade.config import SpadeConfig
 from spade.configtools import ConfigError
 from spade.evals.base import EvalContext, EvalRun, evaluate, model_identity
+from spade.evals.config import benchmark_sampling
 from spade.evals.registry import get_benchmark_class
 from spade.provenance import stamp
 
@@ -40,16 +41,21 @@ def hf_context(config: SpadeConfig, model_dir: str | Path, benchmark_name: str, 
     from spade.sandbox.pool import SandboxPool
 
     ev = config.eval
-    model = tokenizer = None
+    model = tokenizer = None  # sampling settings: context_sampling
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if config.inference.backend == "hf":
         model, tokenizer = load_model(model_dir, device=device)
     backend = build_backend(config.inference, model_dir, model=model, tokenizer=tokenizer, device=device,
                             batch_size=batch_size, max_batch_tokens=ev.max_batch_tokens)
-    return EvalContext(backend, seed=ev.seed,
-                       benchmark=benchmark_name, temperature=ev.temperature, top_p=ev.top_p,
-                       max_new_tokens=ev.max_new_tokens, max_context_tokens=ev.max_context_tokens,
-                       pool_factory=lambda: SandboxPool(config.sandbox))
+    return EvalContext(backend, seed=ev.seed, benchmark=benchmark_name, max_context_tokens=ev.max_context_tokens,
+                       pool_factory=lambda: SandboxPool(config.sandbox), **context_sampling(ev, benchmark_name))
+
+
+def context_sampling(ev, benchmark_name: str) -> dict:
+    """The EvalContext fields of the benchmark's sampling settings (``eval.sampling``: its own keys or the shared)."""
+    settings = benchmark_sampling(ev, benchmark_name)
+    return {"temperature": settings["temperature"], "top_p": settings["top_p"], "top_k": settings["top_k"],
+            "max_new_tokens": settings["max_new_tokens"], "sampling_source": settings["source"]}
 
 
 def evaluate_checkpoint(config: SpadeConfig, model_dir: str | Path, step: int, benchmark_name: str,

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from spade.configtools import ConfigError, option
 from spade.evals.base import (Benchmark, Conversation, EvalContext, Item, ItemRecord, Metric, mean_metric,
                               play_conversations, prompt_hash)
+from spade.evals.base import max_new_tokens_option, temperature_option, top_k_option, top_p_option
 from spade.evals.nltk_words import BASIC_CHOICES, WordLists, has_basic_words, load_word_lists
 from spade.evals.registry import register_benchmark
 
@@ -84,6 +85,10 @@ class GemGamesConfig:
         "exclude", "What to do when NLTK's en-basic list (Ogden's 850 words; Wordle, Hangman, easy WordSearch) "
         "is not in nltk_data_dir: 'exclude' leaves those games out and lists them in the result; 'web2' lets "
         "the 236k-word en list stand in (harder secret words; recorded in the result).", choices=BASIC_CHOICES)
+    temperature: float = temperature_option(0.6, "not in its configs; the defaults of its games file, eval_offline/configs/_games_gem.yaml:14")
+    top_p: float = top_p_option(0.8, "spade/core/eval/gem_evaluator.py:296, every GEM task")
+    top_k: int = top_k_option(20, "spade/core/eval/gem_evaluator.py:297, every GEM task")
+    max_new_tokens: int = max_new_tokens_option(8192, "eval_offline/configs/_games_gem.yaml:15")
 
 
 # ------------------------------------------------------------------------------------------------ gem access

@@ -2,9 +2,11 @@
 
 What is measured: for each question the correct answer and the three incorrect ones are shuffled into
 options A-D with a seed derived from the eval seed and the question id (so every checkpoint of a run
-sees the same order, and the order never depends on batching); the model answers once; the item
-scores 1 when the extracted letter is the correct option. Metric ``accuracy`` (paper column
-``gpqa_diamond``), plus ``accuracy/<domain>`` per high-level domain when the data has that column.
+sees the same order, and the order never depends on batching); the model answers ``samples`` times
+(default 8, the reference's avg@8) to that prompt, one item per (question, sample), each with its own
+seed; a sample scores 1 when the extracted letter is the correct option. Metric ``accuracy`` (paper column
+``gpqa_diamond``) = mean over questions of the share of right samples (stderr over questions), plus
+``accuracy/<domain>`` per high-level domain when the data has that column.
 
 Data: user-provided (the set is gated): ``eval.gpqa_diamond.path``, default
 ``data/gpqa/gpqa_diamond.csv``, the ``gpqa_diamond.csv`` of the Hugging Face dataset ``Idavidrein/gpqa``
@@ -34,7 +36,8 @@ import re
 from dataclasses import dataclass
 
 from spade.configtools import option
-from spade.evals.base import Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash
+from spade.evals.base import Benchmark, EvalContext, Item, ItemRecord, Metric, prompt_hash, unit_mean_metric
+from spade.evals.base import max_new_tokens_option, temperature_option, top_k_option, top_p_option
 from spade.evals.registry import register_benchmark
 from spade.evals.userdata import (DataSpec, pick, problem_ids, read_rows, render, reply_text, require_path,
                                   sample_replies, subsample)
@@ -71,8 +74,15 @@ DATA = DataSpec(
 class GPQADiamondConfig:
     path: str = option("data/gpqa/gpqa_diamond.csv", "GPQA-Diamond file (csv/jsonl/json/parquet with the original "
                        "column names); see docs/evals/user_data.md.")
+    samples: int = option(8, "Replies sampled per question; accuracy = mean over questions of the share of right "
+                          "replies (the reference's avg@8: eval_offline/configs/games.yaml:13; the paper: accuracy, "
+                          "1 = one reply per question).", min=1)
     max_questions: int = option(0, "0 = all 198 questions; else a fixed subsample of N (hash order of the record "
                                 "ids) for toy runs.", min=0)
+    temperature: float = temperature_option(0.7, "eval_offline/configs/games.yaml:14")
+    top_p: float = top_p_option(0.95, "eval_offline/configs/games.yaml:15")
+    top_k: int = top_k_option(0, "not set")
+    max_new_tokens: int = max_new_tokens_option(32768, "eval_offline/configs/games.yaml:16")
 
 
 def extract_letter(reply: str) -> str | None:
@@ -110,18 +120,23 @@ class GPQADiamond(Benchmark):
                 return str(pick(row, names, DATA, path, index, what)).strip()
 
             domain = next((str(row[c]).strip() for c in DOMAIN_COLUMNS if row.get(c)), "")
-            questions[qid] = Item(qid, {
+            questions[qid] = ({
+                "question_id": qid,
                 "question": text(QUESTION_COLUMNS, "question"),
                 "correct": text(CORRECT_COLUMNS, "correct answer"),
                 "incorrect": [text(names, f"incorrect answer {i}") for i, names in enumerate(INCORRECT_COLUMNS, 1)],
-            }, group=domain)
-        return [questions[qid] for qid in subsample(ids, self.config.max_questions, "gpqa_diamond")]
+            }, domain)
+        width = len(str(self.config.samples - 1))
+        return [Item(f"{qid}/{sample:0{width}d}", {**questions[qid][0], "sample": sample}, group=questions[qid][1])
+                for qid in subsample(ids, self.config.max_questions, "gpqa_diamond")
+                for sample in range(self.config.samples)]
 
     def play(self, items, ctx: EvalContext) -> list[ItemRecord]:
         prompts, keys = [], []
         for item in items:
+            # one option order per question, shared by its samples (the reference samples n replies to one prompt)
             options, letter = shuffle_options(item.payload["correct"], item.payload["incorrect"],
-                                              ctx.item_seed(item.id, "options"))
+                                              ctx.item_seed(item.payload["question_id"], "options"))
             content = TEMPLATE.format(question=item.payload["question"], **dict(zip(LETTERS, options)))
             prompts.append([{"role": "user", "content": content}])
             keys.append(letter)
@@ -133,13 +148,18 @@ class GPQADiamond(Benchmark):
             records.append(ItemRecord(
                 id=item.id, prompt_hash=prompt_hash(render(ctx, messages)), response=reply,
                 score=1.0 if chosen == letter else 0.0, turns=len(conversation.replies), tokens=conversation.tokens,
-                group=item.group, extra={"correct_letter": letter, "chosen": chosen,
+                group=item.group, extra={"question_id": item.payload["question_id"], "sample": item.payload["sample"],
+                                         "correct_letter": letter, "chosen": chosen,
                                          "stop_reason": conversation.stop_reason},
             ))
         return records
 
     def aggregate(self, records) -> list[Metric]:
-        metrics = [mean_metric("accuracy", [r.score for r in records])]
+        """``accuracy``: mean over questions of the share of right samples (avg@k), stderr over questions."""
+        def question(record):
+            return record.extra["question_id"]
+
+        metrics = [unit_mean_metric("accuracy", records, question)]
         for domain in sorted({r.group for r in records if r.group}):
-            metrics.append(mean_metric(f"accuracy/{domain}", [r.score for r in records if r.group == domain]))
+            metrics.append(unit_mean_metric(f"accuracy/{domain}", [r for r in records if r.group == domain], question))
         return metrics

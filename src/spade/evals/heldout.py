@@ -32,11 +32,14 @@ class HeldoutLibraryConfig:
 
 def run_episodes(jobs: list, ctx: EvalContext, max_turns: int, prompts: dict) -> list:
     """Episodes of a held-out environment suite, as in training but without hints: the agent's system prompts,
-    the evaluation's sampling settings (``ctx``), a per-episode seed from each job."""
+    the evaluation's sampling settings (``ctx``), a per-episode seed from each job. A turn cut at the token limit
+    still reaches the environment (``cut_turns`` 'continue'): ending the episode there is a training rule of the
+    reference (``agent.cut_turns``), not part of how these suites score."""
     from spade.core.agent import AgentConfig, EpisodeRunner
 
     agent = AgentConfig(max_turns=max_turns, max_new_tokens=ctx.max_new_tokens,
-                        max_context_tokens=ctx.max_context_tokens, temperature=ctx.temperature, top_p=ctx.top_p)
+                        max_context_tokens=ctx.max_context_tokens, temperature=ctx.temperature, top_p=ctx.top_p,
+                        top_k=ctx.top_k, cut_turns="continue")
     return EpisodeRunner(ctx.backend, ctx.pool, agent, prompts).run(jobs, ctx.seed, per_episode_seeds=True)
 
 

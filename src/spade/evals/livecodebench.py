@@ -44,6 +44,7 @@ from datetime import date, datetime
 
 from spade.configtools import ConfigError, option
 from spade.evals.base import Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash
+from spade.evals.base import max_new_tokens_option, temperature_option, top_k_option, top_p_option
 from spade.evals.livecodebench_grading import grade_program
 from spade.evals.registry import register_benchmark
 from spade.evals.userdata import DataSpec, iter_rows, render, reply_text, require_path, sample_replies, subsample
@@ -90,6 +91,10 @@ class LiveCodeBenchConfig:
     samples: int = option(1, "Programs sampled per problem (n); pass@1 = mean fraction passing. Paper: Pass@1.", min=1)
     max_problems: int = option(0, "0 = every problem of the window; else a fixed subsample of N (hash order of the "
                                "question ids) for toy runs.", min=0)
+    temperature: float = temperature_option(0.2, "eval_offline/configs/games.yaml:22")
+    top_p: float = top_p_option(0.95, "eval_offline/configs/games.yaml:23")
+    top_k: int = top_k_option(0, "not set")
+    max_new_tokens: int = max_new_tokens_option(16384, "eval_offline/configs/games.yaml:24")
 
     def __post_init__(self):
         start = _iso_date("eval.livecodebench.start_date", self.start_date)

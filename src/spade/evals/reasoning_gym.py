@@ -44,6 +44,7 @@ from typing import Sequence
 from spade.configtools import ConfigError, option
 from spade.evals.base import (Benchmark, Conversation, EvalContext, Item, ItemRecord, Metric, mean_metric,
                               play_conversations, prompt_hash)
+from spade.evals.base import max_new_tokens_option, temperature_option, top_k_option, top_p_option
 from spade.evals.reasoning_gym_scorer import GUARDED_MODULES, RISKY_SOURCE, ScorerFailed, ScorerProcess
 from spade.evals.registry import register_benchmark
 from spade.seeding import derive_seed
@@ -88,6 +89,10 @@ class ReasoningGymConfig:
                                     "killed and the item scores 0 (sympy can hang on pathological answers).",
                                     min=0.1)
     scorer_memory_mb: int = option(4096, "Address-space limit of the scoring process, MiB; 0 = no limit.", min=0)
+    temperature: float = temperature_option(0.6, "eval_offline/configs/_games_gem.yaml:14; paper: 0.6")
+    top_p: float = top_p_option(0.8, "spade/core/eval/gem_evaluator.py:296, every GEM task")
+    top_k: int = top_k_option(20, "spade/core/eval/gem_evaluator.py:297, every GEM task")
+    max_new_tokens: int = max_new_tokens_option(8192, "eval_offline/configs/_games_gem.yaml:15")
 
 
 # ------------------------------------------------------------------------------------------------ task list

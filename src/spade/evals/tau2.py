@@ -5,7 +5,8 @@ What is measured. In each task a simulated customer (an LLM with the task's scen
 flights, phone lines...). The episode is scored by tau2's own evaluator: the final database must equal
 the one obtained by replaying the reference actions, environment assertions must hold, required
 information must have been said, and so on, as the task's ``reward_basis`` says. A task passes when its
-reward is 1. ``pass^1/<domain>`` is the mean pass rate over tasks (and over ``trials`` episodes per task),
+reward is 1. ``pass^1/<domain>`` is the mean over tasks of each task's pass rate over its ``trials`` episodes
+(reference: 4 trials, passes / (tasks x trials); stderr over tasks),
 the paper's tau2 columns (retail, airline, telecom); ``pass^1/avg`` is their unweighted mean (the
 paper's tau2 average). ``avg_reward/<domain>`` (mean raw reward) is a diagnostic.
 
@@ -73,9 +74,14 @@ from spade.evals.base import (
     Item,
     ItemRecord,
     Metric,
+    max_new_tokens_option,
     mean_metric,
     play_conversations,
     prompt_hash,
+    temperature_option,
+    top_k_option,
+    top_p_option,
+    unit_mean_metric,
 )
 from spade.evals.registry import register_benchmark
 from spade.seeding import derive_seed
@@ -110,8 +116,9 @@ class Tau2Config:
                              "tau2 also ships 'train'/'test').")
     max_tasks: int = option(0, "0 = every task of the split; else the first N tasks of each domain in the loader's "
                             "order (a toy subsample, same code path).", min=0)
-    trials: int = option(1, "Episodes per task; pass^1 averages over them (tau2's default num_trials is 1; the paper "
-                         "does not say).", min=1)
+    trials: int = option(4, "Episodes per task; pass^1 averages over them (reference: 4, "
+                         "eval_offline/configs/_tool_use_tau2.yaml:4; tau2's own default 1; the paper does not say).",
+                         min=1)
     max_steps: int = option(200, "Messages (agent, user, environment) before the episode ends with reward 0 (tau2 "
                             "DEFAULT_MAX_STEPS = 200).", min=1)
     max_errors: int = option(10, "Tool-call errors before the episode ends with reward 0 (tau2 DEFAULT_MAX_ERRORS = 10).",
@@ -129,6 +136,10 @@ class Tau2Config:
     log_level: str = option("ERROR", "Level of tau2's own (loguru) log messages on stderr (tau2 DEFAULT_LOG_LEVEL: "
                             "ERROR; DEBUG prints every tool response).",
                             choices=("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"))
+    temperature: float = temperature_option(0.0, "eval_offline/configs/_tool_use_tau2.yaml:6, greedy")
+    top_p: float = top_p_option(0.8, "eval_offline/configs/_tool_use_tau2.yaml:7")
+    top_k: int = top_k_option(20, "eval_offline/configs/_tool_use_tau2.yaml:8")
+    max_new_tokens: int = max_new_tokens_option(16384, "eval_offline/configs/_tool_use_tau2.yaml:9")
 
 
 # ------------------------------------------------------------------------------------------------ checkout
@@ -442,7 +453,7 @@ class Tau2(Benchmark):
         metrics, columns = [], []
         for domain in domains:
             mine = [r for r in records if r.group == domain]
-            column = mean_metric(f"pass^1/{domain}", [r.score for r in mine])
+            column = unit_mean_metric(f"pass^1/{domain}", mine, lambda r: r.id.rpartition("/")[0])  # per task
             columns.append(column)
             metrics += [column, mean_metric(f"avg_reward/{domain}", [r.extra["reward"] for r in mine])]
         if columns:

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from spade.config import logprob_temperature
 from spade.configtools import ConfigError
 from spade.rlhf.config import OpenRLHFConfig, resolve_openrlhf, split_extra_args
 from spade.rlhf.placement import checked_ticket_plan, placement
@@ -53,7 +54,7 @@ FLAG_SOURCES = {
     "--actor.adam.weight_decay": "train.weight_decay", "--actor.eps_clip_low_high": "train.eps_low/eps_high",
     "--algo.kl.init_coef": "train.kl_coef", "--train.batch_size": "train.global_batch",
     "--actor.max_norm": "train.max_grad_norm", "--train.seed": "seed",
-    "--rollout.n_samples_per_prompt": "train.global_batch / slots (selfplay.group_size with batch_structure 'groups')", "--rollout.temperature": "agent.temperature",
+    "--rollout.n_samples_per_prompt": "train.global_batch / slots (selfplay.group_size with batch_structure 'groups')", "--rollout.temperature": "train.logprob_temperature (null: agent.temperature)",
     "--rollout.top_p": "agent.top_p", "--data.max_len": "openrlhf.max_len", "--ckpt.save_steps": "selfplay.checkpoint_every",
     "--algo.advantage.is_correction_threshold": "train.tis_cap", "--actor.loss_agg_mode": "train.loss_aggregation",
 }
@@ -90,6 +91,10 @@ def openrlhf_command(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHF
     if config.corpus.enabled and not corpus_path:
         raise ConfigError("corpus.enabled is true but no corpus was given (corpus.path or --corpus); the "
                           "coordinator grounds every design prompt in it")
+    if config.agent.turn_samples != "episode":
+        raise ConfigError(f"config key 'agent.turn_samples' is {config.agent.turn_samples!r}, which the OpenRLHF "
+                          "backend cannot train (each ticket returns a fixed number of responses, one per episode); "
+                          "allowed with --backend openrlhf: 'episode'. 'per_turn' runs on the local trainer")
     place = placement(config, orl)
     plan = checked_ticket_plan(config)
     # absolute paths: Ray workers do not share the driver's working directory
@@ -128,7 +133,9 @@ def openrlhf_command(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHF
     cmd += ["--rollout.batch_size", _num(plan.tickets_per_step),
             "--rollout.n_samples_per_prompt", _num(plan.group_size),
             "--rollout.micro_batch_size", _num(orl.rollout_micro_batch_size),
-            "--rollout.temperature", _num(config.agent.temperature),
+            # OpenRLHF's actor and reference model divide their logits by it (models/actor.py); our executor
+            # samples every request at the role's own temperature (engine.to_engine_params)
+            "--rollout.temperature", _num(logprob_temperature(config)),
             "--rollout.top_p", _num(config.agent.top_p)]
     # the objective (spec 6, Table 5)
     cmd += ["--algo.advantage.estimator", "dr_grpo", "--reward.clip_range", "-1000", "1000"]

@@ -13,7 +13,8 @@ in tests it is a plain in-process object. Executors talk to it through three cor
   the core's ``record_play`` books them and returns the z-scored advantages; every waiting episode of
   the slot then gets its own (None for a dropped play, which the executor answers with padding). At the
   run's last step the designer packs wait until every play is booked: then the core closes the set
-  (``SelfPlay.flush``) and its designer samples fill them. After the step's last response the coordinator
+  (``SelfPlay.flush``) and its designer samples fill them. With ``train.designer_upweight_count`` 'returned' (the
+  reference's) packs wait for the plays at every step: their up-weight counts the plays that came back. After the step's last response the coordinator
   ends the step (``SelfPlay.end_step``), appends one line to ``metrics.jsonl`` (and the same metrics to TensorBoard
   and offline W&B, ``spade.train.live_metrics``), archives closed sets and checkpoints the core state.
 
@@ -71,7 +72,7 @@ class _Step:
     trimmed: list = None  # valid slots cut from the batch, played here ('global_batch')
     trimmed_done: bool = False
     final: bool = False  # the run's last step: the set is closed after its plays, its designer samples train now
-    designer_ready: asyncio.Event = None  # packs are filled (at once; at the final step after every play)
+    designer_ready: asyncio.Event = None  # packs are filled: at once, or after every play (_packs_wait_for_plays)
     finished: asyncio.Event = None  # the step is booked, logged and archived
     tickets: dict = None  # ticket number -> role
     claims: list = None  # [roles] responses handed out
@@ -79,6 +80,7 @@ class _Step:
     advantages: dict = None  # role -> {g: advantage or None (dropped play)}
     events: dict = None  # role -> asyncio.Event
     trained_agent: int = 0  # agent responses that train (kept plays with sampled tokens)
+    trimmed_returned: int = 0  # kept plays with sampled tokens of the slots cut from the batch (designer up-weight)
     served: int = 0
     done: bool = False
 
@@ -134,7 +136,7 @@ class SpadeCoordinator:
                                    f"{self.plan.group_size} responses")
             step.claims[role] += 1
         await step.ready
-        if step.layout[role][0] == "pack":  # the final step's packs wait for its plays (flush)
+        if step.layout[role][0] == "pack":  # packs may wait for the step's plays (_packs_wait_for_plays)
             await step.designer_ready.wait()
         return self._assignment(step, role, g)
 
@@ -219,7 +221,7 @@ class SpadeCoordinator:
             pending = self.core.pending_designer_groups(slots) if step.final else []
             step.n_packs = self.plan.packs_for(list(Counter(s.group for s in matured).values()) + pending)
             self._layout(step)
-            if not step.final:
+            if not self._packs_wait_for_plays(step):
                 self._fill_packs(step)
             step.ready.set_result(True)
         except Exception as exc:  # every waiting executor call sees the failure
@@ -243,7 +245,8 @@ class SpadeCoordinator:
             played = {}
         for slot in chosen:
             records = played.get(slot.env_id, [])
-            self.core.record_play(slot, records, step.number)
+            advantages = self.core.record_play(slot, records, step.number)
+            step.trimmed_returned += sum(a is not None and r.generated_tokens > 0 for r, a in zip(records, advantages))
             self.records += records
         step.metrics["trimmed_agent_samples"] = sum(len(played.get(s.env_id, [])) for s in chosen)
         step.trimmed_done = True
@@ -258,9 +261,7 @@ class SpadeCoordinator:
                 self._served(step)
                 return Assignment("pad", step.number, role, g)
             seed = self.core.episode_seeds(step.number, slot, "no_hint", self.plan.group_size)[g]
-            job = EpisodeJob(slot.env_id, slot.code, slot.class_name, slot.kind, seed, "no_hint", slot.hint,
-                             slot.env_kwargs)
-            return Assignment("agent", step.number, role, g, job=job)
+            return Assignment("agent", step.number, role, g, job=self.core.job(slot, seed, "no_hint"))
         entry = step.packs[index][g]
         self._served(step)
         if entry["sample"] is None:
@@ -277,16 +278,27 @@ class SpadeCoordinator:
         self.records += records
         self._after_booking(step)
 
+    def _packs_wait_for_plays(self, step: _Step) -> bool:
+        """Whether the step's designer packs are filled only after every play is booked: at the final step (the set
+        is flushed then), and whenever the up-weight counts the plays that came back
+        (``train.designer_upweight_count`` 'returned', the reference's)."""
+        returned = self.config.train.designer_upweight_count == "returned" and self.plan.structure == "global_batch"
+        return step.final or (returned and step.n_packs > 0)
+
     def _after_booking(self, step: _Step) -> None:
-        """At the final step, once every play is booked: close the set and fill the designer packs (flush)."""
-        if not step.final or step.designer_ready.is_set() or not step.trimmed_done:
+        """Once every play of a step whose packs wait for them is booked: at the final step close the set (flush);
+        weigh the designer samples by the plays that came back; fill the designer packs."""
+        if not self._packs_wait_for_plays(step) or step.designer_ready.is_set() or not step.trimmed_done:
             return
         agent_roles = [r for r, (kind, j) in enumerate(step.layout) if kind == "slot" and step.slots[j].valid]
         if any(r not in step.advantages for r in agent_roles):
             return
-        flushed, rows, final_metrics = self.core.flush(step.number, step.slots)
-        step.matured, step.closed = step.matured + flushed, step.closed + rows
-        step.metrics.update({(f"final_{k}" if k in step.metrics else k): v for k, v in final_metrics.items()})
+        if step.final:
+            flushed, rows, final_metrics = self.core.flush(step.number, step.slots)
+            step.matured, step.closed = step.matured + flushed, step.closed + rows
+            step.metrics.update({(f"final_{k}" if k in step.metrics else k): v for k, v in final_metrics.items()})
+        if self.config.train.designer_upweight_count == "returned":
+            self.core.weigh_designer(step.matured, step.slots, returned=step.trained_agent + step.trimmed_returned)
         self._fill_packs(step)
 
     def _fill_packs(self, step: _Step) -> None:

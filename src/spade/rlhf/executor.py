@@ -21,6 +21,8 @@ from dataclasses import replace
 
 from openrlhf.utils.agent import AgentExecutorBase
 
+from spade.config import logprob_temperature
+from spade.core.agent import loss_masked
 from spade.inference.generation import SamplingParams
 from spade.rlhf import plan
 from spade.rlhf.engine import call_engine, from_request_output, to_engine_params
@@ -124,13 +126,14 @@ class SpadeAgentExecutor(AgentExecutorBase):
 
     def _check(self, sampling_params, max_length: int) -> None:
         agent, designer = self._config.agent, self._config.designer
-        temperature = getattr(sampling_params, "temperature", None)
-        if temperature is not None and abs(float(temperature) - agent.temperature) > 1e-9:
-            raise ValueError(f"--rollout.temperature {temperature} differs from agent.temperature {agent.temperature}; "
-                             "OpenRLHF's actor recomputes log-probs at --rollout.temperature, so they must be equal")
-        if abs(designer.temperature - agent.temperature) > 1e-9:
+        temperature, expected = getattr(sampling_params, "temperature", None), logprob_temperature(self._config)
+        if temperature is not None and abs(float(temperature) - expected) > 1e-9:
+            raise ValueError(f"--rollout.temperature {temperature} differs from train.logprob_temperature {expected} "
+                             "(null: agent.temperature); OpenRLHF's actor takes its log-probs at --rollout.temperature")
+        if self._config.train.logprob_temperature is None and abs(designer.temperature - agent.temperature) > 1e-9:
             raise ValueError(f"designer.temperature {designer.temperature} differs from agent.temperature "
-                             f"{agent.temperature}; OpenRLHF trains every sample at one temperature")
+                             f"{agent.temperature} while train.logprob_temperature is null (the sampling temperature): "
+                             "OpenRLHF takes every sample's log-probs at one temperature")
         if agent.max_context_tokens > max_length:
             raise ValueError(f"agent.max_context_tokens {agent.max_context_tokens} exceeds --data.max_len {max_length}")
 
@@ -167,7 +170,9 @@ class SpadeAgentExecutor(AgentExecutorBase):
             advantage = await client.call("report", job.step, job.role, job.index, record.summary())
             if advantage is None:  # dropped for an environment failure (agent.failed_plays 'drop'): trains nothing
                 out = await pad()
-            elif not any(record.loss_mask):  # failed before its first turn ('zero'): the pad keeps the group's sum
+            elif not any(record.loss_mask) or loss_masked(record, self._config.agent):
+                # failed before its first turn ('zero'), or loss-masked (agent.truncated_episodes 'mask'): dr_grpo
+                # re-centres every group, so a pad carries the advantage and keeps the group's sum (one token trains)
                 out = await pad(advantage)
             else:
                 out = plan.agent_response(prompt, label, job.step, record, advantage, max_length)

@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from spade.config import describe_fidelity
 from spade.rlhf.command import (AGENT_FUNC_PATH, OPENRLHF_VERSION, LaunchError, flag_groups, openrlhf_command,
                                 run_paths, shell_command, verify_command)
 from spade.rlhf.config import OpenRLHFConfig, resolve_openrlhf
@@ -77,6 +78,9 @@ def dry_run(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFConfig | 
     lines = [f"# SPADE -> OpenRLHF {OPENRLHF_VERSION}: run {config.run_name} ({config.model_card}), dry run: "
              "nothing started, nothing written", "# placement"]
     lines += [f"#   {line}" for line in describe_placement(placement(config, orl))]
+    from spade.evals.config import describe_sampling
+
+    lines += [f"# {line}" for line in describe_sampling(config.eval) + describe_fidelity(config)]
     if importlib.util.find_spec("openrlhf") is None:
         lines.append(f"# parser check: skipped, openrlhf is not installed (pip install --no-deps "
                      f"openrlhf=={OPENRLHF_VERSION})")

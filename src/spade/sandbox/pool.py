@@ -275,11 +275,12 @@ class SandboxPool:
         return str(reply.get("value", ""))[:200] if reply.get("kind") == "ok" else str(reply.get("message", ""))[:200]
 
     def open(self, code: str, class_name: str, seed: int | None = None, env_kwargs: dict | None = None,
-             compiled: str | None = None) -> SandboxedEpisode:
+             compiled: str | None = None, turn_cap: int | None = None) -> SandboxedEpisode:
         """Load ``code`` in a fresh episode process and instantiate ``class_name(**env_kwargs)``.
 
         ``random`` is seeded with ``seed`` before the module runs. ``compiled``: ``precompile(code)``,
-        to skip compiling in the episode (None: the episode compiles ``code``). Check ``episode.opened``.
+        to skip compiling in the episode (None: the episode compiles ``code``). ``turn_cap``: the class keeps
+        its own ``max_turns``, capped there (``worker.construct``). Check ``episode.opened``.
         """
         with self._assign_lock:
             worker = min(self.workers, key=lambda w: len(w.episodes))
@@ -289,6 +290,8 @@ class SandboxPool:
         load = {"code": code, "class_name": class_name, "seed": seed, "kwargs": env_kwargs or {}}
         if compiled is not None:
             load["compiled"] = compiled
+        if turn_cap is not None:
+            load["turn_cap"] = int(turn_cap)
         start = time.perf_counter()
         deadline = time.monotonic() + timeout
         with worker.lock:

@@ -11,9 +11,9 @@ Requests (host -> worker), one at a time, each answered by one response:
 - ``{"op": "open", "id"}``: take an episode process (the spare, or a new fork), pass the host its end
   of the episode's socket pair over ``channel_fd`` and answer ``ok`` at once. The episode process
   confines itself (private /tmp, no capabilities, resource limits, seccomp) BEFORE it reads anything,
-  then waits for its load request, ``{"code", "class_name", "seed", "kwargs", "compiled"?}``, which
-  the host sends as the first frame on that socket: it seeds ``random``, runs the module, instantiates
-  the class and reports the result.
+  then waits for its load request, ``{"code", "class_name", "seed", "kwargs", "compiled"?, "turn_cap"?}``,
+  which the host sends as the first frame on that socket: it seeds ``random``, runs the module, instantiates
+  the class (``construct``) and reports the result.
 - ``{"op": "close", "id"}``: SIGKILL and reap that episode; the value says how it ended.
 - ``{"op": "release", "id"}``: SIGKILL that episode and answer at once; it is reaped later, without
   blocking (the normal end of an episode, where nobody asks how it ended).
@@ -268,6 +268,26 @@ def _respond(sock: socket.socket, message: dict, cap: int) -> None:
     sock.sendall(data)
 
 
+def construct(cls, kwargs: dict, turn_cap: int | None = None):
+    """An instance of the environment class ``cls``. Without ``turn_cap``: ``cls(**kwargs)`` (the runner's turn
+    budget is in ``kwargs['max_turns']``). With it, the class keeps its own turn limit, capped at ``turn_cap`` (the
+    reference's ``respect_game_max_turns``, spade/core/envs/synthetic_game_env.py:227-239): it is built with its own
+    defaults (with ``max_turns=turn_cap`` only when it cannot be built without); a positive integer ``max_turns``
+    attribute becomes ``min(it, turn_cap)``, any other value of that attribute becomes ``turn_cap``."""
+    if turn_cap is None:
+        return cls(**kwargs)
+    try:
+        env = cls(**kwargs)
+    except TypeError:  # max_turns is a required argument
+        env = cls(**kwargs, max_turns=turn_cap)
+    own = getattr(env, "max_turns", None)
+    if isinstance(own, int) and not isinstance(own, bool) and own > 0:
+        env.max_turns = min(own, turn_cap)
+    elif hasattr(env, "max_turns"):
+        env.max_turns = turn_cap
+    return env
+
+
 def _module_code(request: dict) -> types.CodeType:
     """The module's code object: the host's precompiled one when it sent it (``compiled``, marshal in
     base64, made by ``pool.precompile`` with the same file name and flags as the line below), else
@@ -357,7 +377,7 @@ def episode_main(sock: socket.socket, config: dict, worker_pid: int, warm_up: by
         if not isinstance(cls, type):
             reply = _error("contract_violation", f"module defines no class named {request['class_name']!r}")
         else:
-            env = cls(**request.get("kwargs", {}))
+            env = construct(cls, request.get("kwargs", {}), request.get("turn_cap"))
             reply = {"kind": "ok", "value": None}
     except BaseException as exc:  # SystemExit and KeyboardInterrupt from the env count as env errors
         reply, env = _env_error(exc), None

@@ -128,7 +128,7 @@ for _phase in (*PHASES, "other"):
 # dict-valued keys whose entries are numbers of a small, stable set of names
 FAMILIES = {"win_rate_by_skill": "agent/win_rate_by_skill", "reject_reasons": "designer/rejects",
             "agent_causes": "agent/causes", "hint_causes": "agent/hint_causes",
-            "design_fail_stages": "designer/fail_stages"}
+            "design_fail_stages": "designer/fail_stages", "screen_verdicts": "designer/screen_verdicts"}
 NOT_LOGGED = {"step"}  # the x axis
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from spade.config import SpadeConfig
+from spade.config import SpadeConfig, logprob_temperature
 from spade.configtools import ConfigError
 from spade.io import atomic_write_json
 from spade.core.losses import chunked_token_logprobs, grpo_loss, tis_weights, token_logprobs
@@ -112,7 +112,7 @@ class LocalTrainer:
             import copy
 
             self.reference = copy.deepcopy(model).eval().requires_grad_(False)
-        self.temperature = config.agent.temperature
+        self.temperature = logprob_temperature(config)
 
     def _gather_gradients(self) -> None:
         """Add the model's gradients (model dtype) to the float32 masters' and free them (no-op in float32)."""
@@ -162,28 +162,33 @@ class LocalTrainer:
         }
         return {key: value.to(self.device) for key, value in tensors.items()}
 
-    def update(self, samples: list) -> dict:
-        """One rollout's policy update; returns averaged statistics."""
+    def update(self, samples: list, one_step: bool = False) -> dict:
+        """One rollout's policy update; returns averaged statistics. Optimizer steps of ``train.global_batch``
+        samples, or ONE step over all of them with ``one_step`` ('global_batch' structure, where a rollout is one
+        step even after per-turn samples fanned out past the global batch)."""
         tc = self.config.train
         stats = {"loss": 0.0, "clip_frac": 0.0, "kl_mean": 0.0, "tokens": 0, "optimizer_steps": 0, "grad_norm": 0.0,
                  "forward_tokens": 0, "padded_tokens": 0,  # sequence tokens through forward/backward, with padding
-                 "skipped_zero_advantage": 0}  # samples that needed no forward/backward (advantage 0, no KL term)
+                 # samples that needed no forward/backward (advantage 0 without KL, or no trained token)
+                 "skipped_zero_advantage": 0}
         if not samples:
             return stats
         micro_batches = 0
-        for start in range(0, len(samples), tc.global_batch):
-            chunk = samples[start : start + tc.global_batch]
+        size = len(samples) if one_step else tc.global_batch
+        for start in range(0, len(samples), size):
+            chunk = samples[start : start + size]
             total_tokens = sum(sum(s.loss_mask) for s in chunk)
             total_samples = len(chunk)  # before the zero-advantage samples leave: they count in both means
             if total_tokens == 0:
                 continue
             self.optimizer.zero_grad(set_to_none=True)
             # without a KL term a sample of advantage 0 adds exactly 0 to the loss and its gradient (Eq. 2: -min(r A,
-            # clip(r) A) = 0): it still counts in the step's denominators above (tokens, samples), but needs no
-            # forward or backward
-            if tc.kl_coef == 0:
-                stats["skipped_zero_advantage"] += sum(s.advantage == 0 for s in chunk)
-                chunk = [s for s in chunk if s.advantage != 0]
+            # clip(r) A) = 0), and a sample without trained tokens (agent.truncated_episodes 'mask') adds 0 in any
+            # case: both still count in the step's denominators above (tokens, samples), but need no forward or
+            # backward
+            idle = [s.advantage == 0 and tc.kl_coef == 0 or not any(s.loss_mask) for s in chunk]
+            stats["skipped_zero_advantage"] += sum(idle)
+            chunk = [s for s, skip in zip(chunk, idle) if not skip]
             # micro batches of similar lengths pad little; the step's gradient is their sum either way
             chunk = sorted(chunk, key=lambda sample: len(sample.token_ids))
             for m in range(0, len(chunk), tc.micro_batch):
@@ -377,7 +382,8 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
                 if getattr(backend, "cache", None) is not None:  # the update changes every weight: free the keys
                     backend.cache.clear()                        # and values now, before the optimizer needs memory
                 with core.clock.phase("optimizer"):
-                    metrics.update({f"train_{k}": v for k, v in trainer.update(samples).items()})
+                    one_step = config.selfplay.batch_structure == "global_batch"
+                    metrics.update({f"train_{k}": v for k, v in trainer.update(samples, one_step).items()})
                     if isinstance(backend, VLLMBackend):  # the engine samples the next step from the updated policy
                         weights = run_dir / "rollout_weights"
                         model.save_pretrained(weights)
