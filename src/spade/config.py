@@ -349,7 +349,7 @@ FIDELITY_KEYS = (
     "agent.top_p", "agent.top_k", "designer.top_p", "designer.top_k", "designer.hint_top_p",
     "train.logprob_temperature", "train.loss_aggregation", "train.designer_upweight_count",
     "agent.cut_turns", "agent.turn_limit", "agent.truncated_episodes", "agent.turn_samples",
-    "validation.llm_screen", "validation.screen_unclear",
+    "validation.llm_screen", "validation.screen_unclear", "validation.reset_gate", "memory.examples", "selfplay.top_up",
 )
 
 
