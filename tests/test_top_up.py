@@ -91,14 +91,16 @@ def test_top_up_fills_an_empty_slot_at_the_next_step(pool, tiny_model):
     assert late.hint == "" and late.hint_returns == [] and late.regret is None  # no hint arm off the regeneration step
     assert (late.regen_episodes, late.episodes, first.episodes) == (0, 2, 4 + 2)  # m = 4 / 2 slots from step 1 on
     assert metrics1["no_hint_plays"] == 2 and metrics1["filled_slots"] == 2
-    assert {s.role for s in samples1} == {"agent"}  # its designer sample waits for the set to close
+    assert {s.role for s in samples1} == {"agent"} and late.designer_sample is not None
 
     _, metrics2, _ = core.rollout(2)
     assert "top_up_slots" not in metrics2 and backend.designs == 3  # nothing empty: no designer call
 
-    samples3, metrics3, closed = core.rollout(3)  # regeneration: set 0 closes, both designer samples mature
+    assert core.pending_designer_groups(core._envs()) == [1]  # what the OpenRLHF coordinator plans for a flush
+    samples3, metrics3, closed = core.rollout(3)  # regeneration: set 0 closes; only the step-0 design trains
     designer = [s for s in samples3 if s.role == "designer"]
-    assert len(designer) == 2 and {s.group for s in designer} == {"set0:" + first.skill}
+    assert len(designer) == 1 and designer[0].group == "set0:" + first.skill
+    assert designer[0].token_ids == first.designer_sample["token_ids"]  # (the reference rewards a top-up 0)
     rows = {row["env_id"]: row for row in closed}
     assert rows[late.env_id]["filled_step"] == 1 and rows[late.env_id]["episodes"] == 4
     assert rows[late.env_id]["designer_reward"] is not None

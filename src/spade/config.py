@@ -60,8 +60,9 @@ class SelfPlayConfig:
         "window", "Slots that no design attempt filled at a regeneration step (paper: they stay empty). 'window' "
         "(reference code): at every later step of the window the designer tries again (design_attempts per slot) "
         "for each still-empty slot; a slot filled late is played from that step on, has no hint, hint arm or "
-        "regret, its designer sample trains when the set closes (reward from its plays so far; regret term 0), "
-        "and it enters the memory only if memory.win_rate can measure it ('window_win'). 'none': slots stay empty "
+        "regret; its designer reward is computed at the set's close (regret term 0) and logged, but its designer "
+        "sample does not train (the reference rewards it 0, no gradient); it enters the memory only if "
+        "memory.win_rate can measure it ('window_win'). 'none': slots stay empty "
         "until the next regeneration.", choices=("window", "none"))
     backfill: bool = option(
         False, "Fill slots the designer left empty from the built-in library (toy runs with weak designers only)."

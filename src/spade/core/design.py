@@ -82,7 +82,7 @@ class EnvironmentDesign:
         design again, up to ``design_attempts`` times, for the slots of the current set that are still empty at
         ``step``. A slot filled here keeps its skill, id and set (``step``), records ``filled_step``, gets no hint
         and no hint arm (the reference plays hints at regeneration steps only, orchestrator.py:2383-2386), so its
-        regret stays unmeasured. Returns (the step's top-up metrics, designer samples of invalid candidates)."""
+        regret stays unmeasured, and its designer sample does not train (``SelfPlay.close_set``). Returns (the step's top-up metrics, designer samples of invalid candidates)."""
         empty = [slot for slot in slots if not slot.valid]
         if not empty:
             return {}, []

@@ -258,7 +258,10 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
                     continue  # a top-up slot has no regeneration-step plays to measure (the reference never records it)
                 self.memory.add(MemoryRecord(slot.env_id, slot.code, slot.skill, cfg.selfplay.flavour,
                                              win_rate, slot.regret, slot.step))
-        rewards = [(s.designer_sample, s.designer_reward, s.skill) for s in designed]
+        # a top-up's designer sample (selfplay.top_up) does not train: the reference rewards it once, at its fill
+        # step, with no regret measured (0) centred among that step's top-ups (env_rewards.py:205;
+        # spade_rollout.py:549-597 never recomputes it), so it carries no gradient there either
+        rewards = [(s.designer_sample, s.designer_reward, s.skill) for s in designed if s.filled_step is None]
         penalty = invalid_candidate_reward(cfg.designer)
         if penalty is not None:
             rewards += [(sample, penalty, sample["skill"]) for sample in self.state.invalid_samples]
@@ -345,7 +348,8 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         cfg = self.config
         if self.fixed or not cfg.selfplay.train_designer or self.designer_backend is not None:
             return []
-        sizes = Counter(slot.skill for slot in slots if slot.valid and slot.source == "designer")
+        sizes = Counter(slot.skill for slot in slots
+                        if slot.valid and slot.source == "designer" and slot.filled_step is None)
         if invalid_candidate_reward(cfg.designer) is not None:
             sizes.update(sample["skill"] for sample in self.state.invalid_samples)
         return list(sizes.values())
