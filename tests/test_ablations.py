@@ -202,7 +202,9 @@ def play(pool, tiny_model, corpus_file):
 
 
 # ----- shared helpers ------------------------------------------------------------------------------------
-MEMORY_SECTION = re.compile(r"\n\n(?:Good example \d+: .*?</good_example>|Example to avoid: .*?</bad_example>)", re.S)
+MEMORY_SECTION = re.compile(  # memory.examples 'full' and 'reference' (a header; the negative named on one line)
+    r"\n\n(?:Good example \d+[: ].*?</good_example>|Example to avoid: the agent won .*?</bad_example>"
+    r"|Example to avoid: the earlier environment [^\n]*)", re.S)
 DOCUMENT_SECTION = re.compile(r"Build the environment around one concrete concept from this document\.\n"
                               r"<document>\n.*?\n</document>", re.S)
 NO_DOCUMENT = "No document is given: choose the concept yourself from mathematics or science."

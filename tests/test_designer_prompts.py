@@ -154,7 +154,7 @@ def test_with_irrelevant_prompt_matches_the_base_class_decline_tool():
 def test_document_and_seeds_are_included_when_given(flavour, skill):
     extra = {"domain": "file_system", "variant": "execute"} if flavour == "tool_use" else {}
     bare = user_text(pr.design_prompt(flavour, skill, None, [], None, **extra))
-    full = user_text(pr.design_prompt(flavour, skill, DOC, [GOOD, GOOD2], BAD, **extra))
+    full = user_text(pr.design_prompt(flavour, skill, DOC, [GOOD, GOOD2], BAD, examples="full", **extra))
     assert "marker-doc-7731" in full and "<document>" in full and "concept from this document" in full
     assert "good-seed-marker-1" in full and "good-seed-marker-2" in full
     assert "bad-seed-marker" in full and "Do not make one like it" in full
@@ -162,8 +162,40 @@ def test_document_and_seeds_are_included_when_given(flavour, skill):
     for marker in ("marker-doc-7731", "<document>", "good-seed", "bad-seed", "Good example", "Example to avoid"):
         assert marker not in bare
     assert full.count("```python") == 1  # seeds are shown inside tags, not as extra fences
-    only_negative = user_text(pr.design_prompt(flavour, skill, None, None, BAD, **extra))
+    only_negative = user_text(pr.design_prompt(flavour, skill, None, None, BAD, examples="full", **extra))
     assert "bad-seed-marker" in only_negative and "Good example" not in only_negative
+
+
+def test_reference_examples_cut_the_positives_and_name_the_negative_only():
+    """memory.examples 'reference' (env_memory.py:125-151): header with skill, win rate and regret, code cut to
+    example_chars; the negative by its class name and why, without code."""
+    from spade.designer.memory import MemoryRecord
+
+    tail = "# good-tail-marker\n"
+    long_code = "class LongGood:\n" + "".join(f"    A{i:04d} = {i}\n" for i in range(200)) + tail
+    assert len(long_code) > 2000
+    good = MemoryRecord("s00004-optimization-1", long_code, "optimization", "interactive", 0.375, 0.25, 4)
+    short = MemoryRecord("library:x", GOOD2, "optimization", "interactive", None, None, -1)
+    bad_code = BAD + "    def reset(self, seed=None):\n        return 'obs', {}\n    def step(self, a):\n" \
+        "        return 'obs', 0.0, True, False, {}\n"
+    bad = MemoryRecord("s00000-optimization-0", bad_code, "optimization", "interactive", 0.96, 0.0, 0)
+    text = user_text(pr.design_prompt("interactive", "optimization", None, [good, short], bad))
+    assert ("Good example 1 (skill: Optimization, agent win rate 0.38, hint regret 0.25): an earlier environment "
+            "whose difficulty suited the agent, its first 2000 characters below.") in text
+    shown = text.split("<good_example>\n", 1)[1].split("\n</good_example>", 1)[0]
+    assert shown == long_code[:2000].rstrip() and "good-tail-marker" not in text
+    assert "Good example 2 (skill: Optimization, agent win rate not measured, hint regret not measured)" in text
+    assert "good-seed-marker-2" in text and "its code below" in text  # short enough: shown whole
+    assert ("Example to avoid: the earlier environment BadSeedEnv was too easy (agent win rate 0.96). "
+            "Do not make one like it.") in text
+    assert "bad-seed-marker" not in text and "<bad_example>" not in text
+    hard = MemoryRecord("s00000-optimization-0", "x = 1\n", "optimization", "interactive", 0.02, 0.0, 0)
+    text = user_text(pr.design_prompt("interactive", "optimization", None, [], hard, example_chars=50))
+    assert "the earlier environment s00000-optimization-0 was too hard (agent win rate 0.02)" in text
+    full = user_text(pr.design_prompt("interactive", "optimization", None, [good], bad, examples="full"))
+    assert long_code.strip() in full and "bad-seed-marker" in full and "agent win rate" not in full
+    with pytest.raises(ValueError, match="memory.examples"):
+        pr.design_prompt("interactive", "optimization", None, [good], bad, examples="short")
 
 
 def test_design_prompt_rejects_mismatched_arguments():

@@ -72,8 +72,6 @@ def test_valid_candidate_with_chatter(validator):
          "nondeterministic", "fresh instance"),
         (env_source(GOOD_STEP).replace("self.turn = 0", "self.turn = 0\n        self.resets = getattr(self, 'resets', 0) + 1")
          .replace('return "Guess a digit', 'return str(self.resets) + "Guess a digit'), "nondeterministic", "twice"),
-        (TOOL_ENV.replace("{PRESATISFIED}", "lambda s: s['floor'] or True"), "reset_gate_presatisfied", "criterion 1"),
-        (TOOL_ENV.replace("{PRESATISFIED}", "lambda s: s['ceiling']"), "reset_gate_error", "KeyError"),
     ],
 )
 def test_rejections(validator, source, reason, fragment):
@@ -88,6 +86,38 @@ def test_valid_tool_use_candidate(validator):
     report = validator.validate(TOOL_ENV.replace("{PRESATISFIED}", "lambda s: s['desk'] and s['floor']"))
     assert report.valid, report.message
     assert report.kind == "tool_use" and "reset_gate" in report.checks
+
+
+PRESATISFIED = "lambda s: s['floor'] or True"  # True on every fresh state
+SOME_SEEDS = "lambda s: s['ceiling'] if first == 'desk' else False"  # raises on the seeds whose first lamp is the desk
+ALL_SEEDS = "lambda s: s['ceiling']"  # raises on every seed
+
+
+@pytest.mark.parametrize("mode, step, expected", [
+    # reference (synthetic_game_env.py:487-531): only a raise on every seed rejects; nothing is checked at step 0
+    ("lenient", None, ["ok", "ok", "reset_gate_error"]),
+    ("lenient", 3, ["ok", "ok", "reset_gate_error"]),
+    ("lenient", 0, ["ok", "ok", "ok"]),
+    # the paper's text: every criterion evaluates and is False on fresh states, at every step
+    ("strict", None, ["reset_gate_presatisfied", "reset_gate_error", "reset_gate_error"]),
+    ("strict", 0, ["reset_gate_presatisfied", "reset_gate_error", "reset_gate_error"]),
+])
+def test_reset_gate_modes(pool, mode, step, expected):
+    import random
+
+    from spade.envs.validate import ValidationConfig
+
+    config = ValidationConfig(reset_gate=mode)
+    firsts = [random.Random(seed).choice(["desk", "floor"]) for seed in config.reset_gate_seeds]
+    assert "desk" in firsts and "floor" in firsts  # SOME_SEEDS raises on some gate seeds, not all
+    validator = Validator(pool, config)
+    reports = [validator.validate(TOOL_ENV.replace("{PRESATISFIED}", c), step) for c in (PRESATISFIED, SOME_SEEDS, ALL_SEEDS)]
+    assert [r.reason for r in reports] == expected, [r.message for r in reports]
+    assert all(r.valid == (r.reason == "ok") for r in reports)
+    assert all(("reset_gate" in r.checks) == (r.valid and not (mode == "lenient" and step == 0)) for r in reports)
+    if mode == "lenient" and step != 0:
+        assert "every reset gate seed" in reports[2].message and "KeyError" in reports[2].message
+    assert ValidationConfig().reset_gate == "lenient"  # the reference's gate is the default
 
 
 def test_rejected_candidate_is_stored(validator, tmp_path):

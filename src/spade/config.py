@@ -56,6 +56,14 @@ class SelfPlayConfig:
     regen_interval: int = option(4, "Steps between regenerations, k (paper: 4 games, 8 tool use).", min=1)
     total_steps: int = option(400, "Training steps (rollouts) of the run (paper: 400).", min=1)
     design_attempts: int = option(5, "Design attempts per slot before it stays empty (paper: 5).", min=1)
+    top_up: str = option(
+        "window", "Slots that no design attempt filled at a regeneration step (paper: they stay empty). 'window' "
+        "(reference code): at every later step of the window the designer tries again (design_attempts per slot) "
+        "for each still-empty slot; a slot filled late is played from that step on, has no hint, hint arm or "
+        "regret; its designer reward is computed at the set's close (regret term 0) and logged, but its designer "
+        "sample does not train (the reference rewards it 0, no gradient); it enters the memory only if "
+        "memory.win_rate can measure it ('window_win'). 'none': slots stay empty "
+        "until the next regeneration.", choices=("window", "none"))
     backfill: bool = option(
         False, "Fill slots the designer left empty from the built-in library (toy runs with weak designers only)."
     )
@@ -342,7 +350,7 @@ FIDELITY_KEYS = (
     "agent.top_p", "agent.top_k", "designer.top_p", "designer.top_k", "designer.hint_top_p",
     "train.logprob_temperature", "train.loss_aggregation", "train.designer_upweight_count",
     "agent.cut_turns", "agent.turn_limit", "agent.truncated_episodes", "agent.turn_samples",
-    "validation.llm_screen", "validation.screen_unclear",
+    "validation.llm_screen", "validation.screen_unclear", "validation.reset_gate", "memory.examples", "selfplay.top_up",
 )
 
 

@@ -5,7 +5,8 @@ document and memory seeds per attempt), checks each candidate (intake + sandboxe
 the policy's LLM screen when ``validation.llm_screen`` is on), retries the empty slots up to
 ``selfplay.design_attempts`` times (with ``designer_feedback.revisions`` revisions that show the designer its
 validation report), and backfills slots still empty from the built-in library when
-``selfplay.backfill`` is set. ``write_hints`` then writes one hint per valid environment. Designs and hints
+``selfplay.backfill`` is set. ``top_up`` designs again for slots still empty at a later step of the window
+(``selfplay.top_up``, the reference's behaviour). ``write_hints`` then writes one hint per valid environment. Designs and hints
 come from the policy itself, or from an external, untrained model (``designer_backend``,
 spade.designer.external), which yields no designer sample.
 
@@ -69,15 +70,50 @@ class EnvironmentDesign:
         slots = [EnvSlot(f"s{step:05d}-{skill}-{i}", skill, step, "designer")
                  for skill in skills for i in range(cfg.selfplay.envs_per_skill)]
         invalid = []
+        self._fill(slots, step, memory, invalid)
+        if cfg.selfplay.backfill:
+            self._backfill(slots, step)
+        return slots, invalid
+
+    @timed("design")
+    def top_up(self, slots: list, step: int) -> tuple[dict, list]:
+        """``selfplay.top_up`` 'window' (reference code: a step between regenerations generates again whenever
+        fewer environments than slots exist, orchestrator.py:2299-2301, with 5 attempts each, spade_rollout.py:487):
+        design again, up to ``design_attempts`` times, for the slots of the current set that are still empty at
+        ``step``. A slot filled here keeps its skill, id and set (``step``), records ``filled_step``, gets no hint
+        and no hint arm (the reference plays hints at regeneration steps only, orchestrator.py:2383-2386), so its
+        regret stays unmeasured, and its designer sample does not train (``SelfPlay.close_set``). Returns (the step's top-up metrics, designer samples of invalid candidates)."""
+        empty = [slot for slot in slots if not slot.valid]
+        if not empty:
+            return {}, []
+        before = [len(slot.reports) for slot in empty]
+        invalid = []
+        self._fill(empty, step, True, invalid, top_up=True)
+        for slot in empty:
+            if slot.valid:
+                slot.filled_step = step
+        attempts = [report for slot, n in zip(empty, before) for report in slot.reports[n:]]
+        return {"top_up_slots": len(empty), "top_up_filled": sum(slot.valid for slot in empty),
+                "top_up_attempts": len(attempts),
+                "top_up_generated_tokens": sum(r.get("generated_tokens", 0) for r in attempts)}, invalid
+
+    def _fill(self, slots: list, step: int, memory: bool, invalid: list, top_up: bool = False) -> None:
+        """Design attempts at ``step`` for the empty slots of ``slots``, each with up to
+        ``designer_feedback.revisions`` revisions; rejected designer samples go to ``invalid``. A top-up draws its
+        own sampling seeds and prompt contexts (``top_up``), so it never repeats the regeneration step's attempts."""
+        cfg = self.config
+        label = "top-up" if top_up else "design"
+        screen = "top-up-screen" if top_up else "screen"
         for attempt in range(cfg.selfplay.design_attempts):
             todo = [slot for slot in slots if not slot.valid]
             if not todo:
                 break
-            chats = [self._design_chat(slot, step, attempt, memory) for slot in todo]
+            chats = [self._design_chat(slot, step, attempt, memory, top_up) for slot in todo]
             prompts, generations = self._generate(chats, cfg.designer.design_params(),
-                                                  derive_seed(cfg.seed, "design", step, attempt),
+                                                  derive_seed(cfg.seed, label, step, attempt),
                                                   prefix=cfg.designer.response_prefix)
-            reports = self._judge(todo, prompts, generations, invalid, 0, derive_seed(cfg.seed, "screen", step, attempt))
+            reports = self._judge(todo, prompts, generations, invalid, 0, derive_seed(cfg.seed, screen, step, attempt),
+                                  step)
             pending = list(zip(todo, chats, generations, reports))
             feedback = cfg.designer_feedback
             for revision in range(1, feedback.revisions + 1):  # feedback mode (issue 7, 2b); 0 = paper
@@ -89,25 +125,24 @@ class EnvironmentDesign:
                                        feedback.answer_chars, feedback.report_chars)
                          for _, chat, generation, report in pending]
                 prompts, generations = self._generate(chats, cfg.designer.design_params(),
-                                                      derive_seed(cfg.seed, "design-revision", step, attempt, revision),
+                                                      derive_seed(cfg.seed, f"{label}-revision", step, attempt, revision),
                                                       prefix=cfg.designer.response_prefix)
                 todo = [slot for slot, *_ in pending]
                 reports = self._judge(todo, prompts, generations, invalid, revision,
-                                      derive_seed(cfg.seed, "screen-revision", step, attempt, revision))
+                                      derive_seed(cfg.seed, f"{screen}-revision", step, attempt, revision), step)
                 pending = list(zip(todo, chats, generations, reports))
-        if cfg.selfplay.backfill:
-            self._backfill(slots, step)
-        return slots, invalid
 
     @timed("validation")
-    def _validate(self, code: str):
-        """The validator's report on ``code`` (its time is the step's validation phase)."""
-        return self.validator.validate(code)
+    def _validate(self, code: str, step: int | None = None):
+        """The validator's report on ``code`` designed at ``step`` (its time is the step's validation phase)."""
+        return self.validator.validate(code, step)
 
-    def _judge(self, slots: list, prompts: list, generations: list, invalid: list, revision: int, seed: int) -> list:
-        """Validate one design round (``revision`` 0 = first answers, 1.. = feedback revisions): the sandbox checks,
-        then the tool-use LLM screen over the candidates that passed them (one generate call), then book each."""
-        reports = self._screen([self._validate(generation.text) for generation in generations], seed)
+    def _judge(self, slots: list, prompts: list, generations: list, invalid: list, revision: int, seed: int,
+               step: int) -> list:
+        """Validate one design round made at ``step`` (``revision`` 0 = first answers, 1.. = feedback revisions): the
+        sandbox checks, then the tool-use LLM screen over the candidates that passed them (one generate call), then
+        book each."""
+        reports = self._screen([self._validate(generation.text, step) for generation in generations], seed)
         return [self._book(slot, prompt, generation, report, invalid, revision)
                 for slot, prompt, generation, report in zip(slots, prompts, generations, reports)]
 
@@ -154,19 +189,20 @@ class EnvironmentDesign:
                 store_rejection(self.rejected_dir, generation.text, report, stage)
         return report
 
-    def _design_chat(self, slot: EnvSlot, step: int, attempt: int, memory: bool = True) -> list:
+    def _design_chat(self, slot: EnvSlot, step: int, attempt: int, memory: bool = True, top_up: bool = False) -> list:
         cfg = self.config
-        rng = random.Random(derive_seed(cfg.seed, "design-context", slot.env_id, attempt))
+        context = (slot.env_id, "top-up", step, attempt) if top_up else (slot.env_id, attempt)
+        rng = random.Random(derive_seed(cfg.seed, "design-context", *context))
         document = self.corpus.sample(step, slot.env_id, attempt).text if cfg.corpus.enabled and self.corpus else None
         positives, negative = [], None
         if cfg.memory.enabled and memory:
-            positives = [r.code for r in self.memory.positive_seeds(slot.skill, rng=rng)]
-            worst = self.memory.negative_seed(slot.skill, rng=rng)
-            negative = worst.code if worst else None
+            positives = self.memory.positive_seeds(slot.skill, rng=rng)
+            negative = self.memory.negative_seed(slot.skill, rng=rng)
         domain = variant = None
         if cfg.selfplay.flavour == "tool_use":
             domain, variant = sample_domain(rng), sample_variant(rng)
-        return design_prompt(cfg.selfplay.flavour, slot.skill, document, positives, negative, domain, variant)
+        return design_prompt(cfg.selfplay.flavour, slot.skill, document, positives, negative, domain, variant,
+                             examples=cfg.memory.examples, example_chars=cfg.memory.example_chars)
 
     def _backfill(self, slots: list, step: int) -> None:
         """Fill empty slots from the built-in library (toy runs with weak designers; logged)."""

@@ -8,7 +8,8 @@ samples into a policy update. Per step ``s`` with regeneration interval ``k``:
    memory update; its designer samples mature now, k steps late), design a new set (round-robin
    skills, corpus document and memory seeds per attempt, intake + sandboxed validation, up to
    ``design_attempts`` tries per slot, optional backfill from the built-in library), write one hint
-   per environment, and play the hint arm (G episodes, used only to measure regret);
+   per environment, and play the hint arm (G episodes, used only to measure regret); at the other steps,
+   design again for the set's still-empty slots (``selfplay.top_up`` 'window', the reference's top-up);
 2. play the no-hint arm, the agent's training data: m episodes per valid environment, m = ceil(global
    batch / valid environments) (``selfplay.batch_structure`` 'global_batch', the reference code: 192 / 24
    = 8) or G ('groups');
@@ -252,9 +253,15 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
                 slot.designer_reward = calibration_band_reward(True, slot.win_rate or 0.0, rcfg.band_low, rcfg.band_high)
         for slot in slots:
             if slot.valid and slot.source == "designer":
+                win_rate = self.memory_win_rate(slot)
+                if slot.filled_step is not None and win_rate is None:
+                    continue  # a top-up slot has no regeneration-step plays to measure (the reference never records it)
                 self.memory.add(MemoryRecord(slot.env_id, slot.code, slot.skill, cfg.selfplay.flavour,
-                                             self.memory_win_rate(slot), slot.regret, slot.step))
-        rewards = [(s.designer_sample, s.designer_reward, s.skill) for s in designed]
+                                             win_rate, slot.regret, slot.step))
+        # a top-up's designer sample (selfplay.top_up) does not train: the reference rewards it once, at its fill
+        # step, with no regret measured (0) centred among that step's top-ups (env_rewards.py:205;
+        # spade_rollout.py:549-597 never recomputes it), so it carries no gradient there either
+        rewards = [(s.designer_sample, s.designer_reward, s.skill) for s in designed if s.filled_step is None]
         penalty = invalid_candidate_reward(cfg.designer)
         if penalty is not None:
             rewards += [(sample, penalty, sample["skill"]) for sample in self.state.invalid_samples]
@@ -341,7 +348,8 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         cfg = self.config
         if self.fixed or not cfg.selfplay.train_designer or self.designer_backend is not None:
             return []
-        sizes = Counter(slot.skill for slot in slots if slot.valid and slot.source == "designer")
+        sizes = Counter(slot.skill for slot in slots
+                        if slot.valid and slot.source == "designer" and slot.filled_step is None)
         if invalid_candidate_reward(cfg.designer) is not None:
             sizes.update(sample["skill"] for sample in self.state.invalid_samples)
         return list(sizes.values())
@@ -407,6 +415,10 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
             metrics.update(self._design_metrics(slots))
             if self.designer_backend is not None:
                 metrics["env_source"] = self.mode
+        elif cfg.selfplay.top_up == "window":  # reference code: empty slots are designed again later in the window
+            top_up_metrics, invalid = self.top_up(slots, step)
+            self.state.invalid_samples = self.state.invalid_samples + invalid
+            metrics.update(top_up_metrics)
         return slots, samples, closed, metrics
 
     def agent_sample(self, record, advantage: float) -> Sample:

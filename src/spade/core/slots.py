@@ -44,6 +44,8 @@ class EnvSlot:
     env_kwargs: dict = field(default_factory=dict)  # constructor arguments besides max_turns (a backfilled level)
     regret: float | None = None
     designer_reward: float | None = None
+    filled_step: int | None = None  # the later step of the window whose top-up filled it (selfplay.top_up); None: filled
+    # at ``step`` or empty. Its window statistics start there; it has no regeneration-step plays, hint or regret
 
     @property
     def win_rate(self) -> float | None:

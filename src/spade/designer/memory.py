@@ -8,6 +8,9 @@ the designer's regret, used to pick examples for design prompts.
 - ``negative_seed``: one environment the agent (almost) always or never won (win rate > 0.9 or
   < 0.1), of the same skill when one exists, else of any skill of the same family (games or tool use:
   showing a game to a tool-use designer would not help).
+- ``examples``: how the design prompt shows them (spade.designer.prompts ``_seed_section``): by default, as
+  the reference code, positives cut to ``example_chars`` under a win-rate/regret header and the negative
+  named only; 'full' shows the whole code of both. The memory itself always keeps the whole code.
 - Built-in library environments can seed the memory (``seed_from_library``). Their win rate and
   regret are unknown and stored as ``None``. Rule (ours): records with an unknown win rate never enter
   the band, so they are used as positive seeds only for a skill that has *no* measured record inside
@@ -51,6 +54,13 @@ class MemoryConfig:
         "(reference code): the share of the regeneration step's no-hint plays with a return > 0. 'window_win' (before "
         "issue 14): the share of full wins (return >= 1 - 1e-6) over the environment's whole k-step window. The two "
         "agree on 0/1 returns measured at the regeneration step.", choices=("regen_positive", "window_win"))
+    examples: str = option(
+        "reference", "How memory examples appear in a design prompt (paper silent). 'reference' (reference code, "
+        "env_memory.py): each positive under a header with its skill, win rate and hint regret, its code cut to "
+        "example_chars characters; the negative named (its class) with why it failed, no code. 'full' (before issue "
+        "32): the whole code of both.", choices=("reference", "full"))
+    example_chars: int = option(
+        2000, "'reference' examples: characters of a positive example's code shown (reference code: 2,000).", min=1)
 
     def __post_init__(self):
         if not self.band_low <= self.band_high <= 1.0:

@@ -4,7 +4,9 @@ Every builder returns chat messages, a list of ``{"role": ..., "content": ...}``
 kept short and concrete because small and large policies read the same prompts.
 
 - ``design_prompt``: ask for one environment of a given flavour and skill, optionally grounded on a
-  corpus document and shown memory seeds (good examples and one to avoid).
+  corpus document and shown memory seeds (good examples and one to avoid; ``memory.examples``: by default,
+  as in the reference code, the good examples' code cut to 2,000 characters under a win-rate/regret header
+  and the one to avoid named only).
 - ``hint_prompt`` / ``extract_hint``: ask for, and clean, the privileged hint written from the code.
 - ``screen_prompt`` / ``screen_verdict``: ask the policy whether a tool-use environment's success criteria can be
   met, and read its verdict (the tool-use LLM screen, ``validation.llm_screen``).
@@ -17,17 +19,19 @@ from __future__ import annotations
 import json
 import re
 
-from spade.designer.skills import get_domain, get_skill, get_variant
-from spade.envs.intake import strip_think
+from spade.designer.skills import SKILLS, get_domain, get_skill, get_variant
+from spade.envs.intake import IntakeError, find_env_class, strip_think
 
 __all__ = [
     "DEFAULT_HINT_CHARS",
     "DESIGN_FLAVOURS",
     "HINT_CLOSE",
     "HINT_OPEN",
+    "MEMORY_EXAMPLE_STYLES",
     "agent_system_prompt",
     "agent_prompt",
     "design_prompt",
+    "example_name",
     "extract_hint",
     "flavour_kind",
     "hint_prompt",
@@ -186,20 +190,79 @@ lambda s: len(s.get("declined", [])) > 0.
 """)
 
 
-def _seed_section(positive_seeds, negative_seed) -> str:
-    parts = []
-    for index, code in enumerate(positive_seeds or [], start=1):
-        parts.append(
-            f"Good example {index}: an earlier environment at the right difficulty (the agent won it "
-            f"sometimes, not always). Learn from its quality; do not copy its task.\n"
-            f"<good_example>\n{code.strip()}\n</good_example>"
-        )
+MEMORY_EXAMPLE_STYLES = ("reference", "full")  # memory.examples
+DEFAULT_EXAMPLE_CHARS = 2000  # memory.example_chars: the reference's code_snippet_max_chars (env_memory.py:41-47)
+
+
+def _example_fields(example) -> tuple:
+    """(code, skill, win rate, regret, env id) of a memory example: a ``MemoryRecord`` (or anything with those
+    attributes), or a bare code string whose statistics are unknown."""
+    if isinstance(example, str):
+        return example, None, None, None, ""
+    return (example.code, getattr(example, "skill", None), getattr(example, "win_rate", None),
+            getattr(example, "regret", None), getattr(example, "env_id", ""))
+
+
+def _stat(value, what: str) -> str:
+    return f"{what} {value:.2f}" if value is not None else f"{what} not measured"
+
+
+def example_name(code: str, fallback: str = "") -> str:
+    """The name a negative example is shown by: its environment class (as intake finds it), else the first class
+    the code defines, else ``fallback``."""
+    try:
+        return find_env_class(code)[0]
+    except IntakeError:
+        found = re.search(r"^class\s+(\w+)", code, re.M)
+        return found.group(1) if found else fallback
+
+
+def _positive_text(index: int, example, style: str, max_chars: int) -> str:
+    code, skill, win_rate, regret, _ = _example_fields(example)
+    code = code.strip()
+    if style == "full":
+        return (f"Good example {index}: an earlier environment at the right difficulty (the agent won it "
+                f"sometimes, not always). Learn from its quality; do not copy its task.\n"
+                f"<good_example>\n{code}\n</good_example>")
+    # reference style (env_memory.py:125-135, orchestrator.py:1213-1222): the measured numbers in a header line and
+    # the code cut to its first max_chars characters
+    header = ", ".join(part for part in (
+        f"skill: {get_skill(skill).name}" if skill in SKILLS else "", _stat(win_rate, "agent win rate"),
+        _stat(regret, "hint regret")) if part)
+    cut = len(code) > max_chars
+    shown = "its first {} characters".format(max_chars) if cut else "its code"
+    return (f"Good example {index} ({header}): an earlier environment whose difficulty suited the agent, "
+            f"{shown} below. Take its structure and difficulty as a guide and write a different task.\n"
+            f"<good_example>\n{code[:max_chars].rstrip() if cut else code}\n</good_example>")
+
+
+def _negative_text(example, style: str) -> str:
+    code, _, win_rate, _, env_id = _example_fields(example)
+    if style == "full":
+        return ("Example to avoid: the agent won this earlier environment almost always or almost never "
+                "(too easy or too hard). Do not make one like it.\n"
+                f"<bad_example>\n{code.strip()}\n</bad_example>")
+    # reference style (env_memory.py:137-151): named only, with why it failed; no code
+    name = example_name(code, env_id or "an earlier environment")
+    if win_rate is None:
+        why = "too easy or too hard for the agent"
+    else:
+        why = f"too {'easy' if win_rate > 0.5 else 'hard'} (agent win rate {win_rate:.2f})"
+    return f"Example to avoid: the earlier environment {name} was {why}. Do not make one like it."
+
+
+def _seed_section(positive_seeds, negative_seed, style: str = "reference",
+                  max_chars: int = DEFAULT_EXAMPLE_CHARS) -> str:
+    """The memory examples of a design prompt (``memory.examples``): 'reference' shows each positive with a
+    skill / win-rate / regret header and its code cut to ``max_chars`` characters, and names the negative
+    without its code; 'full' shows the whole code of both."""
+    if style not in MEMORY_EXAMPLE_STYLES:
+        raise ValueError(f"memory.examples must be one of {MEMORY_EXAMPLE_STYLES}, got {style!r}")
+    if max_chars < 1:
+        raise ValueError(f"memory.example_chars must be positive, got {max_chars!r}")
+    parts = [_positive_text(i, example, style, max_chars) for i, example in enumerate(positive_seeds or [], start=1)]
     if negative_seed:
-        parts.append(
-            "Example to avoid: the agent won this earlier environment almost always or almost never "
-            "(too easy or too hard). Do not make one like it.\n"
-            f"<bad_example>\n{negative_seed.strip()}\n</bad_example>"
-        )
+        parts.append(_negative_text(negative_seed, style))
     return "\n\n".join(parts)
 
 
@@ -211,14 +274,18 @@ def design_prompt(
     negative_seed: str | None,
     domain: str | None = None,
     variant: str | None = None,
+    examples: str = "reference",
+    example_chars: int = DEFAULT_EXAMPLE_CHARS,
 ) -> list[dict]:
     """Chat messages asking the designer for one environment.
 
     ``flavour``: "puzzle", "game", "interactive" or "tool_use". ``skill``: a game skill for the game
     flavours, a tool-use skill for "tool_use". ``document``: grounding text (already truncated) or
-    None. ``positive_seeds``: code of good earlier environments; ``negative_seed``: code of one to
-    avoid. ``domain``/``variant`` (tool use only): ids from ``spade.designer.skills``; a missing
-    variant means "execute", a missing domain leaves the choice to the designer.
+    None. ``positive_seeds``: good earlier environments; ``negative_seed``: one to avoid; each a
+    ``MemoryRecord`` or a bare code string (statistics unknown). ``domain``/``variant`` (tool use only): ids
+    from ``spade.designer.skills``; a missing variant means "execute", a missing domain leaves the choice to
+    the designer. ``examples``/``example_chars``: how the memory examples are shown (``memory.examples``,
+    ``_seed_section``).
     """
     kind = flavour_kind(flavour)
     info = get_skill(skill)
@@ -251,7 +318,7 @@ def design_prompt(
         sections.append(f"{ground}\n<document>\n{document.strip()}\n</document>")
     elif flavour == "interactive":
         sections.append("No document is given: choose the concept yourself from mathematics or science.")
-    seeds = _seed_section(positive_seeds, negative_seed)
+    seeds = _seed_section(positive_seeds, negative_seed, examples, example_chars)
     if seeds:
         sections.append(seeds)
     sections.append(

@@ -4,7 +4,9 @@ Steps, each with its own reason code when it fails: intake (extract, repair, one
 instantiate, ``reset`` contract, probe actions through ``step`` (types of every element, reward finite
 and inside the configured range), a second seed, same-seed determinism (the same instance reset
 twice and a fresh instance give the same first observation and the same probe trajectory), and for
-tool-use environments the reset gate (every criterion evaluates and is False on fresh states).
+tool-use environments the reset gate (``reset_gate``: 'lenient', the reference's, rejects only a criterion
+that raises on every gate seed and is skipped at training step 0; 'strict', the paper's text, wants every
+criterion to evaluate and be False on fresh states).
 
 Three optional admission gates follow the smoke test (AutoEnvScaling, ``../shared/spec/PEERS.md``). Each
 is a switch of ``ValidationConfig``, off by default, so the paper's validation is unchanged unless one is
@@ -85,6 +87,12 @@ class ValidationConfig:
     game_max_turns: int = option(20, "max_turns passed to game environments' __init__.", min=1)
     tool_max_turns: int = option(30, "max_turns passed to tool-use environments' __init__.", min=1)
     reset_gate_seeds: list = option([0, 1, 2], "Seeds of the tool-use reset gate (spec section 5).")
+    reset_gate: str = option(
+        "lenient", "Tool-use reset gate (paper: every criterion evaluates without error and is False on fresh "
+        "states). 'lenient' (reference code, synthetic_game_env.py:487-531, orchestrator.py:1139-1153): reject only "
+        "when on every reset_gate_seeds seed some criterion raises; a criterion already True passes; skipped for "
+        "designs at training step 0. 'strict' (the paper's text, before issue 32): reject any raise or pre-satisfied "
+        "criterion on any seed, at every step.", choices=("lenient", "strict"))
     max_code_chars: int = option(200_000, "Largest raw designer output accepted by intake, characters.", min=100)
     check_determinism: bool = option(
         True, "Deviation (ours): require same-seed determinism. false = the paper's smoke test without it."
@@ -188,7 +196,9 @@ class Validator:
                 texts += load_heldout_texts(self.config.overlap_texts_path)
             self.overlap_index = build_ngram_index(texts, self.config.overlap_n)
 
-    def validate(self, raw: str) -> ValidationReport:
+    def validate(self, raw: str, step: int | None = None) -> ValidationReport:
+        """Validate one candidate. ``step``: the training step it was designed at (None outside training); the
+        lenient reset gate skips designs of step 0, as the reference (no fallback environment exists yet)."""
         start = time.perf_counter()
         checks: list = []
         try:
@@ -200,7 +210,7 @@ class Validator:
         fields = dict(class_name=result.class_name, kind=result.kind, changes=result.changes, code=result.code,
                       code_sha256=hashlib.sha256(result.code.encode()).hexdigest())
         try:
-            self._run_checks(result, checks)
+            self._run_checks(result, checks, step)
         except _Reject as rejection:
             return ValidationReport(False, rejection.reason, rejection.message, self.pool.level, checks=tuple(checks),
                                     elapsed_ms=(time.perf_counter() - start) * 1000, **fields)
@@ -229,7 +239,7 @@ class Validator:
                 _require(episode.reset(seed), "reset_failed", f"reset(seed={seed}) after the episode ended")
         return trajectory
 
-    def _run_checks(self, result, checks: list) -> None:
+    def _run_checks(self, result, checks: list, step: int | None = None) -> None:
         seed, other_seed = self.config.seeds[0], self.config.seeds[1]
         probes = TOOL_PROBES if result.kind == "tool_use" else GAME_PROBES
         # Compiled once here for every episode of this validation (intake has compiled it already).
@@ -240,7 +250,7 @@ class Validator:
             checks.append("reset_step_contract")
             first_observations = [trajectory[0], self._probe(first, other_seed, probes[:2])[0]]
             checks.append("second_seed")
-            if result.kind == "tool_use":
+            if result.kind == "tool_use" and not (self.config.reset_gate == "lenient" and step == 0):
                 self._reset_gate(first)
                 checks.append("reset_gate")
             if self.config.check_determinism:
@@ -314,14 +324,27 @@ class Validator:
                                       f"scored {value:.4g} on seed {seed}; idle_max_return is {self.config.idle_max_return}")
 
     def _reset_gate(self, episode: SandboxedEpisode) -> None:
+        """Evaluate every criterion on a fresh state of each ``reset_gate_seeds`` seed (``reset_gate``): 'strict'
+        rejects the first raise or True verdict; 'lenient' (reference) rejects only when every seed has a
+        criterion that raises (the same one or not), so a seed-dependent raise and a pre-satisfied criterion pass.
+        A failing reset rejects in both modes."""
+        strict, raised = self.config.reset_gate == "strict", []
         for seed in self.config.reset_gate_seeds:
             _require(episode.reset(seed), "reset_failed", f"reset(seed={seed}) for the reset gate")
             verdicts = _require(episode.call("reset_gate"), "reset_gate_error", f"evaluating criteria (seed {seed})")
+            errors = [(index, verdict) for index, verdict in enumerate(verdicts) if isinstance(verdict, str)]
+            if errors:
+                raised.append(f"seed {seed}: criterion {errors[0][0]}: {errors[0][1]}")
+            if not strict:
+                continue
             for index, verdict in enumerate(verdicts):
                 if isinstance(verdict, str):
                     raise _Reject("reset_gate_error", f"criterion {index} raised on a fresh state (seed {seed}): {verdict}")
                 if verdict:
                     raise _Reject("reset_gate_presatisfied", f"criterion {index} is already True on a fresh state (seed {seed})")
+        if not strict and raised and len(raised) == len(self.config.reset_gate_seeds):
+            raise _Reject("reset_gate_error", "a criterion raised on a fresh state at every reset gate seed (lenient "
+                          "gate): " + "; ".join(raised))
 
 
 def screened(report: ValidationReport, verdict: str, reply: str, unclear: str = "pass",

@@ -95,6 +95,11 @@ TAGS = {
     "design_cut_share": "designer/cut_share",
     "filled_slots": "designer/filled_slots",
     "slots": "designer/slots",
+    # selfplay.top_up: designs again for the set's empty slots at a step between regenerations
+    "top_up_slots": "designer/top_up_slots",
+    "top_up_filled": "designer/top_up_filled",
+    "top_up_attempts": "designer/top_up_attempts",
+    "top_up_generated_tokens": "designer/top_up_generated_tokens",
     # the policy update (spade.train.trainer.LocalTrainer.update)
     "train_loss": "train/loss",
     "train_kl_mean": "train/kl",
