@@ -360,6 +360,6 @@ class _Recording:
     def __init__(self, pool):
         self.pool, self.kwargs = pool, []
 
-    def open(self, code, class_name, seed=None, env_kwargs=None):
+    def open(self, code, class_name, seed=None, env_kwargs=None, **options):
         self.kwargs.append(dict(env_kwargs or {}))
-        return self.pool.open(code, class_name, seed=seed, env_kwargs=env_kwargs)
+        return self.pool.open(code, class_name, seed=seed, env_kwargs=env_kwargs, **options)

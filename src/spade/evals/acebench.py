@@ -66,18 +66,9 @@ from types import SimpleNamespace
 from spade.configtools import ConfigError, option
 from spade.evals import openai_compat
 from spade.evals.checkout import import_from_checkout, require_checkout
-from spade.evals.base import (
-    Benchmark,
-    Conversation,
-    EvalContext,
-    Item,
-    ItemRecord,
-    Metric,
-    mean_metric,
-    play_conversations,
-    prompt_hash,
-)
-from spade.evals.base import max_new_tokens_option, temperature_option, top_k_option, top_p_option
+from spade.evals.base import (Benchmark, Conversation, EvalContext, Item, ItemRecord, Metric, max_new_tokens_option,
+                              mean_metric, play_conversations, prompt_hash, temperature_option, top_k_option,
+                              top_p_option)
 from spade.evals.registry import register_benchmark
 from spade.seeding import derive_seed
 

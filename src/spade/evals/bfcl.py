@@ -14,19 +14,15 @@ Data: the four multi-turn files shipped in ``bfcl-eval==2026.3.23`` (200 entries
 
 Protocol, ``eval.bfcl_multi_turn.tool_format``:
 
-- ``native`` (default; the format ``agent.tool_format: native`` trains, and the one the reference evaluates with:
-  BFCL's own ``QwenFCHandler`` in eval_offline/suites/bfcl_full.py:34-37, and the in-loop evaluator
-  spade/core/eval/bfcl_evaluator.py:486-620): no system prompt; the entry's function docs go to the chat template as
-  ``tools=`` (as written, as ``QwenFCHandler._format_prompt`` dumps them); a reply's calls are its
-  ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (spade.core.tool_calls.parse_calls), each
-  result one ``tool`` message; a withheld function is announced as in prompting mode (BFCL's OSS handlers run the
-  prompting loop). A template that ignores ``tools=`` gets the docs as text after the first user message, one without
-  a tool role gets the results as ``user`` messages (spade.core.tool_calls).
-- ``prompting`` (before issue 32): BFCL's prompting mode (``BaseHandler.inference_multi_turn_prompting`` with the OSS
-  handler and the default system prompt ``DEFAULT_SYSTEM_PROMPT_FORMAT``), below.
+- ``native`` (default; what ``agent.tool_format: native`` trains and the reference evaluates with, BFCL's
+  ``QwenFCHandler``: eval_offline/suites/bfcl_full.py:34-37): no system prompt; the function docs go to the chat
+  template as ``tools=``; a reply's calls are its ``<tool_call>`` blocks (spade.core.tool_calls.parse_calls), each
+  result one ``tool`` message (a template without tool support: spade.core.tool_calls' fallbacks); a withheld
+  function is announced as in prompting mode.
+- ``prompting`` (before issue 32): BFCL's prompting mode (``BaseHandler.inference_multi_turn_prompting``, the OSS
+  handler, ``DEFAULT_SYSTEM_PROMPT_FORMAT``), below.
 
 Prompting mode, and what both share:
-
 - the system prompt is BFCL's "classic / plaintext" prompt with the involved classes' function docs
   as indented JSON; the model must answer with a Python-syntax list of keyword calls,
   ``[func_name1(param=value, ...), func_name2(...)]``, and nothing else;
@@ -44,24 +40,20 @@ miss_param and long_context, and ``accuracy``, the unweighted mean over the eval
 
 Deviations from BFCL's harness (documented in docs/evals/bfcl_multi_turn.md):
 
-- No ``eval`` of model output. BFCL builds a Python string per decoded call and ``eval``s it against
-  module globals, and its decoder ``eval``s arithmetic and lambda arguments; both would run model
-  text on the host. Here a reply is parsed with ``ast`` (parsing executes nothing), arguments must be
-  literals (constants, lists, tuples, dicts, a leading minus; bare names become strings as in BFCL),
-  and a call becomes a direct ``getattr(instance, method)(**arguments)`` on the simulated API instance,
-  restricted to the public methods of the entry's classes (the same name-to-instance map BFCL
-  builds). Replies with other argument expressions (arithmetic, nested calls, lambdas) count as
-  undecodable, which ends the turn as any decoding failure does in BFCL.
+- No ``eval`` of model output. BFCL ``eval``s a Python string per decoded call (and arithmetic and lambda
+  arguments), which would run model text on the host. Here a reply is parsed with ``ast``, arguments must be
+  literals (constants, lists, tuples, dicts, a leading minus; bare names become strings as in BFCL), and a call
+  becomes a direct ``getattr(instance, method)(**arguments)`` on the simulated API instance, restricted to the
+  public methods of the entry's classes. Other argument expressions count as undecodable, which ends the turn as
+  any decoding failure does in BFCL.
 - Scoring calls the package's ``multi_turn_checker`` unchanged, with one substitution: the function
   it uses to execute calls runs the model's calls through the same direct-call executor, while the
   ground truth (package data) still goes through the package's own ``execute_multi_turn_func_call``.
-- Execution results are sent back as one user message holding BFCL's
-  ``format_execution_results_prompting`` text (a list of ``{"role": "tool", ...}`` dicts), because the
-  chat driver has no tool role; BFCL's OSS handler appends one ``tool`` message per call.
+- Prompting mode sends the execution results back as one user message holding BFCL's
+  ``format_execution_results_prompting`` text; BFCL's OSS handler appends one ``tool`` message per call.
 - The reply is decoded after the last ``</think>`` (as BFCL's reasoning-model handlers do).
-- Sampling uses the evaluation's shared temperature (0.6) rather than BFCL's 0.001, and the shared
-  per-turn token budget; a conversation that outgrows the context window scores 0 (in BFCL the
-  inference call would fail and the entry too).
+- Sampling: the reference's greedy decoding with bfcl_eval's 4,096-token cap (``eval.sampling``); a conversation
+  that outgrows the context window scores 0 (in BFCL the inference call would fail and the entry too).
 - The simulated APIs run in-process, as in BFCL: they are package code and the model only chooses a
   listed method and literal arguments; a pathological argument (e.g. a huge integer exponent for
   ``power``) could stall the evaluation, but cannot run code.
@@ -84,9 +76,9 @@ from pathlib import Path
 
 from spade.configtools import ConfigError, option
 from spade.core import tool_calls
-from spade.evals.base import (Benchmark, Conversation, DataMissing, EvalContext, Item, ItemRecord, Metric, mean_metric,
-                              play_conversations, prompt_hash)
-from spade.evals.base import max_new_tokens_option, temperature_option, top_k_option, top_p_option
+from spade.evals.base import (Benchmark, Conversation, DataMissing, EvalContext, Item, ItemRecord, Metric,
+                              max_new_tokens_option, mean_metric, play_conversations, prompt_hash, temperature_option,
+                              top_k_option, top_p_option)
 from spade.evals.registry import register_benchmark
 
 CATEGORIES = ("base", "miss_func", "miss_param", "long_context")
@@ -117,12 +109,9 @@ class BfclMultiTurnConfig:
     top_p: float = top_p_option(1.0, "not sent by bfcl_eval's local-model handler")
     top_k: int = top_k_option(0, "not sent")
     max_new_tokens: int = max_new_tokens_option(4096, "bfcl_eval base_oss_handler.py: min(4096, context left)")
-    tool_format: str = option("native", "'native' (reference code, as agent.tool_format native): no system prompt, the "
-                              "function docs rendered by the chat template (tools=), calls as <tool_call>{...}"
-                              "</tool_call> blocks, each result a 'tool' message; 'prompting' (before issue 32): "
-                              "BFCL's prompting mode, a system prompt with the docs, calls as a Python list, the "
-                              "results in one user message. Keep it 'native' when the agent trains with "
-                              "agent.tool_format native.", choices=TOOL_FORMATS)
+    tool_format: str = option("native", "'native' (reference, as agent.tool_format native): tools= in the chat "
+                              "template, <tool_call> blocks, one 'tool' message per result; 'prompting' (before issue "
+                              "32): BFCL's prompting mode (module docstring).", choices=TOOL_FORMATS)
 
 
 # ------------------------------------------------------------------------------------------------ data
