@@ -10,7 +10,7 @@ tool responses and reads the user's ``[done U]`` (user calls so far), the user r
 in the action list) and counts its own calls since. The task itself is named by the benchmark subclass below, which
 plays one item at a time: telecom tasks share user scenarios, so the user's prompt alone cannot tell them apart.
 
-Negative controls, same loop, on every 5th task of airline and retail and every telecom task (``CONTROL_EVERY``;
+Negative controls, same loop, on every 5th task of each domain (``CONTROL_EVERY``;
 ``SPADE_TAU2_CONTROLS=all``: every task). ``silent``: the agent only says it can do nothing more; no action on
 either side, nothing communicated. It must score 0 on every task whose reference changes a database or the phone,
 communicates information or has its actions scored (reward basis ACTION), and 1 exactly on the others, where doing
@@ -18,9 +18,8 @@ nothing is right. ``skip_write``: the reference without its last write action; 0
 counts when tau2 executed it without error in the oracle episode: a few reference writes are refused by tau2's own
 tools (e.g. retail 105 exchanges the same item id twice), so they change nothing and doing nothing matches them.
 
-Sets: airline and retail base (50 and 114 tasks), telecom small (20 tasks; its base split of 114 is the same kind of
-task, left out for time). Per-domain counts are printed (``pytest -s``) and written to ``tau2_oracle.json`` in the
-test's tmp folder."""
+Sets: the base split of each domain (airline 50, retail 114, telecom 114 tasks: Table 2's). Per-domain counts are
+printed (``pytest -s``) and written to ``tau2_oracle.json`` in the test's tmp folder."""
 
 from __future__ import annotations
 
@@ -38,13 +37,13 @@ from spade.evals.base import EvalContext, EvalRun, evaluate
 from spade.evals.tau2 import TAU2_PACKAGE, TAU2_PACKAGE_VERSION, Tau2, Tau2Config
 
 pytestmark = pytest.mark.slow
-SPLITS = {"airline": "base", "retail": "base", "telecom": "small"}
-EXPECTED_TASKS = {"airline": 50, "retail": 114, "telecom": 20}
+SPLITS = {"airline": "base", "retail": "base", "telecom": "base"}
+EXPECTED_TASKS = {"airline": 50, "retail": 114, "telecom": 114}
 # Tasks the oracle cannot bring to reward 1, each with the reason (issue 33: listed, not hidden); empty = all pass
 KNOWN_FAILURES: dict = {"airline": {}, "retail": {}, "telecom": {}}
 # The negative controls play every k-th task in the loader's order (each episode costs tau2 three database loads, about
 # 1 s of CPU in airline); SPADE_TAU2_CONTROLS=all plays them on every task
-CONTROL_EVERY = {"airline": 5, "retail": 5, "telecom": 1}
+CONTROL_EVERY = {"airline": 5, "retail": 5, "telecom": 5}
 AT, DONE = re.compile(r"\[at (\d+)\]"), re.compile(r"\[done (\d+)\]")
 
 
