@@ -17,6 +17,7 @@ communicates information or has its actions scored (reward basis ACTION), and 1 
 nothing is right. ``skip_write``: the reference without its last write action; 0 on every task with a write. A write
 counts when tau2 executed it without error in the oracle episode: a few reference writes are refused by tau2's own
 tools (e.g. retail 105 exchanges the same item id twice), so they change nothing and doing nothing matches them.
+``mute``: the reference actions, but the information is never said; 0 on every task with ``communicate_info``.
 
 Sets: the base split of each domain (airline 50, retail 114, telecom 114 tasks: Table 2's). Per-domain counts are
 printed (``pytest -s``) and written to ``tau2_oracle.json`` in the test's tmp folder."""
@@ -189,10 +190,15 @@ def test_reference_actions_score_one_and_controls_zero(domain, tiny_model, tmp_p
 
     skipped = play(tiny_model, tmp_path, domain, "skip_write", skip_last_write)
     assert sorted(skipped) == sorted(t for t in sample if writes[t]) and {r["score"] for r in skipped.values()} == {0.0}
+    telling = [task_id for task_id, task in sample.items() if task.evaluation_criteria.communicate_info]
+    if telling:  # the reference actions, but the information never said
+        mute = play(tiny_model, tmp_path, domain, "mute",
+                    lambda tasks, lib: {task_id: (reference(tasks[task_id])[0], []) for task_id in telling})
+        assert sorted(mute) == sorted(telling) and {r["score"] for r in mute.values()} == {0.0}
     summary = {"domain": domain, "split": SPLITS[domain], "tasks": len(oracle), "oracle_pass": len(oracle) - len(failed),
                "known_failures": KNOWN_FAILURES[domain], "control_tasks": len(sample),
                "silent_zero": len(sample) - len(idle_ok), "silent_one_where_right": sorted(idle_ok),
-               "skip_write_zero": len(skipped),
+               "skip_write_zero": len(skipped), "mute_zero": len(telling),
                "reference_writes_refused": sorted(t for t, task in sample.items() if not writes[t] and any(
                    types[a.requestor, a.name] == "write" for a in task.evaluation_criteria.actions or [])),
                "wall_s": round(time.perf_counter() - started, 1), "cpu_s": round(time.process_time() - cpu, 1)}
