@@ -164,7 +164,8 @@ def test_reference_actions_score_one_and_controls_zero(domain, tiny_model, tmp_p
     tasks, types = seen["tasks"], seen["types"]
     assert len(oracle) == EXPECTED_TASKS[domain]
     first = next(iter(oracle.values()))["extra"]
-    assert first["tau2_source"] == f"{TAU2_PACKAGE} {TAU2_PACKAGE_VERSION}" and first["agent_format"] == "tool_call_tags"
+    assert first["tau2_source"] == f"{TAU2_PACKAGE} {TAU2_PACKAGE_VERSION}"
+    assert first["agent_format"] == "tool_call_tags"
     failed = {task_id: r["extra"]["reward_info"] for task_id, r in oracle.items() if r["score"] != 1.0}
     assert all(r["extra"]["termination"] == "user_stop" for r in oracle.values())
     assert set(failed) == set(KNOWN_FAILURES[domain]), json.dumps(failed, indent=1)[:4000]
@@ -195,7 +196,8 @@ def test_reference_actions_score_one_and_controls_zero(domain, tiny_model, tmp_p
         mute = play(tiny_model, tmp_path, domain, "mute",
                     lambda tasks, lib: {task_id: (reference(tasks[task_id])[0], []) for task_id in telling})
         assert sorted(mute) == sorted(telling) and {r["score"] for r in mute.values()} == {0.0}
-    summary = {"domain": domain, "split": SPLITS[domain], "tasks": len(oracle), "oracle_pass": len(oracle) - len(failed),
+    summary = {"domain": domain, "split": SPLITS[domain], "tasks": len(oracle),
+               "oracle_pass": len(oracle) - len(failed),
                "known_failures": KNOWN_FAILURES[domain], "control_tasks": len(sample),
                "silent_zero": len(sample) - len(idle_ok), "silent_one_where_right": sorted(idle_ok),
                "skip_write_zero": len(skipped), "mute_zero": len(telling),

@@ -167,7 +167,7 @@ def installed_package() -> tuple[Path, str]:
 def load_tau2(src: Path | None) -> SimpleNamespace:
     """The tau2 names this adapter uses: from ``<checkout>/src``, or from the installed package when ``src`` is None."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's import-time price fetch (unused here)
-    hint = INSTALL_HINT if src is None else "Install the checkout's Python dependencies (docs/evals/agentic_user_data.md)"
+    hint = INSTALL_HINT if src is None else "Install the checkout's dependencies (docs/evals/agentic_user_data.md)"
     if src is not None:
         import_from_checkout(src, "tau2", f"{KEY}.checkout", hint)
     try:
@@ -410,7 +410,7 @@ class Tau2(Benchmark):
                                                   self.config.user_api_key_env, KEY, self.config.user_timeout_s)
 
     def check_data(self) -> None:
-        """Files and config only (no import, no network): tau2 (package or clone), its domains, the user-simulator keys."""
+        """Files and config only (no import, no network): tau2 (package or clone), its domains, the user keys."""
         self._check_files()
         self.endpoint()
 
