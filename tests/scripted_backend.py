@@ -5,6 +5,7 @@
 plus eos, so token counts are real. It records every call for assertions. ``RoleBackend`` answers by SPADE role
 (the tool-use LLM screen's verdict is yes unless a test scripts it);
 ``BudgetBackend`` too, and cuts a reply at ``max_new_tokens`` as a real backend does (finish_reason "length").
+``TurnBackend(tokenizer, texts)`` answers the agent's turns with fixed texts, in order, and keeps every prompt's ids.
 """
 
 from __future__ import annotations
@@ -28,6 +29,22 @@ class ScriptedBackend:
             ids = self.tokenizer(reply, add_special_tokens=False)["input_ids"][: params.max_new_tokens]
             out.append(Generation(text=reply, completion_ids=ids + [self.tokenizer.eos_token_id],
                                   logprobs=[0.0] * (len(ids) + 1)))
+        return out
+
+
+class TurnBackend:
+    """Answers every prompt with the next of ``texts`` (tokens: the text's, then eos; log-prob -0.5 each)."""
+
+    def __init__(self, tokenizer, texts):
+        self.tokenizer, self.texts, self.prompts = tokenizer, list(texts), []
+
+    def generate(self, prompts, params, seed):
+        out = []
+        for prompt in prompts:
+            self.prompts.append(list(prompt))
+            text = self.texts.pop(0)
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+            out.append(Generation(text, ids, [-0.5] * len(ids), "stop"))
         return out
 
 

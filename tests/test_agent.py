@@ -7,7 +7,7 @@ import pytest
 from spade.core.agent import AgentConfig, ChatTokens, EpisodeJob, EpisodeRunner, extract_action, first_boxed
 from spade.envs.intake import intake
 from spade.envs.library.registry import get_env
-from spade.inference.generation import Generation
+from scripted_backend import TurnBackend
 
 SYSTEM = {"game": "You play games.", "tool_use": "You use tools."}
 
@@ -51,22 +51,6 @@ def test_continuation_matches_the_template(tiny_model):
     assert tokenizer.decode(ids) == full
 
 
-class ScriptedBackend:
-    """Answers every prompt with the next scripted text (a stand-in for a model)."""
-
-    def __init__(self, tokenizer, texts):
-        self.tokenizer, self.texts, self.prompts = tokenizer, list(texts), []
-
-    def generate(self, prompts, params, seed):
-        out = []
-        for prompt in prompts:
-            self.prompts.append(list(prompt))
-            text = self.texts.pop(0)
-            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
-            out.append(Generation(text, ids, [-0.5] * len(ids), "stop"))
-        return out
-
-
 def _job(name, seed, arm="no_hint", hint=""):
     code = intake(get_env(name).source())
     return EpisodeJob(name, code.code, code.class_name, "game", seed, arm, hint)
@@ -74,7 +58,7 @@ def _job(name, seed, arm="no_hint", hint=""):
 
 def test_episode_records_tokens_masks_and_returns(pool, tiny_model):
     _, tokenizer = tiny_model
-    backend = ScriptedBackend(tokenizer, ["\\boxed{1}", "hmm", "\\boxed{2}"])
+    backend = TurnBackend(tokenizer, ["\\boxed{1}", "hmm", "\\boxed{2}"])
     runner = EpisodeRunner(backend, pool, AgentConfig(max_turns=3, max_new_tokens=16, max_context_tokens=4096), SYSTEM)
     (record,) = runner.run([_job("crt_residue_puzzle", 5)], seed=0)
     assert record.turns == 3 and record.outcome == "truncated" and record.final_return == 0.0 and not record.won
@@ -95,7 +79,7 @@ def test_winning_episode_and_hint_only_in_first_observation(pool, tiny_model):
     episode.reset(7)
     answer = episode.solution().value.splitlines()[0]
     episode.close()
-    backend = ScriptedBackend(tokenizer, [f"\\boxed{{{answer}}}"])
+    backend = TurnBackend(tokenizer, [f"\\boxed{{{answer}}}"])
     runner = EpisodeRunner(backend, pool, AgentConfig(max_turns=3, max_new_tokens=16, max_context_tokens=4096), SYSTEM)
     (record,) = runner.run([_job("crt_residue_puzzle", 7, "hint", "THE-HINT")], seed=0)
     assert record.won and record.final_return == 1.0 and record.outcome == "terminated" and record.turns == 1
@@ -104,7 +88,7 @@ def test_winning_episode_and_hint_only_in_first_observation(pool, tiny_model):
 
 def test_broken_environment_is_an_env_failure(pool, tiny_model):
     _, tokenizer = tiny_model
-    runner = EpisodeRunner(ScriptedBackend(tokenizer, []), pool, AgentConfig(max_turns=2), SYSTEM)
+    runner = EpisodeRunner(TurnBackend(tokenizer, []), pool, AgentConfig(max_turns=2), SYSTEM)
     job = EpisodeJob("broken", "raise RuntimeError('no')", "Env", "game", 0)
     (record,) = runner.run([job], seed=0)
     assert record.outcome == "env_failure" and "RuntimeError" in record.failure and record.final_return == 0.0
@@ -130,7 +114,7 @@ def test_a_designed_class_keeps_its_own_turn_limit_capped_at_the_budget(pool, ti
     """agent.turn_limit 'own' (reference: respect_game_max_turns): the class is built with its own max_turns (3),
     capped at agent.max_turns; 'budget' passes max_turns = agent.max_turns."""
     _, tokenizer = tiny_model
-    runner = EpisodeRunner(ScriptedBackend(tokenizer, ["ok"] * 5), pool,
+    runner = EpisodeRunner(TurnBackend(tokenizer, ["ok"] * 5), pool,
                            AgentConfig(max_turns=budget, max_new_tokens=16, max_context_tokens=4096), SYSTEM)
     (record,) = runner.run([EpisodeJob("own", OWN_LIMIT, "Own", "game", 0, own_turn_limit=own)], seed=0)
     assert record.turns == expected

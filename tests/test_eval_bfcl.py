@@ -34,15 +34,17 @@ def user_turns(prompt: str) -> list[str]:
     return prompt.split("<|im_start|>user\n")[1:]
 
 
+def known_entries(categories) -> list:
+    """(entry, ground truth) of every entry of ``categories``."""
+    return [pair for category in categories for pair in zip(*load_category(category))]
+
+
 def replay_script(categories, wrong=None):
     """Replies with each turn's ground-truth calls in one step, then a plain text that ends the turn.
 
     ``wrong`` = (old, new): replace that text in the replayed calls (a wrong argument).
     """
-    known = []
-    for category in categories:
-        entries, truths = load_category(category)
-        known += list(zip(entries, truths))
+    known = known_entries(categories)
 
     def reply(prompt, seed):
         entry, truth = next((e, t) for e, t in known if e["question"][0][0]["content"] in prompt)
@@ -231,10 +233,7 @@ def test_hf_backend_smoke(tiny_model, tmp_path, monkeypatch):
 def native_script(categories, calls_seen: list):
     """Native-format replies: each turn's ground-truth calls as <tool_call> blocks in one step (keyword arguments),
     then a plain text that ends the turn once the last message holds tool results."""
-    known = []
-    for category in categories:
-        entries, truths = load_category(category)
-        known += list(zip(entries, truths))
+    known = known_entries(categories)
 
     def reply(prompt, seed):
         entry, truth = next((e, t) for e, t in known if e["question"][0][0]["content"] in prompt)

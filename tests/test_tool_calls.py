@@ -14,7 +14,7 @@ from spade.core import tool_calls
 from spade.core.agent import AgentConfig, EpisodeJob, EpisodeRunner
 from spade.envs.intake import intake
 from spade.envs.library.registry import get_env
-from spade.inference.generation import Generation
+from scripted_backend import TurnBackend
 
 SYSTEM = {"game": "You play games.", "tool_use": "You use tools."}
 ENV, SEED = "bank_account_ops", 3
@@ -38,22 +38,6 @@ def call(name, **arguments):
     return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
-class Scripted:
-    """Answers the agent's turns with fixed texts, in order (tokens = the text's tokens + eos)."""
-
-    def __init__(self, tokenizer, texts):
-        self.tokenizer, self.texts, self.prompts = tokenizer, list(texts), []
-
-    def generate(self, prompts, params, seed):
-        out = []
-        for prompt in prompts:
-            self.prompts.append(list(prompt))
-            text = self.texts.pop(0)
-            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
-            out.append(Generation(text, ids, [-0.5] * len(ids), "stop"))
-        return out
-
-
 def env_instance(max_turns=25):
     """The environment run here, outside the sandbox: the oracle for the observations."""
     code = intake(get_env(ENV).source())
@@ -69,7 +53,7 @@ def job():
 
 
 def play(pool, tokenizer, replies, **agent):
-    backend = Scripted(tokenizer, replies)
+    backend = TurnBackend(tokenizer, replies)
     config = AgentConfig(max_turns=agent.pop("max_turns", 6), max_new_tokens=256, max_context_tokens=16384, **agent)
     (record,) = EpisodeRunner(backend, pool, config, SYSTEM).run([job()], seed=0)
     return record, backend

@@ -10,7 +10,7 @@ import pytest
 from spade.config import load_config
 from spade.core.agent import AgentConfig, EpisodeJob, EpisodeRunner
 from spade.core.selfplay import Sample, SelfPlay, fan_out
-from spade.inference.generation import Generation
+from scripted_backend import TurnBackend
 
 # Qwen3-style, written here (no Qwen3 tokenizer is installed): an assistant turn before the last user message loses
 # everything up to its </think>; the last one keeps its thinking
@@ -42,20 +42,6 @@ class Counter:
 REPLIES = ["<think>first idea</think>\\boxed{1}", "<think>second idea</think>\\boxed{2}", "\\boxed{3}"]
 
 
-class Scripted:
-    def __init__(self, tokenizer, texts):
-        self.tokenizer, self.texts, self.prompts = tokenizer, list(texts), []
-
-    def generate(self, prompts, params, seed):
-        out = []
-        for prompt in prompts:
-            self.prompts.append(list(prompt))
-            text = self.texts.pop(0)
-            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
-            out.append(Generation(text, ids, [-0.25] * len(ids), "stop"))
-        return out
-
-
 @pytest.fixture
 def stripping(tiny_model):
     tokenizer = copy.deepcopy(tiny_model[1])
@@ -64,7 +50,7 @@ def stripping(tiny_model):
 
 
 def _play(pool, tokenizer, mode):
-    backend = Scripted(tokenizer, REPLIES)
+    backend = TurnBackend(tokenizer, REPLIES)
     config = AgentConfig(max_turns=3, max_new_tokens=32, max_context_tokens=4096, turn_samples=mode)
     runner = EpisodeRunner(backend, pool, config, {"game": [{"role": "system", "content": "Play."}]})
     (record,) = runner.run([EpisodeJob("c", COUNTER, "Counter", "game", 0)], seed=0)
@@ -83,7 +69,7 @@ def test_per_turn_prompts_are_the_templates_rendering_without_earlier_thinking(p
                                            add_special_tokens=False)["input_ids"]
     for turn, prompt in zip(record.turn_records, backend.prompts):
         assert turn["prompt_ids"] == prompt and turn["output_ids"][-1] == stripping.eos_token_id
-        assert turn["logprobs"] == [-0.25] * len(turn["output_ids"])
+        assert turn["logprobs"] == [-0.5] * len(turn["output_ids"])
     last = record.turn_records[-1]  # the record's own sequence is the last turn's prompt and reply
     assert record.token_ids == last["prompt_ids"] + last["output_ids"]
     assert sum(record.loss_mask) == len(last["output_ids"])
@@ -148,7 +134,7 @@ def test_the_real_qwen3_template_in_both_modes(pool, tiny_model, replies):
     tokenizer = copy.deepcopy(tiny_model[1])
     tokenizer.chat_template = qwen3_template()
     for mode in ("episode", "per_turn"):
-        backend = Scripted(tokenizer, replies)
+        backend = TurnBackend(tokenizer, replies)
         config = AgentConfig(max_turns=3, max_new_tokens=32, max_context_tokens=4096, turn_samples=mode)
         runner = EpisodeRunner(backend, pool, config, {"game": []})
         (record,) = runner.run([EpisodeJob("c", COUNTER, "Counter", "game", 0)], seed=0)
