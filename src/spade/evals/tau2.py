@@ -36,13 +36,13 @@ What this module does itself (tau2 delegates these to litellm):
 
 - the agent side, ``eval.tau2.tool_format``. ``native`` (default; what ``agent.tool_format: native`` trains and
   the reference evaluates with: tau2's ``LLMAgent`` against an sglang server whose Qwen parser turns the model's
-  ``<tool_call>`` blocks into OpenAI ``tool_calls``, spade/core/eval/tau2_evaluator.py:8-13, 304-310): tau2's system
-  prompt as it is, the tools' ``openai_schema`` through the chat template (``Conversation.tools``, ``tools=``); a
-  reply's calls are its well-formed ``<tool_call>`` blocks (spade.core.tool_calls.parse_calls), executed in order,
-  each result one ``tool`` message (a template without tool support: spade.core.tool_calls' fallbacks, the schemas
-  as text after the system prompt, results as ``user`` messages). ``text`` (before issue 32): the schemas and our
-  call format (``TOOLS_PROMPT``) appended to the system prompt; results come back as one user turn of
-  ``<tool_response>...</tool_response>`` blocks;
+  ``<tool_call>`` blocks into OpenAI ``tool_calls``, eval_offline/suites/tau2.py:59-68,
+  spade/core/eval/tau2_evaluator.py:8-13, 304-310): tau2's system prompt as it is, the tools' ``openai_schema``
+  through the chat template (``Conversation.tools``, ``tools=``); a reply's calls are its well-formed ``<tool_call>``
+  blocks (spade.core.tool_calls.parse_calls), executed in order, each result one ``tool`` message (a template
+  without tool support: spade.core.tool_calls' fallbacks, the schemas as text after the system prompt, results as
+  ``user`` messages). ``text`` (before issue 32): the schemas and our call format (``TOOLS_PROMPT``) appended to the
+  system prompt; results come back as one user turn of ``<tool_response>...</tool_response>`` blocks;
 - the user model's transport: ``spade.evals.openai_compat`` instead of litellm (same messages and tools);
 - the episode loop, a transcription of tau2's half-duplex ``Orchestrator``: the agent greets, the user
   answers; agent text goes to the user, agent tool calls to the environment; user tool calls (telecom)
