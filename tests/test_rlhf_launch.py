@@ -342,7 +342,8 @@ REFERENCE_SWITCHES = {
     "agent.top_p": 0.95, "agent.top_k": 20, "designer.top_p": 0.95, "designer.top_k": 20, "designer.hint_top_p": 0.9,
     "train.logprob_temperature": 1.0, "train.loss_aggregation": "seq_mean_token_mean",
     "train.designer_upweight_count": "returned", "agent.cut_turns": "end", "agent.turn_limit": "own",
-    "agent.turn_samples": "episode", "validation.screen_unclear": "pass", "validation.reset_gate": "lenient",
+    "agent.turn_samples": "episode", "validation.screen_unclear": "pass", "agent.tool_format": "native",
+    "eval.bfcl_multi_turn.tool_format": "native", "eval.tau2.tool_format": "native", "validation.reset_gate": "lenient",
     "memory.examples": "reference", "selfplay.top_up": "window",
 }
 BY_FLAVOUR = {"interactive": {"agent.truncated_episodes": "train", "validation.llm_screen": False},

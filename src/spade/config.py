@@ -351,6 +351,7 @@ FIDELITY_KEYS = (
     "train.logprob_temperature", "train.loss_aggregation", "train.designer_upweight_count",
     "agent.cut_turns", "agent.turn_limit", "agent.truncated_episodes", "agent.turn_samples",
     "validation.llm_screen", "validation.screen_unclear", "validation.reset_gate", "memory.examples", "selfplay.top_up",
+    "agent.tool_format", "eval.bfcl_multi_turn.tool_format", "eval.tau2.tool_format",
 )
 
 
