@@ -25,21 +25,18 @@ also counts its turns without a parsable action (``parsed_action`` None) and its
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field
 
 from spade.designer.prompts import AGENT_PROMPT_STYLES
 from spade.configtools import option
 from spade.inference.generation import GenerationBackend, SamplingParams, cut_to_limit
 from spade.core import tool_calls
+from spade.core.tool_calls import ANSWER_RE, CALL_BLOCK_RE, THINK_RE
 from spade.core.failures import episode_cause
 from spade.core.rewards import episode_return, is_win
 from spade.seeding import derive_seed
 from spade.sandbox.pool import SandboxPool
 
-THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
-ANSWER_RE = re.compile(r"<answer>.*?</answer>", re.DOTALL)
-TOOL_TAG_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 OUTCOMES = ("terminated", "truncated", "turn_limit", "context_limit", "cut_turn", "env_failure")
 ENDED = ("terminated", "truncated", "context_limit", "cut_turn", "env_failure")  # outcomes that stop an episode
 
@@ -142,9 +139,8 @@ class EpisodeRecord:
     token_ids: list = field(default_factory=list, repr=False)  # [T] the whole episode
     loss_mask: list = field(default_factory=list, repr=False)  # [T] 1 on tokens the agent sampled
     rollout_logprobs: list = field(default_factory=list, repr=False)  # [T] sampling log-probs (0 off-mask)
-    # agent.turn_samples 'per_turn': [turns] {"prompt_ids", "output_ids", "logprobs", "trained"?} of every turn (trained
-    # False: a malformed native call, not trained); token_ids,
-    # loss_mask and rollout_logprobs then hold the last turn (its re-rendered prompt and its reply)
+    # agent.turn_samples 'per_turn': {"prompt_ids", "output_ids", "logprobs", "trained"?} of every turn ("trained"
+    # False: a malformed native call); token_ids, loss_mask and rollout_logprobs then hold the last turn only
     turn_records: list = field(default_factory=list, repr=False)
 
     def summary(self) -> dict:
@@ -187,7 +183,7 @@ def parsed_action(text: str, kind: str) -> str | None:
         answer = ANSWER_RE.search(visible)
         if answer:
             return answer.group(0)
-        tagged = TOOL_TAG_RE.search(visible)
+        tagged = CALL_BLOCK_RE.search(visible)
         if tagged:
             return tagged.group(1).strip()
         start = visible.find("{")
