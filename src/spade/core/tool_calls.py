@@ -65,6 +65,13 @@ def parse_calls(text: str) -> list[dict]:
     return calls
 
 
+def object_calls(text: str) -> tuple[list[dict], bool]:
+    """The calls an API's ``tool_calls`` can carry (``parse_calls`` with an object of arguments), and whether the
+    reply is malformed: a ``<tool_call>`` tag outside reasoning but no such call (BFCL's and tau2's native format)."""
+    calls = [call for call in parse_calls(text) if isinstance(call["arguments"], dict)]
+    return calls, not calls and "<tool_call>" in THINK_RE.sub("", text)
+
+
 def call_action(call: dict) -> str:
     """The ``step()`` action of one call: the form ``spade.envs.tool_base.parse_tool_call`` reads."""
     return "<tool_call>" + json.dumps({"name": call["name"], "arguments": call["arguments"]}) + "</tool_call>"

@@ -342,8 +342,8 @@ def decode_calls(text: str) -> list[Call]:
 def native_calls(text: str) -> list[Call]:
     """The calls of a native-format reply: its well-formed ``<tool_call>`` blocks, in order; raises
     ``CallFormatError`` when it has ``<tool_call>`` blocks and none is a call with an object of arguments."""
-    calls = [c for c in tool_calls.parse_calls(text) if isinstance(c["arguments"], dict)]
-    if not calls and "<tool_call>" in tool_calls.THINK_RE.sub("", text):
+    calls, malformed = tool_calls.object_calls(text)
+    if malformed:
         raise CallFormatError("no <tool_call> block holds a call with an object of arguments")
     return [Call(c["name"], c["arguments"]) for c in calls]
 

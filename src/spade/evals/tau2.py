@@ -230,11 +230,11 @@ def set_tau2_log_level(level: str) -> None:
 def parse_agent_reply(text: str, native: bool = False) -> tuple[str, list | None, str | None]:
     """``(text for the user, tool calls, format error)`` of one agent reply (see module doc)."""
     visible = THINK_RE.sub("", text)
-    if native:  # well-formed blocks only (tool_calls.parse_calls); tau2's ToolCall needs an arguments object
-        calls = [call for call in tool_calls.parse_calls(text) if isinstance(call["arguments"], dict)]
+    if native:  # well-formed blocks only; tau2's ToolCall needs an arguments object
+        calls, malformed = tool_calls.object_calls(text)
         if calls:
             return "", calls, None
-        if "<tool_call>" in visible:
+        if malformed:
             return "", None, tool_calls.MALFORMED_NOTE.strip()  # the note training gives (agent.tool_format native)
         return visible.strip(), None, None
     blocks = TOOL_CALL_RE.findall(visible)
