@@ -295,3 +295,12 @@ def test_native_format_sends_one_tool_message_per_call(tiny_model):
     plain = bfcl.BfclConversation(entry, 20, tool_calls.TemplateSupport(tools=False, tool_role=False))
     assert plain.tools is None and '"name": "mkdir"' in plain.messages[-1]["content"]
     assert plain.respond('<tool_call>{"name": "pwd", "arguments": {}}</tool_call>')[0]["role"] == "user"
+
+
+def test_records_of_one_tool_format_are_not_reused_for_the_other():
+    """Item records are keyed by the tool-call format (``protocol``): a native record is another measurement."""
+    from spade.evals.base import records_key
+
+    native, prompting = (BfclMultiTurn(BfclMultiTurnConfig(tool_format=f)).protocol() for f in ("native", "prompting"))
+    assert native == {"tool_format": "native"} and prompting == {"tool_format": "prompting"}
+    assert records_key("m", {}, native) != records_key("m", {}, prompting)

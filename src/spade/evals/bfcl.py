@@ -18,14 +18,11 @@ Protocol, ``eval.bfcl_multi_turn.tool_format``:
   ``QwenFCHandler``: eval_offline/suites/bfcl_full.py:34-37): no system prompt; the function docs go to the chat
   template as ``tools=``; a reply's calls are its ``<tool_call>`` blocks (spade.core.tool_calls.parse_calls), each
   result one ``tool`` message (a template without tool support: spade.core.tool_calls' fallbacks); a withheld
-  function is announced as in prompting mode.
+  function is announced as in prompting mode. Item records are kept per format (``protocol``).
 - ``prompting`` (before issue 32): BFCL's prompting mode (``BaseHandler.inference_multi_turn_prompting``, the OSS
-  handler, ``DEFAULT_SYSTEM_PROMPT_FORMAT``), below.
-
-Prompting mode, and what both share:
-- the system prompt is BFCL's "classic / plaintext" prompt with the involved classes' function docs
-  as indented JSON; the model must answer with a Python-syntax list of keyword calls,
-  ``[func_name1(param=value, ...), func_name2(...)]``, and nothing else;
+  handler, ``DEFAULT_SYSTEM_PROMPT_FORMAT``); it and what both formats share:
+- the system prompt is BFCL's "classic / plaintext" prompt with the involved classes' function docs as indented
+  JSON; the model must answer with nothing but a Python-syntax list of keyword calls, ``[f(param=v, ...), ...]``;
 - within a user turn the model takes steps: each reply is decoded; a reply with calls is executed and
   the results are sent back; a reply that decodes to no call (plain text, or anything undecodable) ends
   the turn and the next user message follows;
@@ -526,6 +523,9 @@ def score_conversation(conversation: BfclConversation, ground_truth: list) -> tu
 class BfclMultiTurn(Benchmark):
     name = "bfcl_multi_turn"
     config_cls = BfclMultiTurnConfig
+
+    def protocol(self) -> dict:
+        return {"tool_format": self.config.tool_format}
 
     def check_data(self) -> None:
         self._categories()
