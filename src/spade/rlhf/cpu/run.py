@@ -43,8 +43,9 @@ import time
 from pathlib import Path
 
 from spade.rlhf.cpu import environment, probes
-from spade.rlhf.cpu.checks import (IntegrationError, check_checkpoints, check_designer_replay, check_finite,
-                                   check_launches_agree, check_live_metrics, check_nonzero_groups, check_policy_moved,
+from spade.rlhf.cpu.checks import (IntegrationError, check_checkpoints, check_designer_replay, check_engine_logprobs,
+                                   check_finite, check_greedy_after_sync, check_launches_agree, check_live_metrics,
+                                   check_nonzero_groups, check_params_moved, check_policy_moved, check_real_vllm,
                                    check_resume, check_resumed_sync, check_rewards, check_same_weights,
                                    check_trained_advantages, check_weight_sync, metrics_lines)
 
@@ -153,8 +154,10 @@ def run(out: Path, configs=CONFIGS) -> dict:
     sp = config.selfplay
     steps = sp.total_steps
     final = {name: out / name / "openrlhf" / "ckpt" / f"global_step{steps}_hf" for name in ("full", "resumed")}
+    launches = ("full", "killed", "resumed")
     report = {
         "config": [str(p) for p in configs], "model": str(model), "timings": timings,
+        "vllm": {name: check_real_vllm(records / name) for name in launches},
         "killed_with_latest_checkpoint": latest,
         "checkpoints": {name: check_checkpoints(out / name, sp.checkpoint_steps()) for name in ("full", "resumed")},
         "rewards": {name: check_rewards(out / name, steps, config.train.global_batch) for name in ("full", "resumed")},
@@ -167,6 +170,9 @@ def run(out: Path, configs=CONFIGS) -> dict:
                         "killed": check_weight_sync(records / "killed", None),
                         "resumed": check_weight_sync(records / "resumed", 1 + steps - KILL_AT_STEP)},
         "trained_advantages": {name: check_trained_advantages(records / name) for name in ("full", "resumed")},
+        "greedy_after_sync": {name: check_greedy_after_sync(records / name) for name in launches},
+        "engine_logprobs": {name: check_engine_logprobs(records / name) for name in launches},
+        "params_moved": check_params_moved(records / "full"),
         "policy_moved": check_policy_moved(records / "full", model, final["full"], out / "full"),
         "same_final_weights": check_same_weights(final["full"], final["resumed"], model, RESUME_WEIGHTS_RTOL),
     }
@@ -187,7 +193,8 @@ def main(argv=None) -> int:
     except IntegrationError as exc:
         print(f"integration_openrlhf: FAILED: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps({"timings": report["timings"], "designer_replay": report["designer_replay"],
+    print(json.dumps({"vllm": report["vllm"]["full"], "timings": report["timings"],
+                      "designer_replay": report["designer_replay"],
                       "resume_equal_steps": report["resume_equal_steps"]}, indent=2))
     return 0
 
