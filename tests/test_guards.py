@@ -146,6 +146,8 @@ for path in sys.argv[1:]:
 @pytest.mark.parametrize("env", [{"TMPDIR": "/tmp", "SLURM_JOB_ID": "12345678"},
                                  {"TMPDIR": "/scratch/slurm/job_12345678/node-local-tmp", "SLURM_JOB_ID": "12345678"},
                                  {"TMPDIR": "/lscratch", "SLURM_JOB_ID": "7"},
+                                 {"TMPDIR": "/local/scratch/abcde", "SLURM_JOB_ID": "12345678"},  # 33 characters: kept
+                                 {"TMPDIR": "/local/scratch/abcdef", "SLURM_JOB_ID": "12345678"},  # 34: falls back
                                  {"TMPDIR": "", "SLURM_JOB_ID": "99"}])
 def test_the_ray_temp_dir_model_is_the_launch_scripts(tmp_path, env):
     """script_ray_temp_dir against the script's own TMP_RAY lines, run in bash."""

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from spade.rlhf.config import OpenRLHFConfig, resolve_openrlhf, split_extra_args
+from spade.rlhf.script import RAY_SOCKET_SUFFIX
 
 PTRACE_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
 PID_MAX = Path("/proc/sys/kernel/pid_max")
@@ -42,7 +43,7 @@ ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 # plasma_store (ray/_private/node.py:186-189 names the session, :549-551 the sockets folder, :320-322 the socket)
 RAY_SESSION_STAMP = "2026-01-01_00-00-00_000000"  # datetime's "%Y-%m-%d_%H-%M-%S_%f": always 26 characters
 VLLM_IPC_NAME = 36  # vllm/utils/network_utils.py:157-159: ipc://<VLLM_RPC_BASE_PATH>/<uuid4>, a 36-character name
-SCRIPT_TMP_RAY_MAX = 107 - 74  # spade.rlhf.script: a $TMP_RAY longer than this falls back to /tmp/ray_<job id>
+SCRIPT_TMP_RAY_MAX = UNIX_SOCKET_MAX - RAY_SOCKET_SUFFIX  # spade.rlhf.script: a longer $TMP_RAY falls back to /tmp
 
 
 @dataclass(frozen=True)
