@@ -1,6 +1,6 @@
-"""The environment guards of an OpenRLHF run (spade.rlhf.guards): each one fails on the bad setting with a message naming
-the setting, its value and the fix, and passes on the good one (the mutation tests below); the models they rest on
-(CUDA IPC from our command, the script's Ray temp dir, the socket limit) are checked against the code they follow."""
+"""The environment guards of an OpenRLHF run (spade.rlhf.guards): each one fails on the bad setting with a message
+naming the setting, its value and the fix, and passes on the good one (the mutation tests below); the models they rest
+on (CUDA IPC from our command, the script's Ray temp dir, the socket limit) are checked against the code they follow."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from spade.rlhf.script import launch_script
 ROOT = Path(__file__).resolve().parents[1]
 CPU_RUN = (CONFIG_DIR / "default.yaml", CONFIG_DIR / "integration" / "openrlhf_cpu.yaml")
 CLEAN = {"PATH": "/usr/bin:/bin", "HOME": "/home/u"}
+CUDA_CONF = "PYTORCH_CUDA_ALLOC_CONF"
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +90,8 @@ def test_cuda_ipc_is_derived_as_openrlhf_derives_it_from_our_command(tmp_path, c
     # measured with torch 2.13: the CUDA variable wins when both are set, even an empty one
     ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False", "PYTORCH_ALLOC_CONF": "expandable_segments:True"},
      "PYTORCH_CUDA_ALLOC_CONF", False),
-    ({"PYTORCH_CUDA_ALLOC_CONF": "", "PYTORCH_ALLOC_CONF": "expandable_segments:True"}, "PYTORCH_CUDA_ALLOC_CONF", False),
-    ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False,expandable_segments:True"}, "PYTORCH_CUDA_ALLOC_CONF", True),
+    ({"PYTORCH_CUDA_ALLOC_CONF": "", "PYTORCH_ALLOC_CONF": "expandable_segments:True"}, CUDA_CONF, False),
+    ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False,expandable_segments:True"}, CUDA_CONF, True),
     ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:true"}, "PYTORCH_CUDA_ALLOC_CONF", None),  # torch rejects it
 ])
 def test_allocator_settings_are_read_as_torch_reads_them(env, variable, expandable):
@@ -101,10 +102,9 @@ def test_allocator_settings_are_read_as_torch_reads_them(env, variable, expandab
 def test_torch_rejects_the_expandable_value_the_guard_rejects():
     """The guard's reading of a lower-case 'true' (invalid) is torch 2.13's: its allocator config raises on it."""
     code = "import torch; torch._C._accelerator_getAllocatorSettings()"
-    bad = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTORCH_CUDA_ALLOC_CONF":
-                                                            "expandable_segments:true"}, capture_output=True, text=True)
-    good = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTORCH_CUDA_ALLOC_CONF":
-                                                             "expandable_segments:True"}, capture_output=True, text=True)
+    bad, good = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                env={**os.environ, CUDA_CONF: f"expandable_segments:{value}"})
+                 for value in ("true", "True"))
     assert bad.returncode != 0 and "Expected 'True' or 'False'" in bad.stderr
     assert good.returncode == 0, good.stderr[-2000:]
 
@@ -137,7 +137,8 @@ for path in sys.argv[1:]:
     socket.close(0)
 """
     folder = str(tmp_path)
-    paths = [f"{folder}/{'s' * (size - len(folder) - 1)}" for size in (guards.UNIX_SOCKET_MAX, guards.UNIX_SOCKET_MAX + 1)]
+    sizes = (guards.UNIX_SOCKET_MAX, guards.UNIX_SOCKET_MAX + 1)
+    paths = [f"{folder}/{'s' * (size - len(folder) - 1)}" for size in sizes]
     done = subprocess.run([sys.executable, "-c", code, *paths], env={**os.environ, "PYTHONPATH": str(site)},
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.split("\n")[:2] == ["107 bound", "108 refused"], done.stderr[-2000:]

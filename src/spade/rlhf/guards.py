@@ -259,9 +259,9 @@ def nccl_guard(env: dict, sync: dict, vllm_version: str | None = None, nccl_vers
     problems = []
     if sync["nccl_group"] and differ:
         pairs = ", ".join(f"{key} trainer={trainer.get(key)!r} engine={engine.get(key)!r}" for key in differ)
+        invariant = set(differ) & set(BATCH_INVARIANT_NCCL) and _truthy_int(env.get("VLLM_BATCH_INVARIANT", "0"))
         cause = (" (VLLM_BATCH_INVARIANT=1 makes vLLM's workers set them for determinism, "
-                 "vllm/model_executor/determinism/batch_invariant.py:980-998)" if set(differ) & set(BATCH_INVARIANT_NCCL)
-                 and _truthy_int(env.get("VLLM_BATCH_INVARIANT", "0")) else "")
+                 "vllm/model_executor/determinism/batch_invariant.py:980-998)" if invariant else "")
         same = {key: engine[key] for key in differ if key in engine}
         problems.append(f"the trainer and the vLLM engine workers, one NCCL group for the weight sync "
                         f"({_ipc_setting(sync)}), would run with different NCCL settings: {pairs}{cause} (SkyRL #143). "

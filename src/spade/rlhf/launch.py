@@ -2,9 +2,9 @@
 
 The typed config (recipe + model card + run file + ``openrlhf`` placement, ``spade.rlhf.config``) becomes the run:
 ``prepare_run`` writes the run spec and the ticket dataset, ``launch`` checks the GPU stack, the loggers and the node's
-environment (``spade.rlhf.guards``), checks the command (``spade.rlhf.command``) against the installed OpenRLHF parser, writes and runs the launch script
-(``spade.rlhf.script``) and links the checkpoints; ``dry_run`` shows placement, command and script without
-starting or writing anything.
+environment (``spade.rlhf.guards``), checks the command (``spade.rlhf.command``) against the installed OpenRLHF
+parser, writes and runs the launch script (``spade.rlhf.script``) and links the checkpoints; ``dry_run`` shows
+placement, command and script without starting or writing anything.
 
 Design and the flag table: docs/OPENRLHF.md ("Launcher").
 """
