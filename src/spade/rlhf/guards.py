@@ -89,7 +89,7 @@ def _ipc_setting(sync: dict) -> str:
 
 def allocator_conf(env: dict) -> dict:
     """PyTorch's caching-allocator settings as torch 2.13 reads them: ``PYTORCH_CUDA_ALLOC_CONF`` when it is set (even
-    empty), else ``PYTORCH_ALLOC_CONF`` (torch/include/c10/cuda/CUDAAllocatorConfig.h:133-152; measured here with
+    empty), else ``PYTORCH_ALLOC_CONF`` (torch/include/c10/cuda/CUDAAllocatorConfig.h:133-154; measured here with
     torch 2.13: the CUDA variable wins when both are set). ``expandable_segments`` is True/False, or None when the value
     is neither (torch raises "Expected 'True' or 'False'" at its first allocation); the last occurrence counts."""
     name = next((var for var in ALLOC_CONF_VARS if var in env), None)
