@@ -1,10 +1,10 @@
 """The OpenRLHF launcher: what ``spade train --backend openrlhf`` runs (GPU environment only).
 
 The typed config (recipe + model card + run file + ``openrlhf`` placement, ``spade.rlhf.config``) becomes the run:
-``prepare_run`` writes the run spec and the ticket dataset, ``launch`` checks the GPU stack and the loggers, checks
-the command (``spade.rlhf.command``) against the installed OpenRLHF parser, writes and runs the launch script
-(``spade.rlhf.script``) and links the checkpoints; ``dry_run`` shows placement, command and script without
-starting or writing anything.
+``prepare_run`` writes the run spec and the ticket dataset, ``launch`` checks the GPU stack, the loggers and the node's
+environment (``spade.rlhf.guards``), checks the command (``spade.rlhf.command``) against the installed OpenRLHF
+parser, writes and runs the launch script (``spade.rlhf.script``) and links the checkpoints; ``dry_run`` shows
+placement, command and script without starting or writing anything.
 
 Design and the flag table: docs/OPENRLHF.md ("Launcher").
 """
@@ -24,6 +24,7 @@ from spade.config import describe_fidelity
 from spade.rlhf.command import (AGENT_FUNC_PATH, OPENRLHF_VERSION, LaunchError, flag_groups, openrlhf_command,
                                 run_paths, shell_command, verify_command)
 from spade.rlhf.config import OpenRLHFConfig, resolve_openrlhf
+from spade.rlhf.guards import environment_guards, failures
 from spade.rlhf.placement import describe_placement, placement
 from spade.rlhf.plan import ticket_plan, write_tickets
 from spade.rlhf.script import image_binds, image_prefix, launch_script
@@ -149,9 +150,9 @@ def link_checkpoints(config, run_dir) -> list:
 
 
 def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_args: str = "--nv") -> dict:
-    """``spade train --backend openrlhf``: prepare the run (tickets, run spec), check the command against the
-    installed parser (inside ``image`` when given), write and run the launch script, link the checkpoints and
-    write ``summary.json``."""
+    """``spade train --backend openrlhf``: check the node's environment (``spade.rlhf.guards``), prepare the run
+    (tickets, run spec), check the command against the installed parser (inside ``image`` when given), write and run
+    the launch script, link the checkpoints and write ``summary.json`` (with what the guards saw)."""
     from spade.io import atomic_write_json, atomic_write_text
     from spade.provenance import stamp
 
@@ -163,6 +164,12 @@ def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_a
                           f"{', '.join(missing)}. Install the pinned stack ({' '.join(GPU_STACK)}) on a GPU "
                           f"machine (or use the project's GPU environment/container), or train with --backend local.")
     check_logger_modules(config, runtime if image else None, f"in the image {image}" if image else "here")
+    # the node and environment settings that would fail the run only at the first weight sync or socket: this
+    # process's environment is the script's, which `ray start` and (through apptainer exec) the image inherit
+    guards = environment_guards(config)
+    if failures(guards):
+        raise LaunchError("the node's environment would fail this OpenRLHF run (docs/OPENRLHF.md, \"Preflight\"):\n"
+                          + failures(guards))
     orl = resolve_openrlhf(config)
     argv = openrlhf_command(config, run_dir, model_dir, corpus_path, orl, python=runtime[-1])
     verify_command(argv, runtime)
@@ -184,6 +191,7 @@ def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_a
     checkpoints = link_checkpoints(config, run_dir)
     summary = {"run": config.run_name, "model_card": config.model_card, "steps": config.selfplay.total_steps,
                "checkpoints": checkpoints,
-               "backend": f"openrlhf {OPENRLHF_VERSION}", "provenance": stamp(config)}
+               "backend": f"openrlhf {OPENRLHF_VERSION}", "guards": [guard.as_dict() for guard in guards],
+               "provenance": stamp(config)}
     atomic_write_json(Path(run_dir) / "summary.json", summary)
     return summary

@@ -13,6 +13,11 @@ installed through ``preflight_site/`` on the run's PYTHONPATH), which the checks
 - the rewards we sent are those OpenRLHF logged, and at least half of its prompt groups have a nonzero advantage;
 - the advantages OpenRLHF trained on equal the rewards our executor returned, sample by sample.
 
+Before the training (and before the model download) the environment guards (``spade.rlhf.guards``) check the node:
+``kernel.yama.ptrace_scope`` and ``expandable_segments`` under the CUDA-IPC sync, the NCCL settings the trainer and the
+engines will see, the socket paths under ``TMPDIR``; one that fails stops the preflight with its fix, and
+``report.json`` records what each saw.
+
 ``versions.json`` records what the node runs: GPUs, driver, CUDA, NCCL, InfiniBand devices and the versions of
 torch, vLLM, OpenRLHF, DeepSpeed, Ray and transformers, read inside the image when the run uses one. ``report.json``
 holds the checks. Nothing here has run on a GPU yet (docs/OPENRLHF.md, "Preflight").
@@ -35,6 +40,7 @@ from pathlib import Path
 from spade.rlhf.cpu.checks import (IntegrationError, check_finite, check_nonzero_groups, check_rewards,
                                    check_trained_advantages, check_workers_received)
 from spade.rlhf.cpu.probes import RECORDS_ENV
+from spade.rlhf.guards import PID_MAX, PTRACE_SCOPE, environment_guards, failures
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = (ROOT / "configs" / "default.yaml", ROOT / "configs" / "preflight.yaml")
@@ -116,6 +122,22 @@ def image_versions(image: str, apptainer_args: str, run=subprocess.run) -> dict:
     return json.loads(done.stdout)
 
 
+def run_guards(config, out: Path, facts: dict, env: dict, ptrace_scope: Path = PTRACE_SCOPE,
+               pid_max: Path = PID_MAX) -> list:
+    """The environment guards for the training's environment ``env`` on this node, with the vLLM and NCCL versions
+    the node runs (``facts``, from ``versions``); a failure writes ``report.json`` with every guard and raises."""
+    from spade.io import atomic_write_json
+
+    guards = environment_guards(config, env, ptrace_scope, pid_max, (facts.get("packages") or {}).get("vllm"),
+                                facts.get("nccl"))
+    if failures(guards):
+        atomic_write_json(out / "report.json", {"guards": [guard.as_dict() for guard in guards],
+                                                "failed": "environment guards"})
+        raise IntegrationError("the node's environment would fail the training (docs/OPENRLHF.md, \"Preflight\"):\n"
+                               + failures(guards))
+    return guards
+
+
 def run(out: Path, configs=CONFIGS, image: str = "", apptainer_args: str = "--nv", timeout_s: float = 7200) -> dict:
     from spade.config import load_config
     from spade.inference.models import prepare_model
@@ -134,8 +156,9 @@ def run(out: Path, configs=CONFIGS, image: str = "", apptainer_args: str = "--nv
     out.mkdir(parents=True, exist_ok=True)
     facts = image_versions(image, apptainer_args) if image else versions()
     atomic_write_json(out / "versions.json", facts)
-    model = prepare_model(config.model, out / "model")
     records, run_dir = out / "records", out / "run"
+    guards = run_guards(config, out, facts, environment(records))
+    model = prepare_model(config.model, out / "model")
     cmd = train_command(configs, model, run_dir, image, apptainer_args)
     started = time.monotonic()
     with (out / "train.log").open("w", encoding="utf-8") as log:
@@ -147,6 +170,7 @@ def run(out: Path, configs=CONFIGS, image: str = "", apptainer_args: str = "--nv
     steps = config.selfplay.total_steps
     report = {
         "config": [str(p) for p in configs], "model": str(model), "train_seconds": seconds, "versions": facts,
+        "guards": [guard.as_dict() for guard in guards],
         "rewards": check_rewards(run_dir, steps, config.train.global_batch),
         "finite_diagnostics": check_finite(run_dir, steps),
         "nonzero_advantage_groups": check_nonzero_groups(records),
