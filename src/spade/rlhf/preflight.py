@@ -37,8 +37,9 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from spade.rlhf.cpu.checks import (IntegrationError, check_finite, check_nonzero_groups, check_rewards,
-                                   check_trained_advantages, check_workers_received)
+from spade.rlhf.cpu.checks import (IntegrationError, check_engine_logprobs, check_finite, check_greedy_after_sync,
+                                   check_nonzero_groups, check_params_moved, check_rewards, check_trained_advantages,
+                                   check_workers_received)
 from spade.rlhf.cpu.probes import RECORDS_ENV
 from spade.rlhf.guards import PID_MAX, PTRACE_SCOPE, environment_guards, failures
 
@@ -177,6 +178,9 @@ def run(out: Path, configs=CONFIGS, image: str = "", apptainer_args: str = "--nv
         "weight_sync": check_workers_received(records, steps,
                                               placement.vllm_num_engines * placement.vllm_tensor_parallel_size),
         "trained_advantages": check_trained_advantages(records),
+        "greedy_after_sync": check_greedy_after_sync(records),
+        "engine_logprobs": check_engine_logprobs(records),
+        "params_moved": check_params_moved(records),
     }
     atomic_write_json(out / "report.json", report)
     return report

@@ -438,15 +438,18 @@ def check_greedy_after_sync(records: Path, tol: float = GREEDY_LOGPROB_TOL) -> l
 
 
 def check_params_moved(records: Path) -> dict:
-    """The frozen-parameter guard (OpenRLHF #1258: ZeRO-3's leaf detection left most parameters out of the optimizer,
-    silently): between the actor's first two syncs of a launch (one optimizer step apart) every parameter it sent
-    changed. A name whose bytes stayed the same fails, named."""
-    syncs = [row for row in read_records(records, "actor_sync") if "digests" in row]
+    """The frozen-parameter guard (OpenRLHF #1258: ZeRO-3's leaf detection left most parameters out of training,
+    silently): between the actor's first two syncs of a launch (one optimizer step apart) the optimizer's fp32 copy of
+    every parameter changed (``probes.patch_actor``; the bf16 weights would not show a step of 1e-6). A name whose
+    copy stayed the same fails, named."""
+    syncs = [row for row in read_records(records, "actor_sync") if row.get("master_digests")]
     if len(syncs) < 2:
-        raise IntegrationError(f"{records}: {len(syncs)} actor syncs with per-parameter digests; the guard needs two")
-    first, second = syncs[0]["digests"], syncs[1]["digests"]
-    if set(first) != set(second):
-        raise IntegrationError(f"{records}: syncs {syncs[0]['sync']} and {syncs[1]['sync']} sent different parameters: "
+        raise IntegrationError(f"{records}: {len(syncs)} actor syncs with the optimizer's fp32 digests; the guard needs "
+                               "two")
+    first, second = syncs[0]["master_digests"], syncs[1]["master_digests"]
+    if set(first) != set(second) or len(first) != syncs[0]["params"]:
+        raise IntegrationError(f"{records}: syncs {syncs[0]['sync']} and {syncs[1]['sync']} have fp32 copies of "
+                               f"{len(first)} and {len(second)} of {syncs[0]['params']} parameters: "
                                f"{sorted(set(first) ^ set(second))}")
     frozen = sorted(name for name in first if first[name] == second[name])
     if frozen:
