@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from spade.rlhf.cpu import environment, probes
+from spade.rlhf.guards import cpu_applicable_guards, failures
 from spade.rlhf.cpu.checks import (IntegrationError, check_checkpoints, check_designer_replay, check_engine_logprobs,
                                    check_finite, check_greedy_after_sync, check_launches_agree, check_live_metrics,
                                    check_nonzero_groups, check_params_moved, check_policy_moved, check_real_vllm,
@@ -126,6 +127,9 @@ def run(out: Path, configs=CONFIGS) -> dict:
     from spade.inference.models import prepare_model
 
     config = load_config(*configs)
+    guards = cpu_applicable_guards(environment(), config)  # what applies on a CPU of the preflight's guards
+    if failures(guards):
+        raise IntegrationError(f"an environment guard failed (spade.rlhf.guards):\n{failures(guards)}")
     out = Path(out).resolve()
     # a leftover run folder would be resumed, not rerun
     for stale in ("full", "resumed", "run", "logs", "records", "report.json"):
@@ -158,6 +162,7 @@ def run(out: Path, configs=CONFIGS) -> dict:
     report = {
         "config": [str(p) for p in configs], "model": str(model), "timings": timings,
         "vllm": {name: check_real_vllm(records / name) for name in launches},
+        "guards": [guard.as_dict() for guard in guards],
         "killed_with_latest_checkpoint": latest,
         "checkpoints": {name: check_checkpoints(out / name, sp.checkpoint_steps()) for name in ("full", "resumed")},
         "rewards": {name: check_rewards(out / name, steps, config.train.global_batch) for name in ("full", "resumed")},
