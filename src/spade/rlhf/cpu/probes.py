@@ -6,7 +6,7 @@ Installed with the CUDA patches (``spade.rlhf.cpu.patches.PATCHES``) in the inte
 
 - ``actor_sync.jsonl``: after each ``ActorPPOTrainer.broadcast_to_vllm`` (``trainer/ray/ppo_actor.py:409``), rank 0's
   checksum of the DeepSpeed actor's weights as it sent them, and the digest of each parameter's fp32 copy in the
-  optimizer (``param.dtype``: the
+  optimizer after the step that preceded the sync (``param.dtype``: the
   engine refuses any other dtype than its own, ``patches._patch_worker_wrap``, so this is the engine's dtype);
 - ``actor_greedy.jsonl``: right after each sync, the actor's greedy continuation of ``PROBE_PROMPT``
   (``greedy_decode``); ``engine_greedy.jsonl``: each engine's, asked by the driver before the engines sample again
@@ -125,23 +125,17 @@ def patch_actor(module) -> None:
         import deepspeed
         import torch
 
-        from deepspeed.utils import safe_get_full_fp32_param
-
         real(self)
         model = self.actor.model.module
         params = list(model.named_parameters())
-        # the optimizer's fp32 copy of each parameter (a collective under ZeRO: every rank calls it): a step of the
-        # paper's learning rate (1e-6) moves it, where most bf16 weights round back to what they were
-        masters = {name: safe_get_full_fp32_param(param) for name, param in params}
         # under ZeRO-3 every rank holds a shard: all ranks gather (a collective), rank 0 computes
         with deepspeed.zero.GatheredParameters([p for _, p in params], enabled=self.strategy.args.ds.zero_stage == 3):
             if torch.distributed.get_rank() == 0:
                 self._spade_syncs = getattr(self, "_spade_syncs", 0) + 1
                 digests = {name: tensor_digest(name, param) for name, param in params}
-                master_digests = {name: tensor_digest(name, master) for name, master in masters.items()
-                                  if master is not None}
                 record("actor_sync", {"sync": self._spade_syncs, "params": len(params),
-                                      "checksum": combined_checksum(digests), "master_digests": master_digests})
+                                      "checksum": combined_checksum(digests),
+                                      "master_digests": self.__dict__.pop("_spade_masters", None)})
         greedy = greedy_decode(model)  # every rank runs the forward passes (ZeRO-3 gathers inside them)
         if torch.distributed.get_rank() == 0:
             record("actor_greedy", {"sync": self._spade_syncs, "prompt": list(PROBE_PROMPT), **greedy})
@@ -154,12 +148,21 @@ def patch_actor(module) -> None:
         """``freeze_param``: ``FROZEN_PARAM``'s gradient is zeroed before it reaches the optimizer, so neither it nor
         its fp32 copy moves, as a parameter left out of training would (OpenRLHF #1258: ZeRO-3's leaf detection
         froze most parameters silently)."""
-        if "freeze_param" in mutations() and not getattr(self, "_spade_frozen", False):
-            import torch
+        import torch
+        from deepspeed.utils import safe_get_full_fp32_param
 
+        if "freeze_param" in mutations() and not getattr(self, "_spade_frozen", False):
             dict(self.actor.model.module.named_parameters())[FROZEN_PARAM].register_hook(torch.zeros_like)
             self._spade_frozen = True
-        return real_train(self, *args, **kwargs)
+        result = real_train(self, *args, **kwargs)
+        # the optimizer's fp32 copy of each parameter, read here because OpenRLHF offloads the optimizer's states
+        # after training (colocated runs) and before the sync; a collective under ZeRO (every rank calls it). A step
+        # of the paper's learning rate (1e-6) moves it, where most bf16 weights round back to what they were
+        masters = {name: safe_get_full_fp32_param(param) for name, param in self.actor.model.module.named_parameters()}
+        if torch.distributed.get_rank() == 0:
+            self._spade_masters = {name: tensor_digest(name, master) for name, master in masters.items()
+                                   if master is not None}
+        return result
 
     cls.ppo_train = ppo_train
 
