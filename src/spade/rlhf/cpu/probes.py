@@ -24,7 +24,7 @@ Installed with the CUDA patches (``spade.rlhf.cpu.patches.PATCHES``) in the inte
 ``SPADE_CPU_MUTATE`` (comma-separated, for the checks' mutation tests): ``skip_sync`` makes the engine receive each
 weight but not load it; ``corrupt_weight`` adds 1 to the first tensor of every sync as the engine receives it;
 ``flip_advantages`` negates every advantage after OpenRLHF computed it (before the record); ``freeze_param`` puts
-``FROZEN_PARAM`` back after every training step.
+``FROZEN_PARAM`` and the optimizer's fp32 copy of it back after every training step.
 """
 
 from __future__ import annotations
@@ -145,16 +145,21 @@ def patch_actor(module) -> None:
 
     @functools.wraps(real_train)
     def ppo_train(self, *args, **kwargs):
-        """``freeze_param``: ``FROZEN_PARAM``'s gradient is zeroed before it reaches the optimizer, so neither it nor
-        its fp32 copy moves, as a parameter left out of training would (OpenRLHF #1258: ZeRO-3's leaf detection
-        froze most parameters silently)."""
+        """``freeze_param``: ``FROZEN_PARAM`` and its fp32 copy in the optimizer are put back after every step, as a
+        parameter left out of training stays (OpenRLHF #1258: ZeRO-3's leaf detection froze most parameters
+        silently); a zeroed gradient would not do, the optimizer's weight decay still moves the copy."""
         import torch
-        from deepspeed.utils import safe_get_full_fp32_param
+        from deepspeed.utils import safe_get_full_fp32_param, safe_set_full_fp32_param
 
-        if "freeze_param" in mutations() and not getattr(self, "_spade_frozen", False):
-            dict(self.actor.model.module.named_parameters())[FROZEN_PARAM].register_hook(torch.zeros_like)
-            self._spade_frozen = True
+        frozen = None
+        if "freeze_param" in mutations():
+            param = dict(self.actor.model.module.named_parameters())[FROZEN_PARAM]
+            frozen = (param, param.data.clone(), safe_get_full_fp32_param(param).clone())
         result = real_train(self, *args, **kwargs)
+        if frozen is not None:
+            param, weight, master = frozen
+            safe_set_full_fp32_param(param, master)
+            param.data.copy_(weight)
         # the optimizer's fp32 copy of each parameter, read here because OpenRLHF offloads the optimizer's states
         # after training (colocated runs) and before the sync; a collective under ZeRO (every rank calls it). A step
         # of the paper's learning rate (1e-6) moves it, where most bf16 weights round back to what they were
