@@ -344,7 +344,7 @@ REFERENCE_SWITCHES = {
     "train.designer_upweight_count": "returned", "agent.cut_turns": "end", "agent.turn_limit": "own",
     "agent.turn_samples": "episode", "validation.screen_unclear": "pass", "agent.tool_format": "native",
     "eval.bfcl_multi_turn.tool_format": "native", "eval.tau2.tool_format": "native", "validation.reset_gate": "lenient",
-    "memory.examples": "reference", "selfplay.top_up": "window",
+    "memory.examples": "reference", "selfplay.top_up": "window", "agent.tool_call_syntax": "xml_json",
 }
 BY_FLAVOUR = {"interactive": {"agent.truncated_episodes": "train", "validation.llm_screen": False},
               "tool_use": {"agent.truncated_episodes": "mask", "validation.llm_screen": True}}

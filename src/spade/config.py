@@ -344,7 +344,7 @@ def logprob_temperature(config: SpadeConfig) -> float:
     return config.agent.temperature if value is None else value
 
 
-# The switches of docs/FIDELITY.md that set the reference's behaviour where the paper is silent (issue 32); the
+# The switches of docs/FIDELITY.md that set the reference's behaviour where the paper is silent (issues 32, 40); the
 # OpenRLHF dry run prints their values, so a paper run file shows what it runs
 FIDELITY_KEYS = (
     "agent.top_p", "agent.top_k", "designer.top_p", "designer.top_k", "designer.hint_top_p",
@@ -352,6 +352,8 @@ FIDELITY_KEYS = (
     "agent.cut_turns", "agent.turn_limit", "agent.truncated_episodes", "agent.turn_samples",
     "validation.llm_screen", "validation.screen_unclear", "validation.reset_gate", "memory.examples", "selfplay.top_up",
     "agent.tool_format", "eval.bfcl_multi_turn.tool_format", "eval.tau2.tool_format",
+    # issue 40
+    "agent.tool_call_syntax",
 )
 
 

@@ -102,6 +102,13 @@ class AgentConfig:
         "parse masked from the loss (a template without tool support gets the tools as text and results as 'user' "
         "messages); 'text' (before issue 32) = our system prompt, the tools as text, one call per turn, observations "
         "as 'user' messages.", choices=tool_calls.TOOL_FORMATS)
+    tool_call_syntax: str = option(
+        "xml_json", "Native tool-use format only: what the body of a <tool_call> block may be. 'xml_json' (reference "
+        "code, spade/core/utils/tool_call_parser.py:118-123) reads the XML form <function=NAME><parameter=KEY>VALUE"
+        "</parameter></function> first (a value that parses as JSON becomes that value, else it stays text), then a "
+        "JSON object with a name; 'json' (ours before issue 40) reads the JSON object only, so an XML-style call is "
+        "malformed (masked, no step). Evaluations (BFCL, tau2) read JSON bodies whatever this says.",
+        choices=tool_calls.CALL_SYNTAXES)
 
 
 @dataclass(frozen=True)
@@ -396,7 +403,7 @@ class EpisodeRunner:
         record.rollout_logprobs += list(generation.logprobs)
         record.generated_tokens += len(ids)
         record.turns += 1
-        plan = tool_calls.plan_turn(text) if self._native(entry.job) else None
+        plan = tool_calls.plan_turn(text, self.config.tool_call_syntax) if self._native(entry.job) else None
         record.last_parsed = plan.parsed if plan else parsed_action(text, entry.job.kind) is not None
         record.last_cut = generation.finish_reason == "length"
         record.unparsed_turns += not record.last_parsed
