@@ -332,6 +332,13 @@ def test_cli_without_gpu_stack_says_what_to_install(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+def test_openrlhf_refuses_tis_on_delayed_samples_only(tmp_path):
+    """train.tis_samples 'delayed' has no OpenRLHF form (its correction weighs every sample): refused, naming the key."""
+    config = load_config(CONFIG_DIR / "paper" / "spade_games_4b.yaml", overrides={"train": {"tis_samples": "delayed"}})
+    with pytest.raises(ConfigError, match=r"train\.tis_samples.*'delayed'.*allowed with --backend openrlhf: 'all'"):
+        openrlhf_command(config, tmp_path / "run", tmp_path / "m", "c.jsonl")
+
+
 def test_local_backend_rejects_dry_run(tmp_path, capsys):
     rc = main(["train", "--backend", "local", "--dry-run", "--model", str(tmp_path), "--run-dir", str(tmp_path / "r")])
     assert rc == 2 and "--backend openrlhf" in capsys.readouterr().err
@@ -345,6 +352,7 @@ REFERENCE_SWITCHES = {
     "agent.turn_samples": "episode", "validation.screen_unclear": "pass", "agent.tool_format": "native",
     "eval.bfcl_multi_turn.tool_format": "native", "eval.tau2.tool_format": "native", "validation.reset_gate": "lenient",
     "memory.examples": "reference", "selfplay.top_up": "window", "agent.tool_call_syntax": "xml_json",
+    "train.tis_samples": "all",
 }
 BY_FLAVOUR = {"interactive": {"agent.truncated_episodes": "train", "validation.llm_screen": False},
               "tool_use": {"agent.truncated_episodes": "mask", "validation.llm_screen": True}}

@@ -177,7 +177,15 @@ class TrainConfig:
         "reference code: each sample's token mean, summed, divided by the samples of the step) or 'token_mean' (the "
         "paper's words: the mean over every trained token of the step, where long samples weigh more).",
         choices=("seq_mean_token_mean", "token_mean"))  # = spade.core.losses.LOSS_AGGREGATIONS (torch-free here)
-    tis: bool = option(True, "Truncated importance sampling for delayed designer samples (paper: on).")
+    tis: bool = option(True, "Truncated importance sampling (paper: on): each trained token's loss is weighted by "
+                       "min(exp(training log-prob - rollout log-prob), tis_cap), the samples train.tis_samples names.")
+    tis_samples: str = option(
+        "all", "Which samples the local trainer weights with TIS. 'all' (reference code: slime's vanilla TIS, "
+        "slime/backends/megatron_utils/loss.py:750-771, applied to every sample by --use-tis in every script): fresh "
+        "samples too, whose weight is not 1 when train.logprob_temperature differs from the sampling temperature (the "
+        "rollout log-probs are the sampler's, at the sampling temperature 0.6; training log-probs at 1.0); 'delayed' "
+        "(ours before issue 40): delayed designer samples only, every other sample weighs 1. OpenRLHF applies TIS to "
+        "every sample ('delayed' is refused there).", choices=("all", "delayed"))
     tis_cap: float = option(2.0, "TIS cap C (not stated in the paper).", min=1.0)
     designer_upweight_cap: float = option(
         50.0, "Cap of the designer-sample up-weighting factor min(agent samples / designer samples * k, cap) "
@@ -353,7 +361,7 @@ FIDELITY_KEYS = (
     "validation.llm_screen", "validation.screen_unclear", "validation.reset_gate", "memory.examples", "selfplay.top_up",
     "agent.tool_format", "eval.bfcl_multi_turn.tool_format", "eval.tau2.tool_format",
     # issue 40
-    "agent.tool_call_syntax",
+    "agent.tool_call_syntax", "train.tis_samples",
 )
 
 
