@@ -108,6 +108,14 @@ class DesignerConfig:
                                      "behaviour.", min=0.0)
     hint_top_p: float = option(1.0, "Hint nucleus sampling mass; 1.0 = off (paper silent; reference code 0.9, the "
                                     "hint call's default, set in the recipes). Hints use no top-k, as there.", min=0.0)
+    enable_thinking: bool | None = option(
+        None, "The chat template's enable_thinking for the policy's non-agent prompts: designs, feedback revisions, "
+        "hints and the tool-use LLM screen (Qwen3-8B's thinking switch; templates that do not read it ignore it). "
+        "null = the template's default (Qwen3-8B: thinking). The reference renders these with the adapter's default, "
+        "--apply-chat-template-kwargs '{\"enable_thinking\":false}' in its Qwen3-8B scripts "
+        "(cmd/games/train_spade_8b.sh:88, cmd/tool_use/_train_spade_blend.sh:161; corpus_orchestrator.py:113, "
+        "model_adapter.py:99-101, 192, 269), so only the actor thinks; false in the 8B paper run files. An external "
+        "designer's chat API gets no template variables.", choices=(None, True, False))
     response_prefix: str = option(
         "", "Deviation (ours, toy only): text that opens every design reply right after the chat template's "
         "generation prompt, e.g. an opened ```python fence and the start of the class, so a model too small to answer "
@@ -361,7 +369,7 @@ FIDELITY_KEYS = (
     "validation.llm_screen", "validation.screen_unclear", "validation.reset_gate", "memory.examples", "selfplay.top_up",
     "agent.tool_format", "eval.bfcl_multi_turn.tool_format", "eval.tau2.tool_format",
     # issue 40
-    "agent.tool_call_syntax", "train.tis_samples",
+    "agent.tool_call_syntax", "train.tis_samples", "agent.enable_thinking", "designer.enable_thinking",
 )
 
 

@@ -11,8 +11,8 @@ come from the policy itself, or from an external, untrained model (``designer_ba
 spade.designer.external), which yields no designer sample.
 
 A mixin of :class:`spade.core.selfplay.SelfPlay`: it reads the core's ``config``, ``backend``,
-``designer_backend``, ``runner``, ``validator``, ``memory``, ``corpus``, ``rejected_dir``, ``backfill_pool`` and
-``clock``.
+``designer_backend``, ``runner``, ``designer_chat`` (the chat renderer of designs, hints and the screen,
+``designer.enable_thinking``), ``validator``, ``memory``, ``corpus``, ``rejected_dir``, ``backfill_pool`` and ``clock``.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ class EnvironmentDesign:
             if prefix:  # SelfPlay refuses the combination; a chat API cannot be given an opened reply
                 raise ValueError("designer.response_prefix applies to the policy's own designs only")
             return [[] for _ in chats], self.designer_backend.generate_chats(chats, params, seed)
-        prefix_ids = self.runner.chat.encode(prefix) if prefix else []
-        prompts = [self.runner.chat.first_prompt(chat) + prefix_ids for chat in chats]
+        prefix_ids = self.designer_chat.encode(prefix) if prefix else []
+        prompts = [self.designer_chat.first_prompt(chat) + prefix_ids for chat in chats]
         generations = self.backend.generate(prompts, params, seed)
         if prefix:
             generations = [replace(g, text=prefix + g.text) for g in generations]
@@ -166,7 +166,7 @@ class EnvironmentDesign:
     def _screen_generate(self, codes: list, seed: int) -> list:
         """The screen's replies, one per code, from the policy (the training model, also when an external model
         designs, as the reference's 'self' validator) in one generate call; its time is the step's screen phase."""
-        prompts = [self.runner.chat.first_prompt(screen_prompt(code)) for code in codes]
+        prompts = [self.designer_chat.first_prompt(screen_prompt(code)) for code in codes]
         return self.backend.generate(prompts, self.config.designer.screen_params(self.config.validation), seed)
 
     def _book(self, slot: EnvSlot, prompt: list, generation, report, invalid: list, revision: int):

@@ -50,7 +50,7 @@ from spade.config import SpadeConfig
 from spade.configtools import ConfigError
 from spade.core import env_source
 from spade.core.advantages import designer_advantages, designer_upweight, grpo_advantages
-from spade.core.agent import EpisodeJob, EpisodeRunner, loss_masked
+from spade.core.agent import ChatTokens, EpisodeJob, EpisodeRunner, loss_masked, template_kwargs
 from spade.core.design import EnvironmentDesign
 from spade.core.failures import cause_counts, summed
 from spade.core.fixed_envs import FixedEnvironments
@@ -144,6 +144,8 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         self.state = state or SelfPlayState()
         prompts = {kind: agent_prompt(kind, config.agent.prompt_style) for kind in ("game", "tool_use")}
         self.runner = EpisodeRunner(backend, validator.pool, config.agent, prompts)
+        # designs, revisions, hints and the screen render with the designer's template variables (enable_thinking)
+        self.designer_chat = ChatTokens(backend.tokenizer, template_kwargs(config.designer.enable_thinking))
         self.clock = PhaseClock(backend)  # where each step's time goes (spade.core.phases); the trainer reads it
         heldout = set(config.eval.heldout_library.environments)
         if config.selfplay.backfill_checks:
