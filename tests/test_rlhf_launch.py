@@ -353,6 +353,7 @@ REFERENCE_SWITCHES = {
     "eval.bfcl_multi_turn.tool_format": "native", "eval.tau2.tool_format": "native", "validation.reset_gate": "lenient",
     "memory.examples": "reference", "selfplay.top_up": "window", "agent.tool_call_syntax": "xml_json",
     "train.tis_samples": "all", "agent.enable_thinking": None, "designer.enable_thinking": None,
+    "designer.reward": "regret", "selfplay.total_steps": 400,
 }
 BY_FLAVOUR = {"interactive": {"agent.truncated_episodes": "train", "validation.llm_screen": False},
               "tool_use": {"agent.truncated_episodes": "mask", "validation.llm_screen": True}}
@@ -360,7 +361,12 @@ BY_FLAVOUR = {"interactive": {"agent.truncated_episodes": "train", "validation.l
 # (the RLVE script renders every call with thinking on and runs no designer)
 ONLY_AGENT_THINKS = {"agent.enable_thinking": True, "designer.enable_thinking": False}
 BY_RUN = {"spade_games_8b": ONLY_AGENT_THINKS, "spade_tool_use_8b": ONLY_AGENT_THINKS,
-          "fixed_env_grpo_8b": ONLY_AGENT_THINKS, "fixed_env_rlve_8b": {"agent.enable_thinking": True}}
+          "fixed_env_grpo_8b": ONLY_AGENT_THINKS, "fixed_env_rlve_8b": {"agent.enable_thinking": True},
+          # the tool-use 4B script: regret_based reward, 500 rollouts, log-prob temperature 0.7
+          "spade_tool_use_4b": {"designer.reward": "regret_window", "selfplay.total_steps": 500,
+                                "train.logprob_temperature": 0.7},
+          # ablation and comparison runs whose designer reward is their subject
+          "ablation_ema_lp_30b": {"designer.reward": "ema_lp"}, "comparison_calibration_30b": {"designer.reward": "calibration"}}
 
 
 def test_every_paper_run_shows_the_reference_fidelity_switches_in_its_dry_run(paper):

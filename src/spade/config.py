@@ -34,7 +34,7 @@ from spade.sandbox.config import SandboxConfig
 __all__ = ["SpadeConfig", "ConfigError", "load_config", "CONFIG_DIR"]
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
-DESIGNER_REWARDS = ("regret", "ema_lp", "calibration")
+DESIGNER_REWARDS = ("regret", "regret_window", "ema_lp", "calibration")
 BATCH_STRUCTURES = ("global_batch", "groups")
 PLATEAU_INPUTS = ("mean_return", "win_rate")
 TRAIN_DEVICES = ("auto", "cpu", "cuda")
@@ -122,8 +122,12 @@ class DesignerConfig:
         "in code still writes a module. It is part of the prompt tokens (loss mask 0, never trained) and of the text "
         "intake and validation read; the policy's own designs only (an external designer refuses it). '' = none "
         "(paper).")
-    reward: str = option("regret", "Designer reward: hint regret blend (paper), EMA learning potential or "
-                         "the calibration band (AutoEnvScaling).", choices=DESIGNER_REWARDS)
+    reward: str = option(
+        "regret", "Designer reward: 'regret' = the blend of floored hint regret and the difficulty plateau (paper; "
+        "reward.*); 'regret_window' = max(0, mean hinted return - the window's mean no-hint return), no plateau, no "
+        "scale (the reference's regret_based variant, delayed_env_rewards.py:304-366, used by its tool-use 4B script, "
+        "cmd/tool_use/train_spade_4b.sh:91); 'ema_lp' = EMA learning potential; 'calibration' = the calibration band "
+        "(AutoEnvScaling). Every one is centred per skill.", choices=DESIGNER_REWARDS)
     invalid: str = option("discard", "Invalid candidates: 'discard' (paper, no sample) or 'penalty'.",
                           choices=INVALID_MODES)
     invalid_penalty: float = option(-1.0, "Reward of an invalid candidate when invalid = 'penalty'.")
@@ -370,6 +374,7 @@ FIDELITY_KEYS = (
     "agent.tool_format", "eval.bfcl_multi_turn.tool_format", "eval.tau2.tool_format",
     # issue 40
     "agent.tool_call_syntax", "train.tis_samples", "agent.enable_thinking", "designer.enable_thinking",
+    "designer.reward", "selfplay.total_steps",
 )
 
 

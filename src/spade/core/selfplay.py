@@ -57,6 +57,7 @@ from spade.core.fixed_envs import FixedEnvironments
 from spade.core.phases import PhaseClock, timed
 from spade.core.rewards import (
     EMAState, calibration_band_reward, designer_reward, ema_update, invalid_candidate_reward, learning_potential, regret,
+    window_regret_reward,
 )
 from spade.core.slots import EnvSlot
 from spade.core.step_metrics import StepMetrics, mean_or_none
@@ -251,6 +252,8 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
                 slot.designer_reward = designer_reward(slot.regret or 0.0, self.plateau_input(slot), rcfg.regret_weight,
                                                        rcfg.plateau_weight, rcfg.regret_scale, rcfg.band_low,
                                                        rcfg.band_high, rcfg.ramp)
+            elif cfg.designer.reward == "regret_window":  # the reference's regret_based: no plateau, no scale
+                slot.designer_reward = window_regret_reward(slot.hint_returns, slot.mean_return or 0.0)
             elif cfg.designer.reward == "calibration":
                 slot.designer_reward = calibration_band_reward(True, slot.win_rate or 0.0, rcfg.band_low, rcfg.band_high)
         for slot in slots:
