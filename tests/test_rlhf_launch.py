@@ -353,7 +353,7 @@ REFERENCE_SWITCHES = {
     "eval.bfcl_multi_turn.tool_format": "native", "eval.tau2.tool_format": "native", "validation.reset_gate": "lenient",
     "memory.examples": "reference", "selfplay.top_up": "window", "agent.tool_call_syntax": "xml_json",
     "train.tis_samples": "all", "agent.enable_thinking": None, "designer.enable_thinking": None,
-    "designer.reward": "regret", "selfplay.total_steps": 400,
+    "designer.reward": "regret", "selfplay.total_steps": 400, "eval.livecodebench.problems": "release_v6",
 }
 BY_FLAVOUR = {"interactive": {"agent.truncated_episodes": "train", "validation.llm_screen": False},
               "tool_use": {"agent.truncated_episodes": "mask", "validation.llm_screen": True}}
