@@ -354,6 +354,8 @@ REFERENCE_SWITCHES = {
     "memory.examples": "reference", "selfplay.top_up": "window", "agent.tool_call_syntax": "xml_json",
     "train.tis_samples": "all", "agent.enable_thinking": None, "designer.enable_thinking": None,
     "designer.reward": "regret", "selfplay.total_steps": 400, "eval.livecodebench.problems": "release_v6",
+    "eval.tau2.evaluation_type": "all_with_nl_assertions", "eval.tau2.user_model": "gpt-4.1",
+    "eval.tau2.user_max_tokens": 2048,
 }
 BY_FLAVOUR = {"interactive": {"agent.truncated_episodes": "train", "validation.llm_screen": False},
               "tool_use": {"agent.truncated_episodes": "mask", "validation.llm_screen": True}}

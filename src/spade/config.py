@@ -374,7 +374,8 @@ FIDELITY_KEYS = (
     "agent.tool_format", "eval.bfcl_multi_turn.tool_format", "eval.tau2.tool_format",
     # issue 40
     "agent.tool_call_syntax", "train.tis_samples", "agent.enable_thinking", "designer.enable_thinking",
-    "designer.reward", "selfplay.total_steps", "eval.livecodebench.problems",
+    "designer.reward", "selfplay.total_steps", "eval.livecodebench.problems", "eval.tau2.evaluation_type",
+    "eval.tau2.user_model", "eval.tau2.user_max_tokens",
 )
 
 
