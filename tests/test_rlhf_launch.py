@@ -355,10 +355,12 @@ REFERENCE_SWITCHES = {
     "train.tis_samples": "all", "agent.enable_thinking": None, "designer.enable_thinking": None,
     "designer.reward": "regret", "selfplay.total_steps": 400, "eval.livecodebench.problems": "release_v6",
     "eval.tau2.evaluation_type": "all_with_nl_assertions", "eval.tau2.user_model": "gpt-4.1",
-    "eval.tau2.user_max_tokens": 2048,
+    "eval.tau2.user_max_tokens": 2048, "designer.hint_timeout_s": 120.0,
 }
-BY_FLAVOUR = {"interactive": {"agent.truncated_episodes": "train", "validation.llm_screen": False},
-              "tool_use": {"agent.truncated_episodes": "mask", "validation.llm_screen": True}}
+BY_FLAVOUR = {"interactive": {"agent.truncated_episodes": "train", "validation.llm_screen": False,
+                              "validation.screen_timeout_s": 0.0},
+              "tool_use": {"agent.truncated_episodes": "mask", "validation.llm_screen": True,
+                           "validation.screen_timeout_s": 120.0}}
 # by run where the reference scripts differ per backbone or run (issue 40): Qwen3-8B thinks as the agent only
 # (the RLVE script renders every call with thinking on and runs no designer)
 ONLY_AGENT_THINKS = {"agent.enable_thinking": True, "designer.enable_thinking": False}

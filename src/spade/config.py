@@ -108,6 +108,12 @@ class DesignerConfig:
                                      "behaviour.", min=0.0)
     hint_top_p: float = option(1.0, "Hint nucleus sampling mass; 1.0 = off (paper silent; reference code 0.9, the "
                                     "hint call's default, set in the recipes). Hints use no top-k, as there.", min=0.0)
+    hint_timeout_s: float = option(
+        0.0, "Wall-clock seconds one hint request may take; a request past it is asked again (3 requests in all) "
+        "and, still timing out, leaves its environment without a hint: no hint arm, regret unmeasured (the regret "
+        "term counts 0). 0 = no limit (ours before issue 40). Reference code: 120 with 3 tries (hint_generator.py:250-"
+        "257, 268-287; orchestrator.py:1939-1944, 2042), set in both recipes. The policy's own hints only; needs a "
+        "backend that can stop a request (OpenRLHF's engines, the HF backend).", min=0.0)
     enable_thinking: bool | None = option(
         None, "The chat template's enable_thinking for the policy's non-agent prompts: designs, feedback revisions, "
         "hints and the tool-use LLM screen (Qwen3-8B's thinking switch; templates that do not read it ignore it). "
@@ -139,13 +145,15 @@ class DesignerConfig:
     def hint_params(self) -> SamplingParams:
         """How a hint is sampled: its own temperature and top-p (reference code: 0.3 and the hint call's 0.9), no
         top-k."""
-        return SamplingParams(self.hint_temperature, self.hint_top_p, self.hint_max_new_tokens)
+        return SamplingParams(self.hint_temperature, self.hint_top_p, self.hint_max_new_tokens,
+                              timeout_s=self.hint_timeout_s)
 
     def screen_params(self, validation: ValidationConfig) -> SamplingParams:
         """How the tool-use LLM screen samples a verdict: validation.screen_temperature and screen_max_new_tokens,
         the hint's top-p and no top-k (reference code: the validator's call passes temperature and max tokens and
         keeps the call's top_p default 0.9, as the hint call does; spade/core/env_validator.py:166-172)."""
-        return SamplingParams(validation.screen_temperature, self.hint_top_p, validation.screen_max_new_tokens)
+        return SamplingParams(validation.screen_temperature, self.hint_top_p, validation.screen_max_new_tokens,
+                              timeout_s=validation.screen_timeout_s)
 
 
 @dataclass(frozen=True)
@@ -375,7 +383,7 @@ FIDELITY_KEYS = (
     # issue 40
     "agent.tool_call_syntax", "train.tis_samples", "agent.enable_thinking", "designer.enable_thinking",
     "designer.reward", "selfplay.total_steps", "eval.livecodebench.problems", "eval.tau2.evaluation_type",
-    "eval.tau2.user_model", "eval.tau2.user_max_tokens",
+    "eval.tau2.user_model", "eval.tau2.user_max_tokens", "designer.hint_timeout_s", "validation.screen_timeout_s",
 )
 
 

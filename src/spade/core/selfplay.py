@@ -223,7 +223,7 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
     def play_hint_arm(self, slots: list, step: int) -> dict:
         """Play the hint arm (G per valid slot, measurement only) and book its returns, seeds and causes on the
         slots; returns the step metric 'hint_causes' (spade.core.failures)."""
-        hinted = self.play(slots, step, "hint")
+        hinted = self.play([slot for slot in slots if not slot.hint_failed], step, "hint")  # a failed hint: no arm
         for slot in slots:
             records = hinted.get(slot.env_id, [])
             slot.hint_returns, slot.hint_seeds = [r.final_return for r in records], [r.seed for r in records]
@@ -415,7 +415,7 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
             slots, invalid = self.design(step)
             self.state.invalid_samples = invalid
             self.weigh_designer(samples, slots)
-            self.write_hints(slots, step)
+            metrics.update(self.write_hints(slots, step))
             metrics.update(self.play_hint_arm(slots, step))
             metrics.update(self._design_metrics(slots))
             if self.designer_backend is not None:
