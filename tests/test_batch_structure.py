@@ -228,6 +228,34 @@ def test_tool_use_keeps_table_5_and_the_scripts_values_are_one_switch_away():
     assert (scripts.train.kl_coef, scripts.selfplay.active_skills) == (0.005, 6)
 
 
+def test_regret_window_is_the_reference_4b_tool_use_reward(pool, tiny_model):
+    """designer.reward 'regret_window' (reference regret_based, delayed_env_rewards.py:304-366): max(0, hinted mean -
+    the window's mean no-hint return), centred per skill, no plateau. a: 0.75 - 2/8 = 0.5; b: 0 - 4/8 < 0 -> 0;
+    advantages +0.25, -0.25. The blend ('regret', regret 0) pays the plateau instead: a 0.6 x plateau(0.25) = 0.24,
+    b 0.6 x plateau(0.5) = 0.6. The tool-use 4B paper run uses it, with its script's 500 steps and log-prob T 0.7."""
+    from spade.config import CONFIG_DIR
+
+    _, tokenizer = tiny_model
+    sample = {"token_ids": [5, 6], "loss_mask": [0, 1], "rollout_logprobs": [0.0, -1.0]}
+
+    def slots():
+        return [EnvSlot("a", "optimization", 0, "designer", code="x", valid=True, episodes=8, return_sum=2.0,
+                        hint_returns=[1.0, 1.0, 1.0, 0.0], regret=0.0, designer_sample=dict(sample)),
+                EnvSlot("b", "optimization", 0, "designer", code="x", valid=True, episodes=8, return_sum=4.0,
+                        hint_returns=[0.0, 0.0], regret=0.0, designer_sample=dict(sample))]
+
+    window = slots()
+    samples = _core(pool, tokenizer, {"designer": {"reward": "regret_window"}}).close_set(window)
+    assert [s.designer_reward for s in window] == [pytest.approx(0.5), 0.0]
+    assert [s.advantage for s in samples] == [pytest.approx(0.25), pytest.approx(-0.25)]
+    blend = slots()
+    _core(pool, tokenizer, {}).close_set(blend)
+    assert [s.designer_reward for s in blend] == [pytest.approx(0.24), pytest.approx(0.6)]
+    four = load_config(CONFIG_DIR / "paper" / "spade_tool_use_4b.yaml")
+    assert (four.designer.reward, four.selfplay.total_steps, four.train.logprob_temperature) == ("regret_window", 500,
+                                                                                                 0.7)
+
+
 def test_designer_samples_carry_their_advantage_group_and_pending_groups_count_them(pool, tiny_model):
     """close_set labels each designer sample 'set<design step>:<skill>' and centres its advantage on the skill's mean,
     so a group's advantages sum to 0 (what the OpenRLHF packs rely on). Regret 0, reward 0.6 x plateau(mean return):

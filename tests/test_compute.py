@@ -176,7 +176,8 @@ def test_paper_configs_load_and_estimate():
         assert config.run_name == path.stem
         estimate = compute.estimate(config, assumptions)
         assert estimate.total_gpu_hours > 0, path
-        assert estimate.counts["steps"] == 400  # every paper run trains 400 steps (Table 5)
+        # every paper run trains Table 5's 400 steps but the tool-use 4B one, which follows its script (issue 40)
+        assert estimate.counts["steps"] == (500 if path.stem == "spade_tool_use_4b" else 400), path
     eight = load_config(ROOT / "configs" / "paper" / "spade_games_8b.yaml")
     assert (eight.designer.max_new_tokens, eight.train.kl_coef) == (20000, 0.005)
     two = load_config(ROOT / "configs" / "paper" / "ablation_two_skills_30b.yaml")

@@ -24,7 +24,8 @@ SHIFT = "class Solution:\n    def shiftAll(self, nums, k):\n        return [x + 
 
 
 def bench(**overrides) -> LiveCodeBench:
-    return LiveCodeBench(LiveCodeBenchConfig(path=str(FIXTURES), **overrides))
+    """The fixture (one file, test6.jsonl) read as a contest-date window (problems 'window')."""
+    return LiveCodeBench(LiveCodeBenchConfig(**{"path": str(FIXTURES), "problems": "window", **overrides}))
 
 
 def encode(obj) -> str:
@@ -46,6 +47,38 @@ def test_window_filters_and_ids():
     assert len(bench(max_problems=2).items()) == 2
     functional = bench().items()[0].payload
     assert functional["func_name"] == "shiftAll" and functional["starter_code"].startswith("class Solution")
+
+
+def test_release_v6_takes_every_problem_of_its_six_files_without_a_date_filter(tmp_path):
+    """problems 'release_v6' (the reference's lcb_runner release_v6, no date filter): old and new problems of
+    test.jsonl ... test6.jsonl alike, a file outside the release ignored; a folder missing one of the six is refused,
+    naming the files and both keys. 'window' keeps the contest-date window."""
+    rows = [json.loads(line) for line in (FIXTURES / "test6.jsonl").read_text().splitlines() if line.strip()]
+    old = {**rows[0], "question_id": "abc001_a", "contest_date": "2023-05-07T00:00:00"}
+    files = {"test.jsonl": [old], "test2.jsonl": [], "test3.jsonl": [], "test4.jsonl": [], "test5.jsonl": [],
+             "test6.jsonl": rows,
+             "test7.jsonl": [{**rows[0], "question_id": "abc999_z", "contest_date": "2024-01-01T00:00:00"}]}
+    for name, records in files.items():
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+    release = LiveCodeBench(LiveCodeBenchConfig(path=str(tmp_path))).items()  # the schema default: release_v6
+    every = {_key(r) for r in rows} | {"abc001_a"}
+    assert {item.payload["problem"] for item in release} == every
+    window = LiveCodeBench(LiveCodeBenchConfig(path=str(tmp_path), problems="window")).items()
+    assert {item.payload["problem"] for item in window} == {"03901", "abc900_a", "abc900_b"}
+    (tmp_path / "test3.jsonl").unlink()
+    with pytest.raises(ConfigError, match=r"eval\.livecodebench\.path.*lacks \['test3\.jsonl'\].*"
+                                          r"eval\.livecodebench\.problems 'release_v6'.*'window'"):
+        LiveCodeBench(LiveCodeBenchConfig(path=str(tmp_path))).items()
+    with pytest.raises(ConfigError, match=r"lacks \['test3\.jsonl'\]"):  # before any model loads
+        LiveCodeBench(LiveCodeBenchConfig(path=str(tmp_path))).check_data()
+    with pytest.raises(ConfigError, match=r"eval\.livecodebench\.problems.*'all'.*release_v6.*window"):
+        from_dict(LiveCodeBenchConfig, {"problems": "all"}, "eval.livecodebench")
+
+
+def _key(row: dict) -> str:
+    from spade.evals.livecodebench import _problem_key
+
+    return _problem_key(row["question_id"])
 
 
 def test_private_tests_decoded(problems):

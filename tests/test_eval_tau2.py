@@ -151,10 +151,16 @@ def test_user_requests_carry_scenario_tools_key_and_seed(tiny_model, tmp_path, u
     assert first["path"] == "/v1/chat/completions" and first["auth"] == "Bearer sk-test"
     body = first["body"]
     assert body["model"] == "user-sim" and body["temperature"] == 0.0 and isinstance(body["seed"], int)
+    assert body["max_tokens"] == 2048  # eval.tau2.user_max_tokens, the reference's user_max_tokens
     assert "Reason for call" in body["messages"][0]["content"] and "with tools" in body["messages"][0]["content"]
     assert [t["function"]["name"] for t in body["tools"]] == ["check_status_bar", "toggle_airplane_mode"]
     # after the user's tool call, its result goes back to the user model as a tool message
     assert any(m["role"] == "tool" for m in user_server.requests[-1]["body"]["messages"])
+
+
+def test_user_max_tokens_zero_sends_no_limit(tiny_model, tmp_path, user_server):
+    run(tiny_model, tmp_path, config(user_server, domains=["telecom"], user_max_tokens=0), scripted_agent(set()))
+    assert all("max_tokens" not in request["body"] for request in user_server.requests)
 
 
 def test_malformed_tool_calls_end_the_episode(tiny_model, tmp_path, user_server):
@@ -312,7 +318,8 @@ def test_loaders_without_splits(user_server, monkeypatch):
 
 def test_config_from_dict_checks_types():
     cfg = from_dict(Tau2Config, {"domains": ["retail"], "trials": 2}, "eval.tau2")
-    assert cfg.trials == 2 and cfg.user_model == "gpt-4.1-2025-04-14"
+    assert cfg.trials == 2 and cfg.user_model == "gpt-4.1" and cfg.user_max_tokens == 2048
+    assert cfg.evaluation_type == "all_with_nl_assertions"
     with pytest.raises(ConfigError, match="eval.tau2.trials"):
         from_dict(Tau2Config, {"trials": 0}, "eval.tau2")
 

@@ -8,7 +8,8 @@ Both agent formats (``eval.tau2.tool_format``): in CI ``native`` (the default) a
 as ``tool`` messages), and finally tells the customer every ``communicate_info`` string; a scripted user (a stand-in
 OpenAI-compatible server) issues the task's reference user actions (telecom: the phone's tools) when it is its turn,
 then stops with ###STOP###. tau2's ``evaluate_simulation`` scores each episode through the adapter
-(``evaluation_type: all``, the components in each task's ``reward_basis``). Whose turn it is, each side reads from
+(the default ``evaluation_type: all_with_nl_assertions``, the components in each task's ``reward_basis``; no task
+of the package names NL_ASSERTION there, so none asks the judge). Whose turn it is, each side reads from
 what it sees: the agent counts its tool responses and reads the user's ``[done U]`` (user calls so far), the user
 reads the agent's ``[at P]`` (position in the action list) and counts its own calls since. The task itself is named
 by the benchmark subclass below, which plays one item at a time: telecom tasks share user scenarios, so the user's

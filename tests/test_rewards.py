@@ -8,7 +8,7 @@ import pytest
 
 from spade.core.rewards import (EMAState, calibration_band_reward, designer_reward, ema_update, episode_return,
                            floored_regret, half_life, invalid_penalty, is_win, learnable, learning_potential,
-                           plateau, regret)
+                           plateau, regret, window_regret_reward)
 
 
 def test_episode_return_terminated_truncated_and_clipped():
@@ -177,3 +177,12 @@ def test_learnable():
     assert not learnable(0.1) and not learnable(0.9)
     with pytest.raises(ValueError, match="win_rate must lie in"):
         learnable(-0.1)
+
+
+def test_window_regret_reward():
+    """The reference's regret_based reward: max(0, hinted mean - window mean); no hinted return counts as 0."""
+    assert window_regret_reward([1.0, 0.5], 0.25) == pytest.approx(0.5)
+    assert window_regret_reward([0.0, 0.5], 0.5) == 0.0
+    assert window_regret_reward([], 0.0) == 0.0
+    with pytest.raises(ValueError, match="window_mean_return"):
+        window_regret_reward([1.0], float("nan"))

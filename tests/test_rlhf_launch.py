@@ -141,9 +141,11 @@ def test_paper_values_and_per_model_exceptions_reach_the_command(paper):
         assert config.selfplay.batch_structure == "global_batch", name
         assert args["train"]["batch_size"] == batch and args["rollout"]["n_samples_per_prompt"] == n, name
         assert args["rollout"]["batch_size"] * args["rollout"]["n_samples_per_prompt"] == batch, name
-        # OpenRLHF's actor takes log-probs at --rollout.temperature: the reference's 1.0 (train.logprob_temperature);
-        # the plugin samples each request at agent.temperature (0.6; 1.0 in the RLVE runs)
-        assert args["rollout"]["temperature"] == 1.0 and config.agent.temperature == temperature, name
+        # OpenRLHF's actor takes log-probs at --rollout.temperature: the reference's 1.0 (train.logprob_temperature;
+        # its tool-use 4B script's 0.7, issue 40); the plugin samples each request at agent.temperature (0.6; 1.0 in
+        # the RLVE runs)
+        logprob_t = 0.7 if name == "spade_tool_use_4b" else 1.0
+        assert args["rollout"]["temperature"] == logprob_t and config.agent.temperature == temperature, name
         assert args["algo"]["advantage"]["estimator"] == "dr_grpo", name
         assert args["algo"]["advantage"]["is_correction_threshold"] == [0.0, 2.0], name
         # every paper run keeps a checkpoint every 16 steps (their run files; recipe: 50), as the reference scripts
@@ -156,7 +158,8 @@ def test_paper_values_and_per_model_exceptions_reach_the_command(paper):
         plan = ticket_plan(config)
         packs = (0 if not config.selfplay.train_designer else 15 if config.designer.reward == "calibration"
                  else 4 if config.selfplay.active_skills == 2 else 3)
-        assert (config.selfplay.active_skills * config.selfplay.envs_per_skill, config.selfplay.total_steps) == (24, 400)
+        steps = 500 if name == "spade_tool_use_4b" else 400  # the tool-use 4B script's --num-rollout (issue 40)
+        assert (config.selfplay.active_skills * config.selfplay.envs_per_skill, config.selfplay.total_steps) == (24, steps)
         assert (plan.tickets_per_step, plan.designer_packs, plan.responses_per_step) == (tickets, packs, batch), name
         if card == "qwen3-8b" and not rlve:  # KL 0.005 with a k3 loss against a reference; designer 20,000 tokens
             assert args["algo"]["kl"]["init_coef"] == 0.005 and args["algo"]["kl"]["use_loss"], name
@@ -332,6 +335,13 @@ def test_cli_without_gpu_stack_says_what_to_install(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+def test_openrlhf_refuses_tis_on_delayed_samples_only(tmp_path):
+    """train.tis_samples 'delayed' has no OpenRLHF form (its correction weighs every sample): refused, naming the key."""
+    config = load_config(CONFIG_DIR / "paper" / "spade_games_4b.yaml", overrides={"train": {"tis_samples": "delayed"}})
+    with pytest.raises(ConfigError, match=r"train\.tis_samples.*'delayed'.*allowed with --backend openrlhf: 'all'"):
+        openrlhf_command(config, tmp_path / "run", tmp_path / "m", "c.jsonl")
+
+
 def test_local_backend_rejects_dry_run(tmp_path, capsys):
     rc = main(["train", "--backend", "local", "--dry-run", "--model", str(tmp_path), "--run-dir", str(tmp_path / "r")])
     assert rc == 2 and "--backend openrlhf" in capsys.readouterr().err
@@ -344,10 +354,26 @@ REFERENCE_SWITCHES = {
     "train.designer_upweight_count": "returned", "agent.cut_turns": "end", "agent.turn_limit": "own",
     "agent.turn_samples": "episode", "validation.screen_unclear": "pass", "agent.tool_format": "native",
     "eval.bfcl_multi_turn.tool_format": "native", "eval.tau2.tool_format": "native", "validation.reset_gate": "lenient",
-    "memory.examples": "reference", "selfplay.top_up": "window",
+    "memory.examples": "reference", "selfplay.top_up": "window", "agent.tool_call_syntax": "xml_json",
+    "train.tis_samples": "all", "agent.enable_thinking": None, "designer.enable_thinking": None,
+    "designer.reward": "regret", "selfplay.total_steps": 400, "eval.livecodebench.problems": "release_v6",
+    "eval.tau2.evaluation_type": "all_with_nl_assertions", "eval.tau2.user_model": "gpt-4.1",
+    "eval.tau2.user_max_tokens": 2048, "designer.hint_timeout_s": 120.0,
 }
-BY_FLAVOUR = {"interactive": {"agent.truncated_episodes": "train", "validation.llm_screen": False},
-              "tool_use": {"agent.truncated_episodes": "mask", "validation.llm_screen": True}}
+BY_FLAVOUR = {"interactive": {"agent.truncated_episodes": "train", "validation.llm_screen": False,
+                              "validation.screen_timeout_s": 0.0},
+              "tool_use": {"agent.truncated_episodes": "mask", "validation.llm_screen": True,
+                           "validation.screen_timeout_s": 120.0}}
+# by run where the reference scripts differ per backbone or run (issue 40): Qwen3-8B thinks as the agent only
+# (the RLVE script renders every call with thinking on and runs no designer)
+ONLY_AGENT_THINKS = {"agent.enable_thinking": True, "designer.enable_thinking": False}
+BY_RUN = {"spade_games_8b": ONLY_AGENT_THINKS, "spade_tool_use_8b": ONLY_AGENT_THINKS,
+          "fixed_env_grpo_8b": ONLY_AGENT_THINKS, "fixed_env_rlve_8b": {"agent.enable_thinking": True},
+          # the tool-use 4B script: regret_based reward, 500 rollouts, log-prob temperature 0.7
+          "spade_tool_use_4b": {"designer.reward": "regret_window", "selfplay.total_steps": 500,
+                                "train.logprob_temperature": 0.7},
+          # ablation and comparison runs whose designer reward is their subject
+          "ablation_ema_lp_30b": {"designer.reward": "ema_lp"}, "comparison_calibration_30b": {"designer.reward": "calibration"}}
 
 
 def test_every_paper_run_shows_the_reference_fidelity_switches_in_its_dry_run(paper):
@@ -355,7 +381,7 @@ def test_every_paper_run_shows_the_reference_fidelity_switches_in_its_dry_run(pa
 
     runs, _ = paper
     for name, config, _ in runs:
-        expected = {**REFERENCE_SWITCHES, **BY_FLAVOUR[config.selfplay.flavour]}
+        expected = {**REFERENCE_SWITCHES, **BY_FLAVOUR[config.selfplay.flavour], **BY_RUN.get(name, {})}
         assert sorted(expected) == sorted(FIDELITY_KEYS)
         shown = dict(line.strip().split(" = ") for line in describe_fidelity(config)[1:])
         assert shown == {k: "null" if v is None else str(v) for k, v in expected.items()}, name

@@ -78,6 +78,26 @@ def test_parse_calls_keeps_every_well_formed_block_in_order():
     assert tool_calls.parse_calls(text) == [{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {"y": "z"}}]
 
 
+def xml_call(name, **arguments):
+    """A call in the XML body form (agent.tool_call_syntax 'xml_json'); strings are written bare, other values as JSON."""
+    body = "".join(f"<parameter={key}>\n{value if isinstance(value, str) else json.dumps(value)}\n</parameter>"
+                   for key, value in arguments.items())
+    return f"<tool_call>\n<function={name}>\n{body}\n</function>\n</tool_call>"
+
+
+def test_xml_bodies_are_read_before_json_ones_with_the_reference_syntax():
+    """agent.tool_call_syntax 'xml_json' (reference tool_call_parser.py:118-123): an XML-style body becomes a call,
+    values that read as JSON become numbers, lists, ..., others stay text (HTML entities unescaped); 'json' skips it."""
+    text = (xml_call("transfer_funds", from_account="3136-7061", amount=240.5, note="a &amp; b", tags=["x", 1])
+            + call("get_accounts") + "<tool_call><function=bad name></function></tool_call>")
+    expected = {"name": "transfer_funds", "arguments": {"from_account": "3136-7061", "amount": 240.5, "note": "a & b",
+                                                          "tags": ["x", 1]}}
+    assert tool_calls.parse_calls(text, "xml_json") == [expected, {"name": "get_accounts", "arguments": {}}]
+    assert tool_calls.parse_calls(text, "json") == [{"name": "get_accounts", "arguments": {}}]
+    with pytest.raises(ValueError, match=r"agent\.tool_call_syntax.*'yaml'.*xml_json.*json"):
+        tool_calls.parse_calls(text, "yaml")
+
+
 @pytest.mark.parametrize("text, actions, parsed, malformed", [
     (call("a") + " <answer>done</answer>", [(call("a") + " <answer>done</answer>", "user")], True, False),
     (call("a") + call("b", k=2), [(call("a"), "tool"), (call("b", k=2), "tool")], True, False),
@@ -133,6 +153,28 @@ def test_native_calls_stop_where_the_environment_ends_the_episode(pool, tiny_mod
     reply = "".join(call("get_accounts") for _ in range(4))
     record, _ = play(pool, tokenizer, [reply], max_turns=3)  # the environment truncates at its 3rd step
     assert record.outcome == "truncated" and record.turns == 1 and len(record.rewards) == 3
+
+
+@pytest.mark.parametrize("syntax", ["xml_json", "json"])
+def test_an_xml_style_call_steps_the_environment_only_with_the_reference_syntax(pool, tiny_model, syntax):
+    """agent.tool_call_syntax reaches the episode: with 'xml_json' (reference) the XML-style call is one environment
+    step answered by a tool message; with 'json' it is a malformed call: its turn is masked and the reply goes to
+    step() as it is, answered in the user role with the format note."""
+    _, tokenizer = tiny_model
+    reply = "Let me look.\n" + xml_call("get_accounts")
+    record, backend = play(pool, tokenizer, [reply, "<answer>done</answer>"], tool_call_syntax=syntax)
+    second_prompt = tokenizer.decode(backend.prompts[1])
+    env, _ = env_instance(max_turns=6)
+    if syntax == "xml_json":
+        listing = env.step(call("get_accounts"))[0]
+        assert record.unparsed_turns == 0 and sum(record.loss_mask) > 0
+        assert "<|im_start|>tool\n" in second_prompt or "<tool_response>" in second_prompt
+        assert listing.splitlines()[0] in second_prompt and tool_calls.MALFORMED_NOTE.strip() not in second_prompt
+    else:
+        assert record.unparsed_turns == 1 and tool_calls.MALFORMED_NOTE.strip() in second_prompt
+        first_reply = len(tokenizer(reply, add_special_tokens=False)["input_ids"]) + 1
+        start = len(backend.prompts[0])
+        assert record.loss_mask[start:start + first_reply] == [0] * first_reply
 
 
 def test_text_format_is_unchanged(pool, tiny_model):

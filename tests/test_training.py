@@ -298,3 +298,45 @@ def test_loss_masked_selects_the_episodes_the_environment_did_not_end():
         sample = SelfPlay.agent_sample(types.SimpleNamespace(config=config), record, 0.5)
         assert (sample.loss_mask, sample.advantage) == (([0, 0, 0] if masked else [0, 1, 1]), 0.5), outcome
         assert not loss_masked(record, load_config().agent)  # 'train' (games default): nothing masked
+
+
+@pytest.mark.parametrize("scope", ["all", "delayed"])
+def test_tis_weighs_fresh_samples_only_with_train_tis_samples_all(tiny_model_dir, monkeypatch, scope):
+    """train.tis_samples: 'all' (reference: slime's vanilla TIS weighs every sample) gives a fresh agent sample the
+    weights min(exp(training log-prob - rollout log-prob), cap), not 1, when the rollout log-probs were taken at the
+    sampling temperature 0.6 and the training ones at 1.0; 'delayed' weighs the delayed designer sample only."""
+    import torch
+
+    import spade.train.trainer as trainer_module
+
+    seen = []
+    real = trainer_module.grpo_loss
+
+    def spy(logprobs, old, advantages, mask, *args):
+        seen.append((old.clone(), mask.clone(), args[4]))  # (..., eps_high, kl_coef, ref, tis, ...)
+        return real(logprobs, old, advantages, mask, *args)
+
+    monkeypatch.setattr(trainer_module, "grpo_loss", spy)
+    config = load_config(overrides={"model_card": "tiny-random", "agent": {"temperature": 0.6},
+                                    "train": {"tis_samples": scope, "micro_batch": 2, "global_batch": 2}})
+    model, _ = load_model(tiny_model_dir)
+    trainer = LocalTrainer(config, model, pad_id=0)
+    ids = [1, 5, 9, 4, 7, 3]
+    with torch.no_grad():  # the sampler's log-probs at 0.6, on the four trained tokens
+        logits = model(input_ids=torch.tensor([ids])).logits[0, :-1].float()
+        tempered = torch.log_softmax(logits / 0.6, dim=-1).gather(-1, torch.tensor(ids[1:])[:, None])[:, 0]
+    rollout = [0.0, 0.0] + tempered[1:].tolist()
+    mask = [0, 0, 1, 1, 1, 1]
+    fresh = Sample("agent", ids, mask, rollout, advantage=1.0)
+    delayed = Sample("designer", ids, mask, rollout, advantage=-1.0, delayed=True)
+    trainer.update([fresh, delayed], one_step=True)  # equal lengths: the micro batch keeps this order
+    (old, trained, tis), = seen
+    expected = torch.exp(old - torch.tensor([rollout, rollout])).clamp(max=2.0)
+    on = trained.bool()
+    assert tis is not None
+    assert torch.allclose(tis[1][on[1]], expected[1][on[1]])  # the delayed sample: weighted either way
+    fresh_row = tis[0][on[0]]
+    if scope == "all":
+        assert torch.allclose(fresh_row, expected[0][on[0]]) and (fresh_row - 1).abs().max() > 1e-3
+    else:
+        assert torch.equal(fresh_row, torch.ones_like(fresh_row))

@@ -34,7 +34,7 @@ from spade.sandbox.config import SandboxConfig
 __all__ = ["SpadeConfig", "ConfigError", "load_config", "CONFIG_DIR"]
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
-DESIGNER_REWARDS = ("regret", "ema_lp", "calibration")
+DESIGNER_REWARDS = ("regret", "regret_window", "ema_lp", "calibration")
 BATCH_STRUCTURES = ("global_batch", "groups")
 PLATEAU_INPUTS = ("mean_return", "win_rate")
 TRAIN_DEVICES = ("auto", "cpu", "cuda")
@@ -108,14 +108,32 @@ class DesignerConfig:
                                      "behaviour.", min=0.0)
     hint_top_p: float = option(1.0, "Hint nucleus sampling mass; 1.0 = off (paper silent; reference code 0.9, the "
                                     "hint call's default, set in the recipes). Hints use no top-k, as there.", min=0.0)
+    hint_timeout_s: float = option(
+        0.0, "Wall-clock seconds one hint request may take; a request past it is asked again (3 requests in all) "
+        "and, still timing out, leaves its environment without a hint: no hint arm, regret unmeasured (the regret "
+        "term counts 0). 0 = no limit (ours before issue 40). Reference code: 120 with 3 tries (hint_generator.py:250-"
+        "257, 268-287; orchestrator.py:1939-1944, 2042), set in both recipes. The policy's own hints only; needs a "
+        "backend that can stop a request (OpenRLHF's engines, the HF backend).", min=0.0)
+    enable_thinking: bool | None = option(
+        None, "The chat template's enable_thinking for the policy's non-agent prompts: designs, feedback revisions, "
+        "hints and the tool-use LLM screen (Qwen3-8B's thinking switch; templates that do not read it ignore it). "
+        "null = the template's default (Qwen3-8B: thinking). The reference renders these with the adapter's default, "
+        "--apply-chat-template-kwargs '{\"enable_thinking\":false}' in its Qwen3-8B scripts "
+        "(cmd/games/train_spade_8b.sh:88, cmd/tool_use/_train_spade_blend.sh:161; corpus_orchestrator.py:113, "
+        "model_adapter.py:99-101, 192, 269), so only the actor thinks; false in the 8B paper run files. An external "
+        "designer's chat API gets no template variables.", choices=(None, True, False))
     response_prefix: str = option(
         "", "Deviation (ours, toy only): text that opens every design reply right after the chat template's "
         "generation prompt, e.g. an opened ```python fence and the start of the class, so a model too small to answer "
         "in code still writes a module. It is part of the prompt tokens (loss mask 0, never trained) and of the text "
         "intake and validation read; the policy's own designs only (an external designer refuses it). '' = none "
         "(paper).")
-    reward: str = option("regret", "Designer reward: hint regret blend (paper), EMA learning potential or "
-                         "the calibration band (AutoEnvScaling).", choices=DESIGNER_REWARDS)
+    reward: str = option(
+        "regret", "Designer reward: 'regret' = the blend of floored hint regret and the difficulty plateau (paper; "
+        "reward.*); 'regret_window' = max(0, mean hinted return - the window's mean no-hint return), no plateau, no "
+        "scale (the reference's regret_based variant, delayed_env_rewards.py:304-366, used by its tool-use 4B script, "
+        "cmd/tool_use/train_spade_4b.sh:91); 'ema_lp' = EMA learning potential; 'calibration' = the calibration band "
+        "(AutoEnvScaling). Every one is centred per skill.", choices=DESIGNER_REWARDS)
     invalid: str = option("discard", "Invalid candidates: 'discard' (paper, no sample) or 'penalty'.",
                           choices=INVALID_MODES)
     invalid_penalty: float = option(-1.0, "Reward of an invalid candidate when invalid = 'penalty'.")
@@ -127,13 +145,15 @@ class DesignerConfig:
     def hint_params(self) -> SamplingParams:
         """How a hint is sampled: its own temperature and top-p (reference code: 0.3 and the hint call's 0.9), no
         top-k."""
-        return SamplingParams(self.hint_temperature, self.hint_top_p, self.hint_max_new_tokens)
+        return SamplingParams(self.hint_temperature, self.hint_top_p, self.hint_max_new_tokens,
+                              timeout_s=self.hint_timeout_s)
 
     def screen_params(self, validation: ValidationConfig) -> SamplingParams:
         """How the tool-use LLM screen samples a verdict: validation.screen_temperature and screen_max_new_tokens,
         the hint's top-p and no top-k (reference code: the validator's call passes temperature and max tokens and
         keeps the call's top_p default 0.9, as the hint call does; spade/core/env_validator.py:166-172)."""
-        return SamplingParams(validation.screen_temperature, self.hint_top_p, validation.screen_max_new_tokens)
+        return SamplingParams(validation.screen_temperature, self.hint_top_p, validation.screen_max_new_tokens,
+                              timeout_s=validation.screen_timeout_s)
 
 
 @dataclass(frozen=True)
@@ -177,7 +197,15 @@ class TrainConfig:
         "reference code: each sample's token mean, summed, divided by the samples of the step) or 'token_mean' (the "
         "paper's words: the mean over every trained token of the step, where long samples weigh more).",
         choices=("seq_mean_token_mean", "token_mean"))  # = spade.core.losses.LOSS_AGGREGATIONS (torch-free here)
-    tis: bool = option(True, "Truncated importance sampling for delayed designer samples (paper: on).")
+    tis: bool = option(True, "Truncated importance sampling (paper: on): each trained token's loss is weighted by "
+                       "min(exp(training log-prob - rollout log-prob), tis_cap), the samples train.tis_samples names.")
+    tis_samples: str = option(
+        "all", "Which samples the local trainer weights with TIS. 'all' (reference code: slime's vanilla TIS, "
+        "slime/backends/megatron_utils/loss.py:750-771, applied to every sample by --use-tis in every script): fresh "
+        "samples too, whose weight is not 1 when train.logprob_temperature differs from the sampling temperature (the "
+        "rollout log-probs are the sampler's, at the sampling temperature 0.6; training log-probs at 1.0); 'delayed' "
+        "(ours before issue 40): delayed designer samples only, every other sample weighs 1. OpenRLHF applies TIS to "
+        "every sample ('delayed' is refused there).", choices=("all", "delayed"))
     tis_cap: float = option(2.0, "TIS cap C (not stated in the paper).", min=1.0)
     designer_upweight_cap: float = option(
         50.0, "Cap of the designer-sample up-weighting factor min(agent samples / designer samples * k, cap) "
@@ -344,7 +372,7 @@ def logprob_temperature(config: SpadeConfig) -> float:
     return config.agent.temperature if value is None else value
 
 
-# The switches of docs/FIDELITY.md that set the reference's behaviour where the paper is silent (issue 32); the
+# The switches of docs/FIDELITY.md that set the reference's behaviour where the paper is silent (issues 32, 40); the
 # OpenRLHF dry run prints their values, so a paper run file shows what it runs
 FIDELITY_KEYS = (
     "agent.top_p", "agent.top_k", "designer.top_p", "designer.top_k", "designer.hint_top_p",
@@ -352,6 +380,10 @@ FIDELITY_KEYS = (
     "agent.cut_turns", "agent.turn_limit", "agent.truncated_episodes", "agent.turn_samples",
     "validation.llm_screen", "validation.screen_unclear", "validation.reset_gate", "memory.examples", "selfplay.top_up",
     "agent.tool_format", "eval.bfcl_multi_turn.tool_format", "eval.tau2.tool_format",
+    # issue 40
+    "agent.tool_call_syntax", "train.tis_samples", "agent.enable_thinking", "designer.enable_thinking",
+    "designer.reward", "selfplay.total_steps", "eval.livecodebench.problems", "eval.tau2.evaluation_type",
+    "eval.tau2.user_model", "eval.tau2.user_max_tokens", "designer.hint_timeout_s", "validation.screen_timeout_s",
 )
 
 

@@ -102,6 +102,18 @@ class AgentConfig:
         "parse masked from the loss (a template without tool support gets the tools as text and results as 'user' "
         "messages); 'text' (before issue 32) = our system prompt, the tools as text, one call per turn, observations "
         "as 'user' messages.", choices=tool_calls.TOOL_FORMATS)
+    enable_thinking: bool | None = option(
+        None, "The chat template's enable_thinking for every agent turn (Qwen3-8B's thinking switch; templates that "
+        "do not read it ignore it). null = the template's default (Qwen3-8B: thinking). The reference's Qwen3-8B runs "
+        "give the actor enable_thinking true (--spade-actor-enable-thinking, cmd/games/train_spade_8b.sh:140-143; "
+        "orchestrator.py:148-156, 384, 623, 812), set in the 8B paper run files.", choices=(None, True, False))
+    tool_call_syntax: str = option(
+        "xml_json", "Native tool-use format only: what the body of a <tool_call> block may be. 'xml_json' (reference "
+        "code, spade/core/utils/tool_call_parser.py:118-123) reads the XML form <function=NAME><parameter=KEY>VALUE"
+        "</parameter></function> first (a value that parses as JSON becomes that value, else it stays text), then a "
+        "JSON object with a name; 'json' (ours before issue 40) reads the JSON object only, so an XML-style call is "
+        "malformed (masked, no step). Evaluations (BFCL, tau2) read JSON bodies whatever this says.",
+        choices=tool_calls.CALL_SYNTAXES)
 
 
 @dataclass(frozen=True)
@@ -215,11 +227,20 @@ def settle(record: EpisodeRecord) -> EpisodeRecord:
     return record
 
 
-class ChatTokens:
-    """Renders chats with the tokenizer's template and extends an episode token by token."""
+def template_kwargs(enable_thinking: bool | None) -> dict:
+    """The chat-template variables of one role (``agent.enable_thinking``, ``designer.enable_thinking``): Qwen3's
+    ``enable_thinking`` when it is set, nothing when it is null (the template's own default; a template that does not
+    read the variable ignores it either way)."""
+    return {} if enable_thinking is None else {"enable_thinking": bool(enable_thinking)}
 
-    def __init__(self, tokenizer):
+
+class ChatTokens:
+    """Renders chats with the tokenizer's template and extends an episode token by token. ``kwargs`` (``template_kwargs``)
+    reach every rendering: the first prompt, each continuation and each re-rendered prompt."""
+
+    def __init__(self, tokenizer, kwargs: dict | None = None):
         self.tokenizer = tokenizer
+        self.kwargs = dict(kwargs or {})
         self.eos_text = tokenizer.eos_token
         self.eos_id = tokenizer.eos_token_id
         self._support = None  # tool_calls.TemplateSupport, probed on first use
@@ -227,7 +248,7 @@ class ChatTokens:
     def render(self, messages: list, add_generation_prompt: bool, tools: list | None = None) -> str:
         extra = {"tools": tools} if tools else {}  # tool schemas, rendered by the template (agent.tool_format native)
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt,
-                                                  **extra)
+                                                  **self.kwargs, **extra)
 
     def encode(self, text: str) -> list:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -287,7 +308,7 @@ class EpisodeRunner:
     def __init__(self, backend: GenerationBackend, pool: SandboxPool, config: AgentConfig, system_prompts: dict):
         self.backend, self.pool, self.config = backend, pool, config
         self.system_prompts = system_prompts  # kind -> system prompt text, or the messages before the first observation
-        self.chat = ChatTokens(backend.tokenizer)
+        self.chat = ChatTokens(backend.tokenizer, template_kwargs(config.enable_thinking))
         # agent.response_prefix: its tokens follow every generation prompt; its text opens every parsed reply
         self.prefix = config.response_prefix
         self.prefix_ids = self.chat.encode(self.prefix) if self.prefix else []
@@ -396,7 +417,7 @@ class EpisodeRunner:
         record.rollout_logprobs += list(generation.logprobs)
         record.generated_tokens += len(ids)
         record.turns += 1
-        plan = tool_calls.plan_turn(text) if self._native(entry.job) else None
+        plan = tool_calls.plan_turn(text, self.config.tool_call_syntax) if self._native(entry.job) else None
         record.last_parsed = plan.parsed if plan else parsed_action(text, entry.job.kind) is not None
         record.last_cut = generation.finish_reason == "length"
         record.unparsed_turns += not record.last_parsed

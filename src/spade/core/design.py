@@ -11,8 +11,8 @@ come from the policy itself, or from an external, untrained model (``designer_ba
 spade.designer.external), which yields no designer sample.
 
 A mixin of :class:`spade.core.selfplay.SelfPlay`: it reads the core's ``config``, ``backend``,
-``designer_backend``, ``runner``, ``validator``, ``memory``, ``corpus``, ``rejected_dir``, ``backfill_pool`` and
-``clock``.
+``designer_backend``, ``runner``, ``designer_chat`` (the chat renderer of designs, hints and the screen,
+``designer.enable_thinking``), ``validator``, ``memory``, ``corpus``, ``rejected_dir``, ``backfill_pool`` and ``clock``.
 """
 
 from __future__ import annotations
@@ -27,9 +27,12 @@ from spade.designer.feedback import revision_chat
 from spade.designer.prompts import design_prompt, extract_hint, hint_prompt, screen_prompt, screen_verdict
 from spade.designer.skills import active_skills, sample_domain, sample_variant
 from spade.envs.library.registry import level_kwargs
-from spade.envs.validate import screened, store_rejection
+from spade.envs.validate import screen_timed_out, screened, store_rejection
 from spade.inference.generation import SamplingParams
 from spade.seeding import derive_seed
+
+
+HINT_REQUESTS = 3  # requests per hint when they time out (designer.hint_timeout_s; reference: max_retries 3)
 
 
 class EnvironmentDesign:
@@ -44,8 +47,8 @@ class EnvironmentDesign:
             if prefix:  # SelfPlay refuses the combination; a chat API cannot be given an opened reply
                 raise ValueError("designer.response_prefix applies to the policy's own designs only")
             return [[] for _ in chats], self.designer_backend.generate_chats(chats, params, seed)
-        prefix_ids = self.runner.chat.encode(prefix) if prefix else []
-        prompts = [self.runner.chat.first_prompt(chat) + prefix_ids for chat in chats]
+        prefix_ids = self.designer_chat.encode(prefix) if prefix else []
+        prompts = [self.designer_chat.first_prompt(chat) + prefix_ids for chat in chats]
         generations = self.backend.generate(prompts, params, seed)
         if prefix:
             generations = [replace(g, text=prefix + g.text) for g in generations]
@@ -159,14 +162,17 @@ class EnvironmentDesign:
         replies = self._screen_generate([reports[i].code for i in todo], seed)
         out = list(reports)
         for i, generation in zip(todo, replies):
-            out[i] = screened(reports[i], screen_verdict(generation.text), generation.text, cfg.screen_unclear)
+            if generation.finish_reason == "timeout":  # validation.screen_timeout_s: the attempt fails
+                out[i] = screen_timed_out(reports[i], cfg.screen_timeout_s)
+            else:
+                out[i] = screened(reports[i], screen_verdict(generation.text), generation.text, cfg.screen_unclear)
         return out
 
     @timed("screen")
     def _screen_generate(self, codes: list, seed: int) -> list:
         """The screen's replies, one per code, from the policy (the training model, also when an external model
         designs, as the reference's 'self' validator) in one generate call; its time is the step's screen phase."""
-        prompts = [self.runner.chat.first_prompt(screen_prompt(code)) for code in codes]
+        prompts = [self.designer_chat.first_prompt(screen_prompt(code)) for code in codes]
         return self.backend.generate(prompts, self.config.designer.screen_params(self.config.validation), seed)
 
     def _book(self, slot: EnvSlot, prompt: list, generation, report, invalid: list, revision: int):
@@ -219,12 +225,28 @@ class EnvironmentDesign:
                 slot.env_kwargs = level_kwargs(entry, self.config.selfplay.library_level, "selfplay.library_level")
 
     @timed("hints")
-    def write_hints(self, slots: list, step: int) -> None:
-        live = [slot for slot in slots if slot.valid]
-        if not live:
-            return
-        chats = [hint_prompt(slot.code, self.config.selfplay.flavour) for slot in live]
-        _, generations = self._generate(chats, self.config.designer.hint_params(),
-                                        derive_seed(self.config.seed, "hint", step))
-        for slot, generation in zip(live, generations):
-            slot.hint = extract_hint(generation.text)
+    def write_hints(self, slots: list, step: int) -> dict:
+        """One hint per valid slot. A request past ``designer.hint_timeout_s`` is asked again, up to HINT_REQUESTS in
+        all (reference: 3 tries of 120 s each); a slot whose every request timed out keeps no hint and is marked
+        ``hint_failed`` (no hint arm, regret unmeasured, as the reference's failed hint). Returns the step metric
+        'hint_timeouts' (timed-out requests) when a limit is set."""
+        todo = [slot for slot in slots if slot.valid]
+        timeouts = 0
+        for request in range(HINT_REQUESTS):
+            if not todo:
+                break
+            chats = [hint_prompt(slot.code, self.config.selfplay.flavour) for slot in todo]
+            seed = derive_seed(self.config.seed, "hint", step) if request == 0 else \
+                derive_seed(self.config.seed, "hint-retry", step, request)
+            _, generations = self._generate(chats, self.config.designer.hint_params(), seed)
+            late = []
+            for slot, generation in zip(todo, generations):
+                if getattr(generation, "finish_reason", "stop") == "timeout":
+                    late.append(slot)
+                else:
+                    slot.hint = extract_hint(generation.text)
+            timeouts += len(late)
+            todo = late
+        for slot in todo:
+            slot.hint, slot.hint_failed = "", True
+        return {"hint_timeouts": timeouts} if self.config.designer.hint_timeout_s > 0 else {}

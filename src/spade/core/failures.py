@@ -54,6 +54,7 @@ STAGE_OF_REASON = {
     "eval_overlap": "gates",
     "screen_rejected": "gates",
     "screen_unclear": "gates",
+    "screen_timeout": "gates",
 }
 # intake failures a text cut short can cause: the rest of the text was never written, so the cut is the root cause
 CUT_MASKS = ("syntax_error", "empty", "no_env_class")

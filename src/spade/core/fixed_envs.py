@@ -101,7 +101,7 @@ class FixedEnvironments:
             slots = self._draw_pool(step if per_step else step // k, step)
             self.state.invalid_samples = []  # never rewarded: the designer is not trained
             if base.hint_arm and step == 0:  # regret of step 0's set, measurement only
-                self.write_hints(slots, step)
+                metrics.update(self.write_hints(slots, step))
                 metrics.update(self.play_hint_arm(slots, step))
         metrics["pool_size"] = len(self.state.pool)
         metrics["pool_draw"] = [slot.env_id for slot in slots if slot.valid]

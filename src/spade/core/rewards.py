@@ -99,6 +99,14 @@ def designer_reward(r_d: float, win_rate: float, regret_weight: float = 0.4, pla
     return a * floored_regret(r_d, scale) + b * plateau(win_rate, low, high, ramp)
 
 
+def window_regret_reward(returns_with_hint: Sequence[float], window_mean_return: float) -> float:
+    """The reference's ``regret_based`` designer reward (delayed_env_rewards.py:304-366, the tool-use 4B script):
+    max(0, mean of the hinted returns - the mean no-hint return over the whole k-step window), with no scale, no cap
+    and no plateau term. No hinted return (the hint failed) counts as a hinted mean of 0, as there."""
+    hinted = _mean("returns_with_hint", returns_with_hint) if len(returns_with_hint) else 0.0
+    return max(0.0, hinted - _finite("window_mean_return", window_mean_return))
+
+
 def calibration_band_reward(valid: bool, win_rate: float | None, low: float = 0.4, high: float = 0.6) -> float:
     """Spec 4 alternative scheme (AutoEnvScaling-style): -1 invalid, -0.25 valid but win rate outside
     [low, high], +1 valid and inside. ``win_rate`` may be None only for an invalid candidate."""

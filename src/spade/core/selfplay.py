@@ -50,13 +50,14 @@ from spade.config import SpadeConfig
 from spade.configtools import ConfigError
 from spade.core import env_source
 from spade.core.advantages import designer_advantages, designer_upweight, grpo_advantages
-from spade.core.agent import EpisodeJob, EpisodeRunner, loss_masked
+from spade.core.agent import ChatTokens, EpisodeJob, EpisodeRunner, loss_masked, template_kwargs
 from spade.core.design import EnvironmentDesign
 from spade.core.failures import cause_counts, summed
 from spade.core.fixed_envs import FixedEnvironments
 from spade.core.phases import PhaseClock, timed
 from spade.core.rewards import (
     EMAState, calibration_band_reward, designer_reward, ema_update, invalid_candidate_reward, learning_potential, regret,
+    window_regret_reward,
 )
 from spade.core.slots import EnvSlot
 from spade.core.step_metrics import StepMetrics, mean_or_none
@@ -144,6 +145,8 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         self.state = state or SelfPlayState()
         prompts = {kind: agent_prompt(kind, config.agent.prompt_style) for kind in ("game", "tool_use")}
         self.runner = EpisodeRunner(backend, validator.pool, config.agent, prompts)
+        # designs, revisions, hints and the screen render with the designer's template variables (enable_thinking)
+        self.designer_chat = ChatTokens(backend.tokenizer, template_kwargs(config.designer.enable_thinking))
         self.clock = PhaseClock(backend)  # where each step's time goes (spade.core.phases); the trainer reads it
         heldout = set(config.eval.heldout_library.environments)
         if config.selfplay.backfill_checks:
@@ -220,7 +223,7 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
     def play_hint_arm(self, slots: list, step: int) -> dict:
         """Play the hint arm (G per valid slot, measurement only) and book its returns, seeds and causes on the
         slots; returns the step metric 'hint_causes' (spade.core.failures)."""
-        hinted = self.play(slots, step, "hint")
+        hinted = self.play([slot for slot in slots if not slot.hint_failed], step, "hint")  # a failed hint: no arm
         for slot in slots:
             records = hinted.get(slot.env_id, [])
             slot.hint_returns, slot.hint_seeds = [r.final_return for r in records], [r.seed for r in records]
@@ -249,6 +252,8 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
                 slot.designer_reward = designer_reward(slot.regret or 0.0, self.plateau_input(slot), rcfg.regret_weight,
                                                        rcfg.plateau_weight, rcfg.regret_scale, rcfg.band_low,
                                                        rcfg.band_high, rcfg.ramp)
+            elif cfg.designer.reward == "regret_window":  # the reference's regret_based: no plateau, no scale
+                slot.designer_reward = window_regret_reward(slot.hint_returns, slot.mean_return or 0.0)
             elif cfg.designer.reward == "calibration":
                 slot.designer_reward = calibration_band_reward(True, slot.win_rate or 0.0, rcfg.band_low, rcfg.band_high)
         for slot in slots:
@@ -410,7 +415,7 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
             slots, invalid = self.design(step)
             self.state.invalid_samples = invalid
             self.weigh_designer(samples, slots)
-            self.write_hints(slots, step)
+            metrics.update(self.write_hints(slots, step))
             metrics.update(self.play_hint_arm(slots, step))
             metrics.update(self._design_metrics(slots))
             if self.designer_backend is not None:

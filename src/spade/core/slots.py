@@ -27,6 +27,7 @@ class EnvSlot:
     attempts: int = 0
     reports: list = field(default_factory=list)  # validation report of every attempt (no code)
     hint: str = ""
+    hint_failed: bool = False  # every hint request timed out (designer.hint_timeout_s): no hint arm, no regret
     hint_returns: list = field(default_factory=list)  # [G] returns with hint at the regeneration step
     paired_returns: list = field(default_factory=list)  # [m] no-hint returns of the regeneration step (kept plays)
     wins: int = 0  # no-hint wins over the window

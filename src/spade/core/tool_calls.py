@@ -8,7 +8,9 @@ What the reference does (spade/core/orchestrator.py:786-1015, ``_play_game_tool_
 - a reply holding ``<answer>`` is sent to ``step()`` as it is; the observation comes back as a ``user`` message
   (:880-913);
 - else every parsable ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` block is executed, in order, and
-  each result comes back as its own ``tool`` message (:975-1000); blocks that do not parse are skipped
+  each result comes back as its own ``tool`` message (:975-1000); a body may also be the XML form
+  ``<function=NAME><parameter=KEY>VALUE</parameter></function>``, read before the JSON one
+  (``agent.tool_call_syntax`` 'xml_json'); blocks that do not parse are skipped
   (spade/core/utils/tool_call_parser.py:114-129);
 - a reply without a parsable call is sent to ``step()`` as it is (the environment answers with a format error, in
   the ``user`` role). If it holds ``<tool_call>`` (a malformed call) its sampled tokens get loss mask 0 and the
@@ -27,6 +29,7 @@ text (what ``tool_format: text`` does), and tool results are sent in the ``user`
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from dataclasses import dataclass
@@ -34,9 +37,15 @@ from dataclasses import dataclass
 from jinja2 import TemplateError
 
 TOOL_FORMATS = ("native", "text")
+# agent.tool_call_syntax: what a <tool_call> body may be. 'xml_json' (reference code, tool_call_parser.py:118-123) reads
+# the XML form <function=NAME><parameter=KEY>VALUE</parameter>...</function> first and a JSON object second; 'json'
+# (ours before issue 40) reads the JSON object only
+CALL_SYNTAXES = ("xml_json", "json")
 THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
 ANSWER_RE = re.compile(r"<answer>.*?</answer>", re.DOTALL)
 CALL_BLOCK_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+XML_FUNCTION_RE = re.compile(r"<function=(\w+)>(.*?)</function>", re.DOTALL)
+XML_PARAMETER_RE = re.compile(r"<parameter=(\w+)>(.*?)</parameter>", re.DOTALL)
 # appended to the observation of a turn whose <tool_call> did not parse (the reference's error-as-feedback note)
 MALFORMED_NOTE = ('\n\n[Format] The <tool_call> of your last reply could not be parsed. Write each call as '
                   '<tool_call>{"name": "<tool name>", "arguments": {<arguments>}}</tool_call>.')
@@ -47,21 +56,51 @@ def tools_text(tools: list) -> str:
     return "\n\nTools (OpenAI function schemas):\n" + json.dumps(tools, indent=1)
 
 
-def parse_calls(text: str) -> list[dict]:
+def _xml_call(body: str) -> dict | None:
+    """The call of an XML-style body (``<function=NAME>`` holding ``<parameter=KEY>VALUE</parameter>`` entries), or
+    None when it has no ``<function=...>`` element. A value is unescaped (HTML entities) and stripped; one that reads
+    as JSON (a number, a boolean, a list, an object, a quoted string) becomes that value, any other stays text."""
+    function = XML_FUNCTION_RE.search(body)
+    if function is None:
+        return None
+    arguments = {}
+    for parameter in XML_PARAMETER_RE.finditer(function.group(2)):
+        value = html.unescape(parameter.group(2).strip())
+        try:
+            value = json.loads(value)
+        except ValueError:  # plain text
+            pass
+        arguments[parameter.group(1)] = value
+    return {"name": function.group(1), "arguments": arguments}
+
+
+def _json_call(body: str) -> dict | None:
+    """The call of a JSON body (an object with a string ``name``), or None."""
+    try:
+        value = json.loads(body.strip())
+    except ValueError:  # json.JSONDecodeError
+        return None
+    if isinstance(value, dict) and isinstance(value.get("name"), str):
+        return {"name": value["name"], "arguments": value.get("arguments", value.get("parameters", {}))}
+    return None
+
+
+def parse_calls(text: str, syntax: str = "json") -> list[dict]:
     """Every well-formed ``<tool_call>`` block of a reply, in order, as ``{"name", "arguments"}``.
 
-    A block is well formed when its body is a JSON object with a string ``name`` (the Qwen3/Hermes format);
-    ``arguments`` (or ``parameters``) defaults to ``{}`` and is passed on as written: the environment checks it.
-    Blocks that are not well formed are skipped, as the reference's parser does.
+    With ``syntax`` 'json' a block is well formed when its body is a JSON object with a string ``name`` (the
+    Qwen3/Hermes format); ``arguments`` (or ``parameters``) defaults to ``{}`` and is passed on as written: the
+    environment checks it. 'xml_json' (``agent.tool_call_syntax``, the reference's parser) first tries the XML form
+    (``_xml_call``), then the JSON one. Blocks that are not well formed are skipped, as the reference's parser does.
     """
+    if syntax not in CALL_SYNTAXES:
+        raise ValueError(f"config key 'agent.tool_call_syntax' has value {syntax!r}; allowed: {list(CALL_SYNTAXES)}")
     calls = []
     for block in CALL_BLOCK_RE.finditer(THINK_RE.sub("", text)):
-        try:
-            value = json.loads(block.group(1).strip())
-        except ValueError:  # json.JSONDecodeError
-            continue
-        if isinstance(value, dict) and isinstance(value.get("name"), str):
-            calls.append({"name": value["name"], "arguments": value.get("arguments", value.get("parameters", {}))})
+        call = _xml_call(block.group(1)) if syntax == "xml_json" else None
+        call = call or _json_call(block.group(1))
+        if call is not None:
+            calls.append(call)
     return calls
 
 
@@ -86,12 +125,12 @@ class TurnPlan:
     malformed: bool  # no well-formed call but a <tool_call> tag: the turn's sampled tokens are masked
 
 
-def plan_turn(text: str) -> TurnPlan:
-    """The steps of one reply under the native format (module docstring)."""
+def plan_turn(text: str, syntax: str = "json") -> TurnPlan:
+    """The steps of one reply under the native format (module docstring); ``syntax``: ``agent.tool_call_syntax``."""
     visible = THINK_RE.sub("", text)
     if ANSWER_RE.search(visible):
         return TurnPlan([(text, "user")], parsed=True, malformed=False)
-    calls = parse_calls(text)
+    calls = parse_calls(text, syntax)
     if calls:
         return TurnPlan([(call_action(call), "tool") for call in calls], parsed=True, malformed=False)
     return TurnPlan([(text, "user")], parsed=False, malformed="<tool_call>" in visible)

@@ -45,6 +45,8 @@ REASON_ADVICE = {
                        "after reset, or that needs a value neither the instructions nor any tool reveal.",
     "screen_unclear": "The reviewer of the tool-use task gave no clear verdict; make every criterion plainly "
                       "reachable through the tools and derivable from the instructions and tool outputs.",
+    "screen_timeout": "The reviewer of the tool-use task ran out of time; keep the environment short and its "
+                      "success criteria simple to check.",
 }
 
 

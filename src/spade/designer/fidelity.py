@@ -284,10 +284,10 @@ def run_fidelity(spade_config, backend, pool, config: FidelityConfig, progress: 
     ``spade_config`` gives the designer's sampling (``designer.temperature``, ``designer.max_new_tokens``),
     the validator settings (``validation``) and the master seed.
     """
-    from spade.core.agent import ChatTokens
+    from spade.core.agent import ChatTokens, template_kwargs
 
     instances = [sample_instance(name, seed) for name in config.family_names() for seed in config.seeds()]
-    chat = ChatTokens(backend.tokenizer)
+    chat = ChatTokens(backend.tokenizer, template_kwargs(spade_config.designer.enable_thinking))
     prompts = [chat.first_prompt(fidelity_prompt(inst)) for inst in instances]
     seeds = [derive_seed(spade_config.seed, "fidelity", inst.family, inst.seed) for inst in instances]
     params = spade_config.designer.design_params()

@@ -67,6 +67,7 @@ REASONS = intake_mod.REASONS + (
     "eval_overlap",  # overlap_gate: n-gram overlap with a held-out evaluation item reached the threshold
     "screen_rejected",  # llm_screen: the policy judged a success criterion unreachable, pre-met or underivable
     "screen_unclear",  # llm_screen with screen_unclear 'reject': the verdict was empty or unparsable
+    "screen_timeout",  # llm_screen: the verdict did not come back within screen_timeout_s (reference: a failed attempt)
 )
 SCREEN_UNCLEAR = ("pass", "reject")  # llm_screen: an empty or unparsable verdict passes (reference) or rejects
 GAME_PROBES = ("\\boxed{0}", "\\boxed{1}", "\\boxed{a}", "I am not sure.", "")
@@ -130,6 +131,12 @@ class ValidationConfig:
                                        "hint's (designer.hint_top_p), no top-k, as the reference's call.", min=0.0)
     screen_max_new_tokens: int = option(
         16384, "llm_screen: most tokens of a verdict (reference code: --spade-env-validator-max-tokens 16,384).", min=1)
+    screen_timeout_s: float = option(
+        0.0, "llm_screen: wall-clock seconds a verdict may take; past it the design fails (reason screen_timeout). 0 = "
+        "no limit (ours before issue 40). Reference code: 120, and a timeout fails the design attempt "
+        "(corpus_orchestrator.py:165-169; its own errors pass, env_validator.py:182-185); set in the tool-use recipe. "
+        "Needs a backend that can stop a request (OpenRLHF's engines, the HF backend); the local vLLM backend refuses "
+        "it.", min=0.0)
     screen_unclear: str = option(
         "pass", "llm_screen: what an empty or unparsable verdict does. 'pass' (reference code: it fails open) or "
         "'reject' (the paper's reading: only a judged-sound environment is kept; reason screen_unclear).",
@@ -365,6 +372,14 @@ def screened(report: ValidationReport, verdict: str, reply: str, unclear: str = 
     tail = reply.strip()[-reply_chars:]
     return replace(report, valid=False, reason=reason, screen_verdict=verdict,
                    message=f"the policy's LLM screen {what} (validation.llm_screen); its reply ends:\n{tail}")
+
+
+def screen_timed_out(report: ValidationReport, seconds: float) -> ValidationReport:
+    """``report`` of a candidate whose LLM-screen verdict did not come back within ``seconds``
+    (``screen_timeout_s``): rejected, as the reference's timed-out validator call fails the attempt."""
+    return replace(report, valid=False, reason="screen_timeout", screen_verdict="timeout",
+                   message=f"the policy's LLM screen gave no verdict within {seconds:g} s "
+                           f"(validation.screen_timeout_s); the design attempt fails")
 
 
 def store_rejection(folder: str | Path, raw: str, report: ValidationReport, extra: dict | None = None) -> Path:

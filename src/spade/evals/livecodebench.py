@@ -6,14 +6,16 @@ of the problem, in order, until one fails; a sample passes when all pass. Metric
 column ``lcb_v6``) = mean over problems of the fraction of passing samples (with one sample, the share
 of problems solved); ``pass@1/<difficulty>`` per LCB difficulty.
 
-v6 window: problems with ``start_date <= contest_date < end_date``, default 2025-02-01 .. 2025-05-01,
-the window the Qwen3 model cards call "LiveCodeBench v6 (25.02-25.05)" (the paper's base scores, e.g.
-35.1 for Qwen3-4B-Instruct-2507, are those cards' numbers).
+Which problems (``eval.livecodebench.problems``): 'release_v6' (the reference's offline suite, which loads
+lcb_runner's ``release_v6`` with no date filter): every problem of the files ``test.jsonl``, ``test2.jsonl`` ...
+``test6.jsonl``; 'window': problems with ``start_date <= contest_date < end_date``, default 2025-02-01 ..
+2025-05-01, the window the Qwen3 model cards call "LiveCodeBench v6 (25.02-25.05)" (the paper's base scores,
+e.g. 35.1 for Qwen3-4B-Instruct-2507, are those cards' numbers).
 
 Data: user-provided, ``eval.livecodebench.path`` (default the folder ``data/livecodebench``): the
-``test*.jsonl`` files of the Hugging Face dataset ``livecodebench/code_generation_lite`` (the window
-lies in ``test5.jsonl``/``test6.jsonl``; extra files are filtered out by date), or a parquet/json
-export with the same columns: question_id, question_title, question_content, platform, contest_date,
+``test*.jsonl`` files of the Hugging Face dataset ``livecodebench/code_generation_lite`` (release_v6: all six;
+the window lies in ``test5.jsonl``/``test6.jsonl``, extra files are filtered out by date), or a parquet/json
+export with the same columns (taken whole under 'release_v6'): question_id, question_title, question_content, platform, contest_date,
 starter_code, difficulty, public_test_cases (JSON string), private_test_cases (JSON string, or base64
 of zlib of a pickle of that JSON string), metadata (JSON string with ``func_name`` for LeetCode).
 The pickle is read with ``PlainUnpickler``, which refuses every global (no class, no function), so a
@@ -41,6 +43,7 @@ import re
 import zlib
 from dataclasses import dataclass
 from datetime import date, datetime
+from pathlib import Path
 
 from spade.configtools import ConfigError, option
 from spade.evals.base import Benchmark, EvalContext, Item, ItemRecord, Metric, mean_metric, prompt_hash
@@ -63,15 +66,20 @@ DATA = DataSpec(
     key="eval.livecodebench.path",
     title="LiveCodeBench (code generation, lite)",
     download="the Hugging Face dataset 'livecodebench/code_generation_lite' "
-             "(https://huggingface.co/datasets/livecodebench/code_generation_lite): files test5.jsonl and test6.jsonl "
-             "(or all test*.jsonl; problems outside the date window are skipped)",
-    expected="the folder data/livecodebench/ holding test6.jsonl (and test5.jsonl), or one .jsonl/.json/.parquet file: "
+             "(https://huggingface.co/datasets/livecodebench/code_generation_lite): files test.jsonl, test2.jsonl ... "
+             "test6.jsonl (release_v6, eval.livecodebench.problems 'release_v6'); the 'window' setting needs test5.jsonl "
+             "and test6.jsonl only (problems outside the date window are skipped)",
+    expected="the folder data/livecodebench/ holding test.jsonl and test2.jsonl ... test6.jsonl (with problems "
+             "'window': test5.jsonl and test6.jsonl), or one .jsonl/.json/.parquet file: "
              "one problem per record with columns question_id, question_content, starter_code, contest_date, "
              "difficulty, platform, public_test_cases (JSON string), private_test_cases (JSON string or "
              "base64(zlib(pickle(JSON string)))), metadata (JSON string, func_name for LeetCode)",
-    example="huggingface-cli download livecodebench/code_generation_lite test5.jsonl test6.jsonl --repo-type dataset "
-            "--local-dir data/livecodebench",
+    example="huggingface-cli download livecodebench/code_generation_lite test.jsonl test2.jsonl test3.jsonl test4.jsonl "
+            "test5.jsonl test6.jsonl --repo-type dataset --local-dir data/livecodebench",
 )
+# the files of LiveCodeBench's release_v6 (code_generation_lite's version tag: every release up to v6)
+RELEASE_V6_FILES = ("test.jsonl", "test2.jsonl", "test3.jsonl", "test4.jsonl", "test5.jsonl", "test6.jsonl")
+PROBLEM_SETS = ("release_v6", "window")
 
 
 def _iso_date(key: str, value: str) -> date:
@@ -85,9 +93,15 @@ def _iso_date(key: str, value: str) -> date:
 class LiveCodeBenchConfig:
     path: str = option("data/livecodebench", "Folder of code_generation_lite test*.jsonl files, or one "
                        "jsonl/json/parquet file; see docs/evals/user_data.md.")
-    start_date: str = option("2025-02-01", "First contest date included (ISO). Default = LCB v6 as in the Qwen3 "
-                             "cards (25.02-25.05).")
-    end_date: str = option("2025-05-01", "First contest date excluded (ISO).")
+    problems: str = option(
+        "release_v6", "Which problems are evaluated. 'release_v6' (reference code: eval_offline/suites/"
+        "livecodebench.py:59-71, 170-171 load lcb_runner's release_v6 with no date filter, lcb_runner pinned at 28fef95 "
+        "in scripts/setup_lcb.sh): every problem of test.jsonl, test2.jsonl ... test6.jsonl (a folder must hold all "
+        "six; a single file is taken whole). 'window' (ours before issue 40): the problems with start_date <= "
+        "contest_date < end_date, the Qwen3 cards' 'LiveCodeBench v6 (25.02-25.05)'.", choices=PROBLEM_SETS)
+    start_date: str = option("2025-02-01", "problems 'window': first contest date included (ISO). Default = LCB v6 as "
+                             "in the Qwen3 cards (25.02-25.05).")
+    end_date: str = option("2025-05-01", "problems 'window': first contest date excluded (ISO).")
     samples: int = option(1, "Programs sampled per problem (n); pass@1 = mean fraction passing. Paper: Pass@1.", min=1)
     max_problems: int = option(0, "0 = every problem of the window; else a fixed subsample of N (hash order of the "
                                "question ids) for toy runs.", min=0)
@@ -232,21 +246,45 @@ class LiveCodeBench(Benchmark):
         self._rows: dict = {}  # problem key -> raw record (tests are decoded when played)
 
     def check_data(self) -> None:
-        require_path(self.config.path, DATA)
+        path = require_path(self.config.path, DATA)
+        if self.config.problems == "release_v6" and path.is_dir():
+            self._release_files(path)
+
+    def _release_files(self, path: Path) -> list[Path]:
+        """release_v6's six files in folder ``path``; ConfigError naming the missing ones and both keys."""
+        missing = [name for name in RELEASE_V6_FILES if not (path / name).is_file()]
+        if missing:
+            raise ConfigError(f"config key '{DATA.key}': {str(path)!r} lacks {missing}; eval.livecodebench.problems "
+                              f"'release_v6' needs {list(RELEASE_V6_FILES)} (download: {DATA.example}), or set it to "
+                              f"'window' (allowed: {list(PROBLEM_SETS)}) to evaluate a contest-date window")
+        return [path / name for name in RELEASE_V6_FILES]
+
+    def _candidates(self, path: Path):
+        """The records to choose from: release_v6's six files of a folder (all required), a single file whole, or
+        (problems 'window') every supported file of the folder."""
+        if self.config.problems == "window" or not path.is_dir():
+            yield from iter_rows(path, DATA)
+            return
+        for file in self._release_files(path):
+            yield from iter_rows(file, DATA)
 
     def problems(self) -> list[dict]:
-        """Records of the date window, keyed by problem key, after the configured subsample."""
+        """Records of the problem set (``problems``), keyed by problem key, after the configured subsample."""
         path = require_path(self.config.path, DATA)
         start, end = date.fromisoformat(self.config.start_date), date.fromisoformat(self.config.end_date)
+        window = self.config.problems == "window"
         chosen = {}
-        for index, row in enumerate(iter_rows(path, DATA)):
+        for index, row in enumerate(self._candidates(path)):
             where = f"config key '{DATA.key}': {str(path)!r} record {index}"
             required = ("question_id", "question_content", "contest_date", "public_test_cases")
             missing = [c for c in required if c not in row]
             if missing:
                 raise ConfigError(f"{where} lacks column(s) {missing}; expected {DATA.expected}")
-            if start <= contest_day(row["contest_date"], where) < end:
+            day = contest_day(row["contest_date"], where)
+            if not window or start <= day < end:
                 chosen.setdefault(_problem_key(row["question_id"]), row)  # a problem in two files counts once
+        if not chosen and not window:
+            raise ConfigError(f"config key '{DATA.key}': {str(path)!r} holds no problem")
         if not chosen:
             raise ConfigError(f"config key '{DATA.key}': no problem in {str(path)!r} has a contest_date in "
                               f"[eval.livecodebench.start_date={self.config.start_date}, "

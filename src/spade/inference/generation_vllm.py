@@ -212,6 +212,10 @@ class VLLMBackend:
                                  "'inference.max_model_len'); shorten the prompt or raise the limit")
         if params.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {params.temperature}")
+        if params.timeout_s:
+            raise ValueError(f"a request time limit of {params.timeout_s:g} s was asked (config keys "
+                             "'designer.hint_timeout_s', 'validation.screen_timeout_s'), which the local vLLM backend "
+                             "cannot honour (it generates the whole batch at once); allowed here: 0 (no limit)")
         if params.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {params.max_new_tokens}")
         if not 0.0 < params.top_p <= 1.0:

@@ -95,6 +95,10 @@ def openrlhf_command(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHF
         raise ConfigError(f"config key 'agent.turn_samples' is {config.agent.turn_samples!r}, which the OpenRLHF "
                           "backend cannot train (each ticket returns a fixed number of responses, one per episode); "
                           "allowed with --backend openrlhf: 'episode'. 'per_turn' runs on the local trainer")
+    if config.train.tis and config.train.tis_samples != "all":
+        raise ConfigError(f"config key 'train.tis_samples' is {config.train.tis_samples!r}, which the OpenRLHF backend "
+                          "cannot train (its importance-sampling correction weighs every sample); allowed with "
+                          "--backend openrlhf: 'all'. 'delayed' runs on the local trainer")
     place = placement(config, orl)
     plan = checked_ticket_plan(config)
     # absolute paths: Ray workers do not share the driver's working directory

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import copy
 
-from spade.inference.generation import Generation, SamplingParams
+from spade.inference.generation import Generation, SamplingParams, timed_out
 from spade.seeding import derive_seed
 
 
@@ -48,6 +48,17 @@ def from_request_output(request_output, tokenizer) -> Generation:
     logprobs = [float(entry[token].logprob) for token, entry in zip(ids, out.logprobs)]
     reason = out.finish_reason if out.finish_reason in ("stop", "length") else "stop"
     return Generation(tokenizer.decode(ids, skip_special_tokens=True), ids, logprobs, reason)
+
+
+async def call_within(engine, prompt_ids: list, engine_params, timeout_s: float):
+    """``call_engine`` that gives up after ``timeout_s`` seconds (0 = never) and then returns None (a request past
+    ``SamplingParams.timeout_s``, as the reference's asyncio.wait_for around its hint and screen calls)."""
+    if not timeout_s:
+        return await call_engine(engine, prompt_ids, engine_params)
+    try:
+        return await asyncio.wait_for(call_engine(engine, prompt_ids, engine_params), timeout_s)
+    except asyncio.TimeoutError:
+        return None
 
 
 async def call_engine(engine, prompt_ids: list, engine_params):
@@ -94,6 +105,8 @@ class EngineBackend:
         if len(seeds) != len(prompts):
             raise ValueError(f"got {len(seeds)} seeds for {len(prompts)} prompts")
         futures = [asyncio.run_coroutine_threadsafe(
-            call_engine(self.engines[i % len(self.engines)], prompt, to_engine_params(self.template, params, s)),
+            call_within(self.engines[i % len(self.engines)], prompt, to_engine_params(self.template, params, s),
+                        params.timeout_s),
             self.loop) for i, (prompt, s) in enumerate(zip(prompts, seeds))]
-        return [from_request_output(f.result(), self.tokenizer) for f in futures]
+        outputs = [f.result() for f in futures]
+        return [timed_out() if out is None else from_request_output(out, self.tokenizer) for out in outputs]

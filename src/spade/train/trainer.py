@@ -87,7 +87,7 @@ def cast_parameters(model, dtype: torch.dtype) -> None:
 
 
 class LocalTrainer:
-    """GRPO on one model (spec 6): token-level asymmetric clipping, optional k3 KL, TIS for delayed samples.
+    """GRPO on one model (spec 6): token-level asymmetric clipping, optional k3 KL, TIS (``train.tis_samples``).
 
     The trainer works on the device the model is on (``train_run`` puts it on ``train.device``) and casts the model
     to ``train.dtype``. Below float32 the optimizer holds float32 master weights (``masters``, taken from the weights
@@ -202,10 +202,12 @@ class LocalTrainer:
                 # pi_old is the policy of the weights this optimizer step starts from, i.e. pi_theta itself (one
                 # optimizer step per chunk, no epochs), so its log-probs are these, detached: no second forward pass
                 old = logprobs.detach()
+                # TIS (train.tis_samples): every sample (reference), or the delayed designer samples only
                 tis = None
-                if tc.tis and bool(batch["delayed"].any()):
-                    weights = tis_weights(old, batch["rollout"], tc.tis_cap)
-                    tis = torch.where(batch["delayed"][:, None], weights, torch.ones_like(weights))
+                if tc.tis and (tc.tis_samples == "all" or bool(batch["delayed"].any())):
+                    tis = tis_weights(old, batch["rollout"], tc.tis_cap)
+                    if tc.tis_samples == "delayed":
+                        tis = torch.where(batch["delayed"][:, None], tis, torch.ones_like(tis))
                 loss, info = grpo_loss(logprobs, old, batch["advantages"], batch["mask"], tc.eps_low, tc.eps_high,
                                        tc.kl_coef, ref, tis, batch["weights"], tc.loss_aggregation)
                 # each micro batch's mean, weighted so that the step's loss is its mean over the whole step
