@@ -82,3 +82,26 @@ def request_amx() -> bool:
         raise RuntimeError("this CPU has AMX tiles, but the kernel refused them to this process "
                            "(arch_prctl ARCH_REQ_XCOMP_PERM): vLLM's CPU attention would die with SIGILL")
     return True
+
+
+def prepare_reload(model) -> int:
+    """Before a layerwise reload of ``model`` on the CPU (``spade.rlhf.weight_sync``, ``prepare``): let each
+    unquantized MoE layer set up its CPU kernel again, as on the engine's first load. Returns how many layers.
+
+    vLLM 0.29's CPU MoE kernels read the experts in a packed layout made once, at the first load
+    (``layers/fused_moe/unquantized_fused_moe_method.py:150-173``, ``experts/cpu_moe.py:300-314``). A reload calls the
+    same ``process_weights_after_loading``, which takes the method's existing kernel as the sign of a weight update
+    (``unquantized_fused_moe_method.py:146``) and then skips the packing, so the plain weights land in the packed
+    tensors and every expert computes garbage (measured: log-probs off by 1.5 to 3.9 nats on the tiny Qwen3-MoE of
+    ``tests/test_vllm_loader.py``). Without a kernel the reload packs again, and the layerwise reload copies the
+    packed result into the tensors the engine holds (``model_loader/reload/layerwise.py:392-408``). CUDA backends
+    re-convert on an update (``unquantized_fused_moe_method.py:133-148``) and need no such step."""
+    from vllm.model_executor.layers.fused_moe.oracle.unquantized import UnquantizedMoeBackend
+
+    count = 0
+    for layer in model.modules():
+        method = getattr(layer, "quant_method", None)
+        if getattr(method, "unquantized_backend", None) == UnquantizedMoeBackend.CPU:
+            method.moe_kernel = None
+            count += 1
+    return count
