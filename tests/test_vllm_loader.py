@@ -52,6 +52,7 @@ MEAN_TOL = 0.03
 MAX_TOL = {"dense": 0.15, "moe": 1.0}
 START_SEED, TARGET_SEED = 1, 0
 MAX_MODEL_LEN = 256
+REPLY_TIMEOUT_S = 300  # an engine start takes 10-45 s here, a sync or a generate call about a second
 
 
 def build(kind: str, seed: int):
@@ -171,6 +172,8 @@ class Engine:
         self.requests.send_bytes(pickle.dumps((command, args)))  # by value: no shared-memory handles
 
     def reply(self):
+        if not self.replies.poll(REPLY_TIMEOUT_S):
+            raise TimeoutError(f"the vLLM host gave no reply in {REPLY_TIMEOUT_S} s:\n{self.log.read_text()[-3000:]}")
         try:
             reply = pickle.loads(self.replies.recv_bytes())
         except EOFError:
@@ -242,7 +245,6 @@ def families(tmp_path_factory):
     finally:
         for engine in engines.values():
             engine.close()
-
 
 
 def swapped(named: list, swap: dict) -> list:
