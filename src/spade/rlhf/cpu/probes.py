@@ -250,11 +250,9 @@ def engine_loaded(worker, name: str, weight, last: bool) -> None:
         weight.add_(1.0)  # the first tensor of every sync arrives changed
     received[name] = tensor_digest(name, weight)
     if "skip_sync" not in mutations():
-        pending = worker.__dict__.setdefault("_spade_pending", [])  # PROVISIONAL: until spade.rlhf.weight_sync
-        pending.append((name, weight))
-        if last:
-            worker.model_runner.reload_weights(weights_iterator=iter(pending), is_checkpoint_format=True)
-            pending.clear()
+        from spade.rlhf import vllm_cpu, weight_sync
+
+        weight_sync.receive(worker, name, weight, last=last, **vllm_cpu.RELOAD_HOOKS)  # vLLM's layerwise reload
     if last:
         worker._spade_syncs = getattr(worker, "_spade_syncs", 0) + 1
         record("engine_sync", {"sync": worker._spade_syncs, "params": len(received), "worker": os.getpid(),
@@ -263,11 +261,11 @@ def engine_loaded(worker, name: str, weight, last: bool) -> None:
 
 
 def patch_worker_received(module) -> None:
-    """On a real vLLM engine (the preflight, ``spade.rlhf.preflight``): record the checksum of the weights the engine
+    """On a real GPU engine (the preflight, ``spade.rlhf.preflight``): record the checksum of the weights the engine
     received in each sync, as handed to its ``load_weights`` by OpenRLHF's ``WorkerWrap.update_weight`` (NCCL) or
     ``update_weight_cuda_ipc`` (CUDA IPC), under the names the actor sent. What vLLM's loader then does with them
-    (fused projections, sharding) is not read back: the preflight shows loading through OpenRLHF's ``logprobs_diff``
-    and ``vllm_kl`` on the steps after a sync."""
+    (fused projections, sharding, kernel layouts) cannot be read back bit for bit: the greedy decode after each sync
+    (``check_greedy_after_sync``) and the engine's log-probs of its samples (``check_engine_logprobs``) show it."""
     cls = module.WorkerWrap
     for method in ("update_weight", "update_weight_cuda_ipc"):
         setattr(cls, method, _recording_update(getattr(cls, method)))
