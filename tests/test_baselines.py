@@ -81,7 +81,7 @@ def run_steps(core, steps: int) -> list:
 ADDED_METRICS = ("design_generated_tokens", "agent_groups", "useful_groups", "designer_weight", "dropped_plays",
                  "no_hint_plays", "trimmed_agent_samples", "agent_return_sd", "agent_returns", "agent_causes",
                  "hint_causes", "agent_unearned_share", "agent_unparsed_turn_share", "agent_cut_turn_share",
-                 "design_fail_stages", "design_cut_share", "screen_verdicts")
+                 "design_fail_stages", "design_cut_share", "screen_verdicts", "hint_timeouts")
 # issue 14's switches set to the readings before it: the 'groups' batch structure, failed plays as return 0, the
 # plateau on the win rate, the memory on full wins over the window
 PREVIOUS = {"selfplay": {"batch_structure": "groups"}, "agent": {"failed_plays": "zero"},
