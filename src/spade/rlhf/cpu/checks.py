@@ -213,9 +213,9 @@ def check_nonzero_groups(records: Path) -> dict:
 
 
 def check_weight_sync(records: Path, syncs: int | None) -> list:
-    """After every weight sync the engine holds exactly the DeepSpeed actor's weights: the checksum the actor's rank 0
-    computed over what it sent equals the one the stand-in engine computed over its own parameters once it had
-    loaded the sync's last weight. ``syncs``: how many syncs the launch made (None for a killed launch, whose last
+    """After every weight sync the engine received exactly the DeepSpeed actor's weights: the checksum the actor's
+    rank 0 computed over what it sent equals the one the engine computed over what reached it, before vLLM's loader
+    (whose CPU kernels repack the weights: ``check_greedy_after_sync`` checks what the loader made of them). ``syncs``: how many syncs the launch made (None for a killed launch, whose last
     sync may lack its actor record). Weights that did not change between two syncs fail too (equal checksums would
     then prove nothing)."""
     actor, engine = read_records(records, "actor_sync"), read_records(records, "engine_sync")

@@ -50,8 +50,8 @@ shuffle, and with them GPU kernels' own run-to-run differences.
 Beside them, ``PATCHES`` installs the run's records and mutations (``spade.rlhf.cpu.probes``): weight checksums on
 both sides of every sync, the advantages OpenRLHF trains on, the rewards our executor returned.
 
-The other CUDA-only pieces are replaced outside this module: ``vllm`` and ``flash_attn`` by the stand-in
-packages in ``site/`` (their docstrings say what they do and do not do).
+``flash_attn``, the one other CUDA-only piece, is replaced outside this module by the pure-torch helpers in
+``site/flash_attn`` (their docstrings say what they do and do not do).
 """
 
 from __future__ import annotations
