@@ -239,6 +239,15 @@ def record_engine() -> None:
                       "vllm_file": vllm.__file__})
 
 
+def close_sync(worker, received: dict) -> None:
+    """After a sync's last tensor: count the worker's sync and record ``engine_sync``, the checksum of the
+    {name: digest} the worker ``received`` in it (then emptied for the next sync)."""
+    worker._spade_syncs = getattr(worker, "_spade_syncs", 0) + 1
+    record("engine_sync", {"sync": worker._spade_syncs, "params": len(received), "worker": os.getpid(),
+                           "checksum": combined_checksum(received)})
+    received.clear()
+
+
 def engine_loaded(worker, name: str, weight, last: bool) -> None:
     """The engine side of one received weight (``patches._patch_worker_wrap``): its digest, then its load into vLLM's
     model unless ``skip_sync``; after the last weight of a sync, record the checksum of what the engine received.
@@ -254,10 +263,7 @@ def engine_loaded(worker, name: str, weight, last: bool) -> None:
 
         weight_sync.receive(worker, name, weight, last=last, **vllm_cpu.RELOAD_HOOKS)  # vLLM's layerwise reload
     if last:
-        worker._spade_syncs = getattr(worker, "_spade_syncs", 0) + 1
-        record("engine_sync", {"sync": worker._spade_syncs, "params": len(received), "worker": os.getpid(),
-                               "checksum": combined_checksum(received)})
-        received.clear()
+        close_sync(worker, received)
 
 
 def patch_worker_received(module) -> None:
@@ -290,10 +296,7 @@ def _recording_update(real):
         finally:
             del model.load_weights
         if kwargs.get("empty_cache"):  # OpenRLHF marks the sync's last weight
-            self._spade_syncs = getattr(self, "_spade_syncs", 0) + 1
-            record("engine_sync", {"sync": self._spade_syncs, "params": len(received), "worker": os.getpid(),
-                                   "checksum": combined_checksum(received)})
-            received.clear()
+            close_sync(self, received)
         return result
 
     return update
