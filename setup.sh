@@ -78,6 +78,9 @@ if [ ! -f "$VLLM_SITE/.complete-0.29.0-1" ]; then
     partial-json-parser==0.2.1.1.post7
   touch "$VLLM_SITE/.complete-0.29.0-1"
 fi
+# cffconvert, the validator of CITATION.cff against the CFF 1.2.0 schema (tests/test_release_files.py): without its
+# declared jsonschema<4 (it runs with the jsonschema 4 that Snakemake brings), beside the two modules it imports
+"${PIP[@]}" --no-deps cffconvert==2.0.0 pykwalify==1.8.0 ruamel.yaml==0.19.1
 # the SLURM executor for `snakemake --profile slurm` (its declared dependencies are already met by our pins)
 "${PIP[@]}" --no-deps snakemake-executor-plugin-slurm==2.8.0 snakemake-executor-plugin-slurm-jobstep==0.6.1
 # SPADE_LATEX=1: also a LaTeX engine, for `snakemake paper`'s PDF and tests/test_paper_pdf.py (TeX Live from the
