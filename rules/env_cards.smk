@@ -10,7 +10,7 @@
 # target (as the paper artifacts read them), and a fingerprint of their archive files is a parameter, so the pages
 # are redrawn when a run's archives change. Naming the run's target too (e.g. `snakemake toy_tool_use env_cards`)
 # trains it first. Check the pages in headless Chromium with
-# `python -m spade.browser_check <pages>` (README, "Looking at a run").
+# `python -m spade.browser_check <pages>` (docs/RUNNING.md, "Looking at a run").
 
 from spade.paper import env_cards as _env_cards
 from spade.paper.env_cards_archive import archive_files as _archive_files

@@ -1,4 +1,4 @@
-"""`--config key=value` as README's Configuration section promises it: `spade <command> --config section.key=value`
+"""`--config key=value` as docs/CONFIG.md promises it: `spade <command> --config section.key=value`
 and Snakemake's own `snakemake --config key=value`, with the same checks and the same messages as the key in a
 YAML file."""
 

@@ -1,9 +1,11 @@
-"""The tree explains itself: module sizes, and the README's layout table and docs/ARCHITECTURE.md match the tree.
+"""The tree explains itself: module sizes, docs/ARCHITECTURE.md matches the tree, and the README routes to every page.
 
 - A module of ``src/spade`` over ``MAX_LINES`` lines must say why it is one cohesive thing: a sentence starting
   "Size:" in its docstring.
-- Every package of ``src/spade`` is a row of the README's "Layout" table and appears in docs/ARCHITECTURE.md; every
-  path the table names exists; every ``spade.*`` name that docs/ARCHITECTURE.md quotes imports.
+- Every package of ``src/spade`` is a row of the "Layout" table of docs/ARCHITECTURE.md and appears in the rest of
+  that page; every path the table names exists; every ``spade.*`` name that docs/ARCHITECTURE.md quotes imports.
+- The README fits on one screen's worth of scrolling (at most ``README_MAX_LINES`` lines), links every page of
+  ``docs/`` exactly once, and every relative link in it and in the ``docs/`` pages points at a file that exists.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "spade"
 ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
 MAX_LINES = 600
+README_MAX_LINES = 160  # issue 41: what to run, how long, what it shows; everything else lives in docs/
 LIBRARY_GAMES = PACKAGE / "envs" / "library"  # environment sources loaded into the sandbox, not package code
 
 
@@ -32,10 +35,10 @@ def packages() -> list[str]:
 
 
 def layout_table() -> str:
-    text = (ROOT / "README.md").read_text()
+    text = ARCHITECTURE.read_text()
     match = re.search(r"^## Layout\n(.*?)(?=^## )", text, re.S | re.M)
     if match is None:
-        raise AssertionError("README.md has no '## Layout' section")
+        raise AssertionError("docs/ARCHITECTURE.md has no '## Layout' section")
     return match.group(1)
 
 
@@ -69,15 +72,15 @@ def test_size_check_catches_a_large_module(tmp_path):
     assert oversized(small) is None
 
 
-def test_readme_layout_names_every_package_and_only_existing_paths():
+def test_layout_table_names_every_package_and_only_existing_paths():
     table = layout_table()
     rows = [line for line in table.splitlines() if line.startswith("| `")]
     named = [p for row in rows for p in re.findall(r"`([^`]+)`", row.split("|")[1])]
     ignored = {line.strip("/") for line in (ROOT / ".gitignore").read_text().splitlines()}  # outputs, e.g. results/
     missing_paths = [p for p in named if p.strip("/") not in ignored and not any(ROOT.glob(p.lstrip("./")))]
-    assert not missing_paths, f"the README's layout table names paths that do not exist: {missing_paths}"
+    assert not missing_paths, f"the layout table of docs/ARCHITECTURE.md names paths that do not exist: {missing_paths}"
     missing_packages = [pkg for pkg in packages() if pkg not in named]
-    assert not missing_packages, f"packages missing from the README's layout table: {missing_packages}"
+    assert not missing_packages, f"packages missing from the layout table of docs/ARCHITECTURE.md: {missing_packages}"
 
 
 def test_architecture_doc_names_every_package_and_real_modules():
@@ -118,3 +121,43 @@ def resolves(dotted: str) -> bool:
 )
 def test_resolves(name, expected):
     assert resolves(name) is expected
+
+
+README = ROOT / "README.md"
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def relative_links(page: Path) -> list[str]:
+    """The targets of the page's Markdown links that point into the repository (no scheme, no pure anchor)."""
+    return [target for target in LINK.findall(page.read_text())
+            if not re.match(r"[a-z][a-z0-9+.-]*:", target) and not target.startswith("#")]
+
+
+def test_readme_is_short():
+    lines = README.read_text().count("\n")
+    assert lines <= README_MAX_LINES, (f"README.md has {lines} lines, over {README_MAX_LINES}: move the detail to a "
+                                       f"docs/ page named by its reader's question and link it")
+
+
+def test_readme_links_every_docs_page_once():
+    linked = [Path(target.split("#")[0]).as_posix() for target in relative_links(README)]
+    pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))
+    counts = {page: linked.count(page) for page in pages}
+    unlinked = [page for page, n in counts.items() if n == 0]
+    assert not unlinked, f"docs pages the README does not link: {unlinked}"
+    repeated = [page for page, n in counts.items() if n > 1]
+    assert not repeated, f"docs pages the README links more than once: {repeated}"
+
+
+@pytest.mark.parametrize("page", ["README.md", "REPRODUCING.md", *sorted(
+    p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md"))])
+def test_relative_links_resolve(page):
+    path = ROOT / page
+    broken = [t for t in relative_links(path) if not (path.parent / t.split("#")[0]).exists()]
+    assert not broken, f"{page} links to files that do not exist: {broken}"
+
+
+def test_link_checks_catch_a_missing_page(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("[a](docs/A.md) [b](https://example.org/x.md) [c](#anchor) [d](docs/B.md#part)\n")
+    assert relative_links(page) == ["docs/A.md", "docs/B.md#part"]

@@ -145,7 +145,7 @@ def _get(url: str):
 
 
 def test_tensorboard_serves_results_runs_out_of_the_box(run):
-    """`tensorboard --logdir results/runs` (the installed command, as the README says) lists the run and its tags."""
+    """`tensorboard --logdir results/runs` (the installed command, as docs/RUNNING.md says) lists the run and its tags."""
     logdir = run["root"] / "results" / "runs"
     port = _free_port()
     command = [str(Path(sys.executable).with_name("tensorboard")), "--logdir", str(logdir), "--host", "127.0.0.1",
