@@ -3,9 +3,9 @@
 The run itself (three trainings of 4 SPADE steps) happens once per session in ``integration``, and one short run
 with the probes' mutations on in ``mutated``; every test reads what they produced. Each check of ``report.json`` is
 shown to raise when its property breaks: on the mutated run (weight sync skipped, advantage signs flipped) or on a
-tampered copy of the real run's artifacts (the test names which); the checks of records also on hand-made ones. The stand-in pieces (vllm, flash_attn, the CUDA
-patches) get their own unit tests here, in a fresh interpreter with the run's environment, so that nothing of them
-leaks into this process.
+tampered copy of the real run's artifacts (the test names which); the checks of records also on hand-made ones.
+The stand-in pieces (vllm, flash_attn, the CUDA patches) get their own unit tests here, in a fresh interpreter with
+the run's environment, so that nothing of them leaks into this process.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ pytest.importorskip("tensorboard", reason="the integration run reads OpenRLHF's 
 from spade.rlhf.cpu import SITE, environment  # noqa: E402
 from spade.rlhf import vllm_cpu  # noqa: E402
 from spade.rlhf.cpu.checks import (ADVANTAGE_TOL, IntegrationError, check_designer_advantages,  # noqa: E402
-                                   check_designer_replay, check_engine_logprobs, check_finite, check_greedy_after_sync, check_launches_agree, check_live_metrics,
+                                   check_designer_replay, check_engine_logprobs, check_finite,
+                                   check_greedy_after_sync, check_launches_agree, check_live_metrics,
                                    check_nonzero_groups, check_params_moved, check_policy_moved, check_real_vllm,
                                    check_resume, check_resumed_sync, check_rewards, check_same_weights,
                                    check_trained_advantages, check_weight_sync, metrics_lines)
@@ -217,6 +218,17 @@ def test_designer_packs_carry_the_coordinators_nonzero_advantages_into_openrlhf(
     assert all(trained[row["key"]] == pytest.approx(-row["advantage"], abs=ADVANTAGE_TOL) for row in packed)
     with pytest.raises(IntegrationError, match="OpenRLHF trained on advantage .*, our coordinator computed"):
         check_designer_advantages(mutated / "records")
+    # the mutated run's records with flip_advantages undone: the executor's records agree with what OpenRLHF trained
+    # on (check_trained_advantages passes), only the coordinator's side shows the lost up-weight
+    unflipped = tmp_path / "unflipped"
+    _write_jsonl(unflipped / "experiences.jsonl", [
+        {**row, "advantage_min": -row["advantage_max"], "advantage_max": -row["advantage_min"]}
+        for row in read_records(mutated / "records", "experiences")])
+    for kind in ("executor", "coordinator_designer"):
+        shutil.copy(mutated / "records" / f"{kind}.jsonl", unflipped)
+    assert check_trained_advantages(unflipped)["samples"] == 2 * 32
+    with pytest.raises(IntegrationError, match="OpenRLHF trained on advantage .*, our coordinator computed"):
+        check_designer_advantages(unflipped)
     # tampered copy: the two designer samples of step 2 trained on each other's advantage (their sum, and so
     # OpenRLHF's group mean, unchanged), which the executor's records cannot show
     records = integration["out"] / "records" / "full"
@@ -249,10 +261,12 @@ def test_check_designer_advantages_on_hand_made_records(tmp_path):
     seen = check_designer_advantages(_designer_records(tmp_path / "ok", [2.0, -2.0 + 1e-7, 0.0], [0.5, -0.5, 0.0]))
     assert (seen["samples"], seen["nonzero"]) == (3, 2) and seen["max_abs_difference"] == pytest.approx(1e-7)
     with pytest.raises(IntegrationError, match=r"designer sample s1: OpenRLHF trained on advantage -1.5, our "
-                                               r"coordinator computed -2.0 \(designer advantage -0.5 x up-weight 4.0\)"):
+                                               r"coordinator computed -2.0 \(designer advantage -0.5 x "
+                                               r"up-weight 4.0\)"):
         check_designer_advantages(_designer_records(tmp_path / "off", [2.0, -1.5], [0.5, -0.5]))
     with pytest.raises(IntegrationError, match=r"OpenRLHF trained 2 designer samples, our coordinator packed 3; "
-                                               r"sequences whose counts differ \(trained, packed\): \[\('s2', 0, 1\)\]"):
+                                               r"sequences whose counts differ \(trained, packed\): "
+                                               r"\[\('s2', 0, 1\)\]"):
         check_designer_advantages(_designer_records(tmp_path / "lost", [2.0, -2.0], [0.5, -0.5, 0.0]))
     with pytest.raises(IntegrationError, match="OpenRLHF trained 0 designer samples"):
         check_designer_advantages(_designer_records(tmp_path / "none", [], []))

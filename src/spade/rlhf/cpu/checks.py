@@ -335,7 +335,8 @@ def check_designer_advantages(records: Path) -> dict:
     nonzero = sum(abs(row["trained"]) > ADVANTAGE_TOL for row in rows)
     if not nonzero:
         raise IntegrationError(f"{records}: all {len(rows)} designer advantages OpenRLHF trained on are 0 (within "
-                               f"{ADVANTAGE_TOL}): every skill's designs got equal rewards, the designer learns nothing")
+                               f"{ADVANTAGE_TOL}): every skill's designs got equal rewards, the designer learns "
+                               "nothing")
     rows.sort(key=lambda row: (row["step"], row["group"], row["coordinator"]))
     return {"samples": len(rows), "nonzero": nonzero, "max_abs_difference": worst, "rows": rows}
 
