@@ -11,8 +11,9 @@ rule integration_openrlhf:
     same run killed after step 2's generation and resumed; report.json holds the checks (spade.rlhf.cpu.checks):
     checkpoints, rewards sent = rewards OpenRLHF logged, designer replay k steps later, resumed metrics = full ones,
     half the groups with a nonzero advantage, engine weights = actor weights after every sync, advantages OpenRLHF
-    trained on = those our executor returned, the policy moved toward positively rewarded responses, and the
-    resumed run's final weights = the full run's.
+    trained on = those our executor returned, designer advantages OpenRLHF trained on = those our coordinator packed
+    (some nonzero: two designs per set, valid or not by the designer's tail), the policy moved toward positively
+    rewarded responses, and the resumed run's final weights = the full run's.
     """
     input:
         "configs/default.yaml",

@@ -3,9 +3,9 @@
 The run itself (three trainings of 4 SPADE steps) happens once per session in ``integration``, and one short run
 with the probes' mutations on in ``mutated``; every test reads what they produced. Each check of ``report.json`` is
 shown to raise when its property breaks: on the mutated run (weight sync skipped, advantage signs flipped) or on a
-tampered copy of the real run's artifacts (the test names which). The stand-in pieces (vllm, flash_attn, the CUDA
-patches) get their own unit tests here, in a fresh interpreter with the run's environment, so that nothing of them
-leaks into this process.
+tampered copy of the real run's artifacts (the test names which); the checks of records also on hand-made ones.
+The stand-in pieces (vllm, flash_attn, the CUDA patches) get their own unit tests here, in a fresh interpreter with
+the run's environment, so that nothing of them leaks into this process.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ pytest.importorskip("tensorboard", reason="the integration run reads OpenRLHF's 
 
 from spade.rlhf.cpu import SITE, environment  # noqa: E402
 from spade.rlhf import vllm_cpu  # noqa: E402
-from spade.rlhf.cpu.checks import (IntegrationError, check_designer_replay, check_engine_logprobs,  # noqa: E402
-                                   check_finite, check_greedy_after_sync, check_launches_agree, check_live_metrics,
+from spade.rlhf.cpu.checks import (ADVANTAGE_TOL, IntegrationError, check_designer_advantages,  # noqa: E402
+                                   check_designer_replay, check_engine_logprobs, check_finite,
+                                   check_greedy_after_sync, check_launches_agree, check_live_metrics,
                                    check_nonzero_groups, check_params_moved, check_policy_moved, check_real_vllm,
                                    check_resume, check_resumed_sync, check_rewards, check_same_weights,
                                    check_trained_advantages, check_weight_sync, metrics_lines)
@@ -34,7 +35,7 @@ from spade.rlhf.cpu.patches import canonical_order  # noqa: E402
 from spade.rlhf.cpu.probes import FROZEN_PARAM, read_records  # noqa: E402
 from spade.rlhf.cpu.run import CONFIGS, run, train  # noqa: E402
 
-MUTATIONS = ("skip_sync", "corrupt_weight", "flip_advantages", "freeze_param")
+MUTATIONS = ("skip_sync", "corrupt_weight", "flip_advantages", "freeze_param", "unweight_designer")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,8 @@ def integration(tmp_path_factory):
 def mutated(integration, tmp_path_factory):
     """Real mutations of the code path: the same config cut to 2 steps, trained with the engine loading none of the
     weights it receives and receiving the first of each sync changed, OpenRLHF's advantages negated before the actors
-    train, and one parameter put back after every step (spade.rlhf.cpu.probes)."""
+    train, one parameter put back after every step, and the executor returning designer samples without their
+    up-weight (spade.rlhf.cpu.probes)."""
     out = tmp_path_factory.mktemp("integration_openrlhf_mutated")
     short = out / "short.yaml"
     short.write_text("selfplay: {total_steps: 2, checkpoint_every: 2}\n")
@@ -169,6 +171,112 @@ def test_every_parameter_of_the_actor_moved_in_one_step(integration, mutated):
     assert moved["params"] == 21 and moved["syncs"] == [1, 2]  # 2 layers x 9, embeddings, final norm, lm_head
     with pytest.raises(IntegrationError, match=f"1 of 21 parameters did not change.*{FROZEN_PARAM}"):
         check_params_moved(mutated / "records")  # real mutation: one parameter put back after every step
+
+
+def test_openrlhf_trained_on_the_advantages_our_executor_returned(integration, mutated):
+    for name in ("full", "resumed"):
+        trained = integration["report"]["trained_advantages"][name]
+        assert trained["positive"] > 0 and trained["negative"] > 0, trained
+    assert integration["report"]["trained_advantages"]["full"]["samples"] == 4 * 32
+    with pytest.raises(IntegrationError, match="OpenRLHF trained on advantages"):
+        check_trained_advantages(mutated / "records")  # real mutation: the sign flipped inside OpenRLHF's trainer
+
+
+def test_the_policy_moved_toward_positively_rewarded_responses(integration, mutated):
+    moved = integration["report"]["policy_moved"]
+    assert moved["positive_after"] > moved["positive_before"]
+    # real mutation: with the advantages negated the same responses lose probability
+    with pytest.raises(IntegrationError, match="it should rise"):
+        check_policy_moved(mutated / "records", Path(integration["report"]["model"]),
+                           mutated / "run" / "openrlhf" / "ckpt" / "global_step2_hf", mutated / "run")
+
+
+def test_the_resumed_run_ends_with_the_full_runs_weights(integration):
+    same = integration["report"]["same_final_weights"]
+    assert same["ratio"] <= same["tolerance"] and same["tensors"] > 10
+    ckpt, base = integration["out"] / "full" / "openrlhf" / "ckpt", Path(integration["report"]["model"])
+    # tampered: the final weights of a run two steps short, where a resume from the base weights would end
+    with pytest.raises(IntegrationError, match="ratio .* > tolerance"):
+        check_same_weights(ckpt / "global_step4_hf", ckpt / "global_step2_hf", base, same["tolerance"])
+
+
+def test_designer_packs_carry_the_coordinators_nonzero_advantages_into_openrlhf(integration, mutated, tmp_path):
+    """Each set's two designs differ (one tail broke the module), so the designer samples replayed at steps 2 and 3
+    have nonzero advantages, and OpenRLHF trained on exactly the ones our coordinator packed."""
+    for name in ("full", "resumed"):  # the resumed launch trains steps 2 and 3 again
+        seen = integration["report"]["designer_advantages"][name]
+        assert seen["samples"] == 4 and seen["nonzero"] >= 2 and seen["max_abs_difference"] <= ADVANTAGE_TOL, seen
+        assert sorted({row["step"] for row in seen["rows"]}) == [2, 3]
+        for step in (2, 3):  # a skill's designer advantages sum to 0, and so do the rewards OpenRLHF trained on
+            assert abs(sum(row["trained"] for row in seen["rows"] if row["step"] == step)) <= ADVANTAGE_TOL
+    # real mutation: the executor returned the designer samples' advantages before the up-weight, and OpenRLHF then
+    # negated them (flip_advantages); our coordinator packed the weighted ones
+    packed = read_records(mutated / "records", "coordinator_designer")
+    trained = {row["key"]: row["advantage_min"] for row in read_records(mutated / "records", "experiences")
+               if row["designer"]}
+    assert len(packed) == 2 and all(row["weight"] > 1 and row["advantage"] != 0 for row in packed), packed
+    assert all(trained[row["key"]] == pytest.approx(-row["advantage"], abs=ADVANTAGE_TOL) for row in packed)
+    with pytest.raises(IntegrationError, match="OpenRLHF trained on advantage .*, our coordinator computed"):
+        check_designer_advantages(mutated / "records")
+    # the mutated run's records with flip_advantages undone: the executor's records agree with what OpenRLHF trained
+    # on (check_trained_advantages passes), only the coordinator's side shows the lost up-weight
+    unflipped = tmp_path / "unflipped"
+    _write_jsonl(unflipped / "experiences.jsonl", [
+        {**row, "advantage_min": -row["advantage_max"], "advantage_max": -row["advantage_min"]}
+        for row in read_records(mutated / "records", "experiences")])
+    for kind in ("executor", "coordinator_designer"):
+        shutil.copy(mutated / "records" / f"{kind}.jsonl", unflipped)
+    assert check_trained_advantages(unflipped)["samples"] == 2 * 32
+    with pytest.raises(IntegrationError, match="OpenRLHF trained on advantage .*, our coordinator computed"):
+        check_designer_advantages(unflipped)
+    # tampered copy: the two designer samples of step 2 trained on each other's advantage (their sum, and so
+    # OpenRLHF's group mean, unchanged), which the executor's records cannot show
+    records = integration["out"] / "records" / "full"
+    swap = {row["key"]: row for row in integration["report"]["designer_advantages"]["full"]["rows"] if row["step"] == 2}
+    (a, b), rows = sorted(swap), read_records(records, "experiences")
+    values = {a: swap[b]["trained"], b: swap[a]["trained"]}
+    _write_jsonl(tmp_path / "experiences.jsonl", [{**row, "advantage_min": values[row["key"]],
+                                                   "advantage_max": values[row["key"]]} if row["key"] in values
+                                                  else row for row in rows])
+    shutil.copy(records / "coordinator_designer.jsonl", tmp_path)
+    with pytest.raises(IntegrationError, match="step 2, designer sample .*OpenRLHF trained on advantage"):
+        check_designer_advantages(tmp_path)
+
+
+def _designer_records(folder: Path, trained: list, packed: list, weight: float = 4.0) -> Path:
+    """Hand-made records: OpenRLHF's ``trained`` advantages of designer samples s0, s1, ... (and one agent sample),
+    our coordinator's ``packed`` designer advantages of the same samples with ``weight``."""
+    experiences = [{"batch": 1, "label": "spade-ticket:0", "group": 0, "key": f"s{i}", "designer": True,
+                    "advantage_min": value, "advantage_max": value} for i, value in enumerate(trained)]
+    experiences.append({"batch": 1, "label": "spade-ticket:1", "group": 1, "key": "agent", "designer": False,
+                        "advantage_min": 3.0, "advantage_max": 3.0})
+    _write_jsonl(folder / "experiences.jsonl", experiences)
+    _write_jsonl(folder / "coordinator_designer.jsonl", [
+        {"step": 2, "pack": 0, "index": i, "group": "set0:logic", "key": f"s{i}", "advantage": value, "weight": weight,
+         "reward": value * weight, "pack_shift": 0.0} for i, value in enumerate(packed)])
+    return folder
+
+
+def test_check_designer_advantages_on_hand_made_records(tmp_path):
+    seen = check_designer_advantages(_designer_records(tmp_path / "ok", [2.0, -2.0 + 1e-7, 0.0], [0.5, -0.5, 0.0]))
+    assert (seen["samples"], seen["nonzero"]) == (3, 2) and seen["max_abs_difference"] == pytest.approx(1e-7)
+    with pytest.raises(IntegrationError, match=r"designer sample s1: OpenRLHF trained on advantage -1.5, our "
+                                               r"coordinator computed -2.0 \(designer advantage -0.5 x "
+                                               r"up-weight 4.0\)"):
+        check_designer_advantages(_designer_records(tmp_path / "off", [2.0, -1.5], [0.5, -0.5]))
+    with pytest.raises(IntegrationError, match=r"OpenRLHF trained 2 designer samples, our coordinator packed 3; "
+                                               r"sequences whose counts differ \(trained, packed\): "
+                                               r"\[\('s2', 0, 1\)\]"):
+        check_designer_advantages(_designer_records(tmp_path / "lost", [2.0, -2.0], [0.5, -0.5, 0.0]))
+    with pytest.raises(IntegrationError, match="OpenRLHF trained 0 designer samples"):
+        check_designer_advantages(_designer_records(tmp_path / "none", [], []))
+    with pytest.raises(IntegrationError, match="all 2 designer advantages OpenRLHF trained on are 0"):
+        check_designer_advantages(_designer_records(tmp_path / "zero", [0.0, 0.0], [0.0, 0.0]))
+    folder = _designer_records(tmp_path / "unweighted", [2.0, -2.0], [0.5, -0.5])
+    rows = read_records(folder, "coordinator_designer")
+    _write_jsonl(folder / "coordinator_designer.jsonl", [{**rows[0], "reward": 0.5}, rows[1]])
+    with pytest.raises(IntegrationError, match=r"pack entry carries 0.5, not advantage 0.5 x up-weight 4.0 = 2.0"):
+        check_designer_advantages(folder)
 
 
 def test_engine_logprobs_agree_with_the_actors_on_fresh_samples(integration, tmp_path):

@@ -286,6 +286,61 @@ def check_trained_advantages(records: Path) -> dict:
     return {"samples": sum(map(len, theirs.values())), **dict(sorted(signs.items()))}
 
 
+def check_designer_advantages(records: Path) -> dict:
+    """The designer advantages OpenRLHF trained on (``experiences.jsonl``: every action token of each sample its
+    ``spade_designer`` log flags) equal, sample by sample, the ones our coordinator put in its designer packs
+    (``coordinator_designer.jsonl``, ``probes.patch_coordinator``): the core's designer advantage
+    (``spade.core.advantages.designer_advantages``) times the up-weight, less the pack's centring shift
+    (``plan.pack_designer_samples``). Unlike ``check_trained_advantages`` this reads our side where the coordinator
+    computed it, not where the executor returned it, so a fault between the two shows. Samples are paired by token
+    sequence (token-identical ones as a multiset). Raises when the two sides hold other samples or counts, when a
+    trained advantage differs from ours by more than ``ADVANTAGE_TOL`` (relative above 1), when a pack entry is not
+    its advantage x up-weight within the step's shift, or when no designer advantage is nonzero (the designer then
+    trains on nothing, and equal zeros prove little)."""
+    theirs, ours = defaultdict(list), defaultdict(list)
+    for row in read_records(records, "experiences"):
+        if not row.get("designer"):
+            continue
+        if row["advantage_min"] is None or abs(row["advantage_max"] - row["advantage_min"]) > ADVANTAGE_TOL:
+            raise IntegrationError(f"{records}: designer sample {row['key']} ({row['label']}): advantages over its "
+                                   f"action tokens range from {row['advantage_min']} to {row['advantage_max']}, not "
+                                   "one value per response")
+        theirs[row["key"]].append(row["advantage_min"])
+    for row in read_records(records, "coordinator_designer"):
+        expected = row["advantage"] * row["weight"]
+        if abs(row["reward"] - expected) > row["pack_shift"] + ADVANTAGE_TOL * max(1.0, abs(expected)):
+            raise IntegrationError(f"{records}: step {row['step']}, designer sample {row['key']}: the coordinator's "
+                                   f"pack entry carries {row['reward']!r}, not advantage {row['advantage']!r} x "
+                                   f"up-weight {row['weight']!r} = {expected!r} (pack shift {row['pack_shift']!r})")
+        ours[row["key"]].append(row)
+    counts = (sum(map(len, theirs.values())), sum(map(len, ours.values())))
+    mismatched = sorted(key for key in set(theirs) | set(ours) if len(theirs.get(key, ())) != len(ours.get(key, ())))
+    if not counts[0] or mismatched:
+        raise IntegrationError(f"{records}: OpenRLHF trained {counts[0]} designer samples, our coordinator packed "
+                               f"{counts[1]}; sequences whose counts differ (trained, packed): "
+                               f"{[(key, len(theirs.get(key, ())), len(ours.get(key, ()))) for key in mismatched[:8]]}")
+    rows, worst = [], 0.0
+    for key in sorted(theirs):
+        trained = sorted(theirs[key])
+        packed = sorted(ours[key], key=lambda row: row["reward"])
+        for a, row in zip(trained, packed):
+            difference = abs(a - row["reward"])
+            if difference > ADVANTAGE_TOL * max(1.0, abs(row["reward"])):
+                raise IntegrationError(f"{records}: step {row['step']}, designer sample {key}: OpenRLHF trained on "
+                                       f"advantage {a!r}, our coordinator computed {row['reward']!r} (designer "
+                                       f"advantage {row['advantage']!r} x up-weight {row['weight']!r})")
+            worst = max(worst, difference)
+            rows.append({"step": row["step"], "key": key, "group": row["group"], "trained": a,
+                         "coordinator": row["reward"], "advantage": row["advantage"], "weight": row["weight"]})
+    nonzero = sum(abs(row["trained"]) > ADVANTAGE_TOL for row in rows)
+    if not nonzero:
+        raise IntegrationError(f"{records}: all {len(rows)} designer advantages OpenRLHF trained on are 0 (within "
+                               f"{ADVANTAGE_TOL}): every skill's designs got equal rewards, the designer learns "
+                               "nothing")
+    rows.sort(key=lambda row: (row["step"], row["group"], row["coordinator"]))
+    return {"samples": len(rows), "nonzero": nonzero, "max_abs_difference": worst, "rows": rows}
+
+
 def mean_action_logprob(model_dir: Path, samples: list) -> float:
     """Mean log-probability (temperature 1, float32) of the action tokens of ``samples`` (experience records)."""
     import torch

@@ -48,7 +48,8 @@ learning-rate scheduler's count, which the checkpoint restores). A GPU run keeps
 shuffle, and with them GPU kernels' own run-to-run differences.
 
 Beside them, ``PATCHES`` installs the run's records and mutations (``spade.rlhf.cpu.probes``): weight checksums on
-both sides of every sync, the advantages OpenRLHF trains on, the rewards our executor returned.
+both sides of every sync, the advantages OpenRLHF trains on, the rewards our executor returned, the designer advantages
+our coordinator put in its designer packs.
 
 ``flash_attn``, the one other CUDA-only piece, is replaced outside this module by the pure-torch helpers in
 ``site/flash_attn`` (their docstrings say what they do and do not do).
@@ -257,6 +258,7 @@ PATCHES = {
     "openrlhf.trainer.ppo_utils.experience_maker": probes.patch_experience_maker,
     "openrlhf.trainer.ppo_trainer": probes.patch_ppo_trainer,
     "spade.rlhf.executor": probes.patch_executor,
+    "spade.rlhf.coordinator": probes.patch_coordinator,
 }
 
 

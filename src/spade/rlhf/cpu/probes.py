@@ -19,12 +19,18 @@ Installed with the CUDA patches (``spade.rlhf.cpu.patches.PATCHES``) in the inte
   ``RemoteExperienceMaker.compute_advantages_and_returns`` (``trainer/ppo_utils/experience_maker.py:238``), i.e.
   what the actors train on, with the sample's label, token ids, action positions, whether it is a designer sample,
   and the mean |rollout - actor| log-prob over its action tokens;
-- ``executor.jsonl``: per response, the ``reward`` our ``SpadeAgentExecutor.execute`` returned to OpenRLHF.
+- ``executor.jsonl``: per response, the ``reward`` our ``SpadeAgentExecutor.execute`` returned to OpenRLHF;
+- ``coordinator_designer.jsonl``: per designer sample our coordinator put in a designer pack
+  (``SpadeCoordinator._fill_packs``, ``patch_coordinator``), the core's designer advantage
+  (``spade.core.advantages.designer_advantages``), its up-weight, and the pack entry's ``reward`` (advantage x
+  up-weight, less the pack's centring shift: ``plan.pack_designer_samples``), which the executor hands to OpenRLHF.
 
 ``SPADE_CPU_MUTATE`` (comma-separated, for the checks' mutation tests): ``skip_sync`` makes the engine receive each
 weight but not load it; ``corrupt_weight`` adds 1 to the first tensor of every sync as the engine receives it;
 ``flip_advantages`` negates every advantage after OpenRLHF computed it (before the record); ``freeze_param`` puts
-``FROZEN_PARAM`` and the optimizer's fp32 copy of it back after every training step.
+``FROZEN_PARAM`` and the optimizer's fp32 copy of it back after every training step; ``unweight_designer`` makes the
+executor return each designer response with the core's designer advantage before the up-weight (its ``scores``) as
+its ``reward``, as a bug between our coordinator and OpenRLHF would (before the executor's record).
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from pathlib import Path
 
 RECORDS_ENV = "SPADE_CPU_RECORDS"
 MUTATE_ENV = "SPADE_CPU_MUTATE"
-MUTATIONS = ("skip_sync", "corrupt_weight", "flip_advantages", "freeze_param")
+MUTATIONS = ("skip_sync", "corrupt_weight", "flip_advantages", "freeze_param", "unweight_designer")
 FROZEN_PARAM = "model.layers.0.self_attn.q_proj.weight"  # what ``freeze_param`` keeps from moving
 
 
@@ -344,11 +350,38 @@ def patch_executor(module) -> None:
     @functools.wraps(real)
     async def execute(self, *args, **kwargs):
         out = await real(self, *args, **kwargs)
+        if "unweight_designer" in mutations() and out["extra_logs"]["spade_designer"]:
+            out["reward"] = out["scores"]  # plan.designer_response: the sample's advantage before the up-weight
         record("executor", {"label": out["label"], "key": sequence_key(out["observation_tokens"]),
                             "reward": out["reward"], "step": out["extra_logs"]["spade_step"]})
         return out
 
     cls.execute = execute
+
+
+def patch_coordinator(module) -> None:
+    """``SpadeCoordinator._fill_packs`` (``spade.rlhf.coordinator``, in the coordinator's Ray actor): once a step's
+    designer packs are filled, record ``coordinator_designer``, one row per designer sample in them: the step, pack
+    and index, the sample's (set, skill) group, its token sequence's key (``sequence_key``, as OpenRLHF's
+    ``experiences`` record it), the core's designer advantage and up-weight, the entry's ``reward`` and the step's
+    ``designer_pack_shift``. Padding entries carry no sample and are not recorded."""
+    cls = module.SpadeCoordinator
+    real = cls._fill_packs
+
+    @functools.wraps(real)
+    def _fill_packs(self, step):
+        real(self, step)
+        shift = float(step.metrics.get("designer_pack_shift", 0.0))
+        for p, pack in enumerate(step.packs):
+            for g, entry in enumerate(pack):
+                sample = entry["sample"]
+                if sample is not None:
+                    record("coordinator_designer", {
+                        "step": step.number, "pack": p, "index": g, "group": sample.group,
+                        "key": sequence_key(sample.token_ids), "advantage": float(sample.advantage),
+                        "weight": float(sample.weight), "reward": float(entry["reward"]), "pack_shift": shift})
+
+    cls._fill_packs = _fill_packs
 
 
 # the probes of a run on real GPUs (spade.rlhf.preflight): records only, no CUDA stand-in, no mutation hook on the

@@ -10,9 +10,12 @@ through ``spade train --backend openrlhf`` in a fresh process with the CPU envir
    then started again in the same folder: OpenRLHF resumes its weights from ``global_step2`` and the coordinator
    its SPADE state from ``spade_state/step_2``.
 
-The designer writes every set (the random model's designs are invalid and train as designer samples with the
-penalty), and the empty slots are backfilled from the learning-check environment named in
-``selfplay.backfill_checks``, whose graded reward the random model sometimes earns: the advantages are not all 0.
+The designer writes every set, two designs of one skill: ``designer.response_prefix`` hands it a whole, valid
+environment module ending in an opened comment, so the random model writes only that comment's tail, and a tail
+with a sampled line break makes the design invalid (a designer sample with the penalty reward). A skill's designs then
+get different rewards, and its designer samples nonzero advantages. The empty slots are backfilled from the
+learning-check environment named in ``selfplay.backfill_checks``, whose graded reward the random model sometimes earns,
+as it does the valid designs' (the same task): the advantages are not all 0.
 Every launch's processes write records (``spade.rlhf.cpu.probes``) to ``records/<full|killed|resumed>/``.
 
 The checks (``spade.rlhf.cpu.checks``) then assert, and ``report.json`` records: the checkpoints of both; for every
@@ -25,7 +28,8 @@ TensorBoard logger wrote under the run's name; at least half of OpenRLHF's promp
 after every weight sync of every launch the engine's weights are bit-identical to the DeepSpeed actor's (checksums on
 both sides), the killed launch's syncs are bit-identical to the full run's (two launches of one config train the
 same weights), and the resumed launch's first sync carries the weights the killed launch synced last; the advantages
-OpenRLHF trained on equal, sample by sample, the rewards our executor returned; the responses our executor rewarded
+OpenRLHF trained on equal, sample by sample, the rewards our executor returned, and its designer samples' advantages
+the ones our coordinator put in its designer packs (at least one nonzero); the responses our executor rewarded
 positively are more likely under the final weights than under the base model; the resumed run's final HF
 checkpoint is within ``RESUME_WEIGHTS_RTOL`` of the full run's (relative to how far training moved the weights).
 """
@@ -45,7 +49,8 @@ from pathlib import Path
 from spade.rlhf.cpu import environment, probes
 from spade.rlhf.guards import cpu_applicable_guards, failures
 from spade.rlhf.cpu.checks import (IntegrationError, check_checkpoints, check_designer_replay, check_engine_logprobs,
-                                   check_finite, check_greedy_after_sync, check_launches_agree, check_live_metrics,
+                                   check_designer_advantages, check_finite, check_greedy_after_sync,
+                                   check_launches_agree, check_live_metrics,
                                    check_nonzero_groups, check_params_moved, check_policy_moved, check_real_vllm,
                                    check_resume, check_resumed_sync, check_rewards, check_same_weights,
                                    check_trained_advantages, check_weight_sync, metrics_lines)
@@ -175,6 +180,7 @@ def run(out: Path, configs=CONFIGS) -> dict:
                         "killed": check_weight_sync(records / "killed", None),
                         "resumed": check_weight_sync(records / "resumed", 1 + steps - KILL_AT_STEP)},
         "trained_advantages": {name: check_trained_advantages(records / name) for name in ("full", "resumed")},
+        "designer_advantages": {name: check_designer_advantages(records / name) for name in ("full", "resumed")},
         "greedy_after_sync": {name: check_greedy_after_sync(records / name) for name in launches},
         "engine_logprobs": {name: check_engine_logprobs(records / name) for name in launches},
         "params_moved": check_params_moved(records / "full"),
@@ -200,6 +206,8 @@ def main(argv=None) -> int:
         return 1
     print(json.dumps({"vllm": report["vllm"]["full"], "timings": report["timings"],
                       "designer_replay": report["designer_replay"],
+                      "designer_advantages": {name: {key: value for key, value in seen.items() if key != "rows"}
+                                              for name, seen in report["designer_advantages"].items()},
                       "resume_equal_steps": report["resume_equal_steps"]}, indent=2))
     return 0
 
