@@ -12,7 +12,8 @@
 # baselines at toy scale). They are trained and evaluated only for the target `toy_ablations` and the paper artifacts
 # that map them, never for the default target. The key `toy_tool_use` works the same way for the tool-use toy
 # (configs/toy_tool_use.yaml; target `toy_tool_use`). The key `learning_check` too, but its runs are main runs: the
-# default target trains and reports them.
+# default target trains and reports them. The key `mechanism_check` adds runs the default target trains but does not
+# evaluate: the mechanism check reads their training records only (results/tables/mechanism_check.md, issue 39).
 # RUNS maps each configured run's name to its typed config; every run-level rule (train, evaluate,
 # select_checkpoint, ...) reads its run's own config through the `run` wildcard. MAIN_RUNS are the runs of the
 # default target (`all`), the results and suite tables and `eval_toy`: every run of a multi-run config, the run
@@ -42,7 +43,7 @@ from spade.rlhf.config import resolve_openrlhf
 # `--config 'selfplay={total_steps: 2}'`: Snakemake reads such a mapping's scalars as strings; read them as a file would
 retype_workflow_overrides(config, workflow.config_settings.overwrite_config or {})
 # workflow keys that are not run settings
-WORKFLOW_KEYS = ("runs", "pending", "toy_ablations", "toy_tool_use", "learning_check")
+WORKFLOW_KEYS = ("runs", "pending", "toy_ablations", "toy_tool_use", "learning_check", "mechanism_check")
 MULTI_RUN = "runs" in config
 WORKFLOW_CONFIG = {key: value for key, value in config.items() if key not in WORKFLOW_KEYS}
 
@@ -258,6 +259,9 @@ def _extra_runs(key):
 # (spade.envs.checks), so the default run shows whether training moves anything at all (issue 16)
 LEARNING_CHECKS = _extra_runs("learning_check")
 MAIN_RUNS = list(RUNS)
+# `mechanism_check` (configs/default.yaml): SPADE runs whose designer writes an environment's difficulty, each seed
+# with its control (no designer training); the default target trains them and tables what their records show
+MECHANISM_CHECKS = _extra_runs("mechanism_check")
 TOY_TOOL_USE = _extra_runs("toy_tool_use")  # the tool-use toy (Table 2, Figure 1 right, tool_use_gain)
 TOY_ABLATIONS = _extra_runs("toy_ablations")
 # The runs the paper artifacts build before rendering (their outputs are declared inputs): the main runs, and the toy
@@ -271,6 +275,8 @@ PAPER_BUILT_RUNS += TOY_ABLATIONS if "toy_ablations" in sys.argv[1:] else []
 
 OUT = paths.ResultPaths(SPADE.results_dir)
 LEARNING_CHECK_TABLE = f"{OUT.root}/tables/learning_check.md"  # the held-out win rate of every learning-check run
+MECHANISM_CHECK_TABLE = f"{OUT.root}/tables/mechanism_check.md"  # the mechanism check's verdict (issue 39)
+MECHANISM_CHECK_FIGURE = f"{OUT.root}/figures/mechanism_check.pdf"  # designer reward and learnable share per round
 
 # Job config files. A job reads the config of its run (the run as the workflow merged it: config files and --config
 # overrides; the job resolves the layers recipe < model card < run, as for any config file) from a YAML file:
@@ -555,7 +561,22 @@ def run_outputs():
         [OUT.results_table]
         + [path for run in MAIN_RUNS for path in (OUT.run_table(run), OUT.training_figure(run))]
         + ([LEARNING_CHECK_TABLE] if LEARNING_CHECKS else [])
+        + ([MECHANISM_CHECK_TABLE, MECHANISM_CHECK_FIGURE] if MECHANISM_CHECKS else [])
     )
+
+
+def mechanism_pairs():
+    """(trained run, control run) of each seed of `mechanism_check`: a run with selfplay.train_designer false is the
+    control of the trained run of the same seed (one of each per seed, checked here)."""
+    trained = {RUNS[run].seed: run for run in MECHANISM_CHECKS if RUNS[run].selfplay.train_designer}
+    control = {RUNS[run].seed: run for run in MECHANISM_CHECKS if not RUNS[run].selfplay.train_designer}
+    if sorted(trained) != sorted(control) or len(trained) + len(control) != len(MECHANISM_CHECKS):
+        raise WorkflowError(
+            "invalid configuration: config key 'mechanism_check' must hold, for each seed, one run that trains its "
+            f"designer and one with selfplay.train_designer false; got trained seeds {sorted(trained)}, control "
+            f"seeds {sorted(control)} over {len(MECHANISM_CHECKS)} runs"
+        )
+    return [(trained[seed], control[seed]) for seed in sorted(trained)]
 
 
 def learning_check_results(which):

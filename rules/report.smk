@@ -87,3 +87,47 @@ rule training_figure:
     shell:
         "{params.python} {input.script} --metrics {params.metrics} --results {input.results} --run {wildcards.run} "
         "--heldout {params.heldout} --out {output} > {log} 2>&1"
+
+
+rule mechanism_check_table:
+    """The mechanism check (issue 39): the recipe's rewards and the delayed designer update in every mechanism run,
+    then the trained designer against its control on each seed (config key `mechanism_check`)."""
+    input:
+        script=script("table_mechanism_check.py"),
+        trained=[OUT.run_summary(trained) for trained, _ in mechanism_pairs()],
+        control=[OUT.run_summary(control) for _, control in mechanism_pairs()],
+    output:
+        table=reported(MECHANISM_CHECK_TABLE, "mechanism_check_table", "Run", "mechanism check"),
+        rounds=MECHANISM_CHECK_TABLE.replace(".md", ".rounds.json"),
+    log:
+        OUT.log("mechanism_check_table"),
+    conda:
+        CPU_ENV
+    params:
+        trained=[OUT.run_dir(trained) for trained, _ in mechanism_pairs()],
+        control=[OUT.run_dir(control) for _, control in mechanism_pairs()],
+        configs=lambda wildcards: [
+            job_config_param(RUN_CONFIG[run]) for pair in zip(*mechanism_pairs()) for run in pair
+        ],
+        python=CPU_PYTHON,
+    shell:
+        "{params.python} {input.script} --trained {params.trained} --control {params.control} "
+        "--configs {params.configs} --out {output.table} > {log} 2>&1"
+
+
+rule mechanism_check_figure:
+    """Designer reward, learnable share, designed difficulty and the agent's accuracy per design round, trained designer
+    against its control, each seed (the mechanism check, issue 39)."""
+    input:
+        script=script("fig_mechanism_check.py"),
+        rounds=rules.mechanism_check_table.output.rounds,
+    output:
+        reported(MECHANISM_CHECK_FIGURE, "mechanism_check_figure", "Run", "mechanism check"),
+    log:
+        OUT.log("mechanism_check_figure"),
+    conda:
+        CPU_ENV
+    params:
+        python=CPU_PYTHON,
+    shell:
+        "{params.python} {input.script} --rounds {input.rounds} --out {output} > {log} 2>&1"

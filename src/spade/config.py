@@ -128,6 +128,11 @@ class DesignerConfig:
         "in code still writes a module. It is part of the prompt tokens (loss mask 0, never trained) and of the text "
         "intake and validation read; the policy's own designs only (an external designer refuses it). '' = none "
         "(paper).")
+    response_template: str = option(
+        "", "Deviation (ours, mechanism run only): a check environment (spade.envs.checks TEMPLATE_MARKERS) whose file, "
+        "cut after its marker, opens every design reply as designer.response_prefix does, so that the design's own "
+        "tokens complete the module: 'copy_span' leaves the designer its difficulty LENGTH to write (issue 39). Excludes "
+        "designer.response_prefix. '' = none (paper).")
     reward: str = option(
         "regret", "Designer reward: 'regret' = the blend of floored hint regret and the difficulty plateau (paper; "
         "reward.*); 'regret_window' = max(0, mean hinted return - the window's mean no-hint return), no plateau, no "
@@ -137,6 +142,14 @@ class DesignerConfig:
     invalid: str = option("discard", "Invalid candidates: 'discard' (paper, no sample) or 'penalty'.",
                           choices=INVALID_MODES)
     invalid_penalty: float = option(-1.0, "Reward of an invalid candidate when invalid = 'penalty'.")
+
+    def opening(self) -> str:
+        """The text every design reply starts with: the template of ``response_template``, else ``response_prefix``."""
+        if self.response_template:
+            from spade.envs.checks import template_source
+
+            return template_source(self.response_template, "designer.response_template")
+        return self.response_prefix
 
     def design_params(self) -> SamplingParams:
         """How a design is sampled (the policy's designs, revisions and the fidelity check's)."""
@@ -290,12 +303,16 @@ class SpadeConfig:
     learning_check: dict = option({}, "Workflow only (the default target): run name -> settings laid over this "
                                   "config, one extra main run per entry, the toy's learning check (one per seed; rules/common.smk). "
                                   "A run itself ignores it.")
+    mechanism_check: dict = option({}, "Workflow only (the default target): run name -> settings laid over this "
+                                   "config, one extra run per entry, the mechanism check of SPADE's own loop (issue 39: "
+                                   "trained designer and control, one per seed; rules/common.smk, docs/MECHANISM_CHECK.md)"
+                                   ". A run itself ignores it.")
     toy_tool_use: dict = option({}, "Workflow only (`snakemake toy_tool_use`): run name -> settings laid over this "
                                 "config, or the YAML file holding them (configs/toy_tool_use.yaml): the tool-use toy "
                                 "(rules/common.smk). A run itself ignores it.")
 
     def __post_init__(self):
-        for key in ("toy_ablations", "learning_check", "toy_tool_use"):
+        for key in ("toy_ablations", "learning_check", "mechanism_check", "toy_tool_use"):
             for name, overlay in getattr(self, key).items():
                 if not isinstance(overlay, (dict, str)):
                     raise ConfigError(f"config key '{key}.{name}' must be a mapping of the settings the run "
@@ -316,16 +333,32 @@ class SpadeConfig:
         if self.reward.ema_g_fast <= self.reward.ema_g_slow:
             raise ConfigError("config key 'reward.ema_g_fast' must be larger than 'reward.ema_g_slow' "
                               f"(got {self.reward.ema_g_fast!r} <= {self.reward.ema_g_slow!r})")
-        if self.designer.response_prefix and self.baseline.mode == EXTERNAL_MODE:
-            raise ConfigError(f"config key 'designer.response_prefix' is {self.designer.response_prefix!r}, but "
-                              f"baseline.mode {EXTERNAL_MODE!r} designs through an external model's chat API, "
-                              "which cannot be given an opened reply; set designer.response_prefix: ''")
+        if self.designer.response_prefix and self.designer.response_template:
+            raise ConfigError(f"config keys 'designer.response_prefix' ({self.designer.response_prefix!r:.40}) and "
+                              f"'designer.response_template' ({self.designer.response_template!r}) both open the design "
+                              "reply; set one of them to ''")
+        for key in ("response_prefix", "response_template"):
+            if getattr(self.designer, key) and self.baseline.mode == EXTERNAL_MODE:
+                raise ConfigError(f"config key 'designer.{key}' is {getattr(self.designer, key)!r:.60}, but "
+                                  f"baseline.mode {EXTERNAL_MODE!r} designs through an external model's chat API, "
+                                  f"which cannot be given an opened reply; set designer.{key}: ''")
+        if self.designer.response_template:
+            from spade.envs.checks import template_source
+
+            template_source(self.designer.response_template, "designer.response_template")
         warmed = self.model.format_warmup
         if warmed.env and warmed.prompt_style != self.agent.prompt_style:
             raise ConfigError(f"config key 'agent.prompt_style' is {self.agent.prompt_style!r}, but model card "
                               f"{self.model_card!r} learned its reply format on prompts of style "
                               f"{warmed.prompt_style!r} (model.format_warmup.prompt_style); set agent.prompt_style: "
                               f"{warmed.prompt_style}")
+        if warmed.design_alphabet and (self.designer.response_template != warmed.env or
+                                       not set(self.selfplay.skills) <= set(warmed.design_skills)):
+            raise ConfigError(f"model card {self.model_card!r} warmed its designer up on the design prompts of skills "
+                              f"{list(warmed.design_skills)} opened by template {warmed.env!r} "
+                              "(model.format_warmup.design_skills, .env), but this run has designer.response_template "
+                              f"{self.designer.response_template!r} and selfplay.skills {list(self.selfplay.skills)}; "
+                              "set them to match")
         if self.selfplay.active_skills > len(self.selfplay.skills):
             raise ConfigError(f"config key 'selfplay.active_skills' ({self.selfplay.active_skills}) exceeds the "
                               f"number of skills in 'selfplay.skills' ({len(self.selfplay.skills)})")

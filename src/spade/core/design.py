@@ -41,7 +41,7 @@ class EnvironmentDesign:
     # ----- designer generations ----------------------------------------------------------------
     def _generate(self, chats: list, params: SamplingParams, seed: int, prefix: str = ""):
         """Designer-model generations of ``chats`` (``params``: designer.design_params() or hint_params()).
-        ``prefix`` (designer.response_prefix, designs only) opens the reply: its tokens end every prompt (never
+        ``prefix`` (designer.response_prefix or response_template, designs only) opens the reply: its tokens end every prompt (never
         trained) and each generation's text starts with it, as intake reads it."""
         if self.designer_backend is not None:  # external designer: text only, no prompt tokens, never trained
             if prefix:  # SelfPlay refuses the combination; a chat API cannot be given an opened reply
@@ -114,7 +114,7 @@ class EnvironmentDesign:
             chats = [self._design_chat(slot, step, attempt, memory, top_up) for slot in todo]
             prompts, generations = self._generate(chats, cfg.designer.design_params(),
                                                   derive_seed(cfg.seed, label, step, attempt),
-                                                  prefix=cfg.designer.response_prefix)
+                                                  prefix=cfg.designer.opening())
             reports = self._judge(todo, prompts, generations, invalid, 0, derive_seed(cfg.seed, screen, step, attempt),
                                   step)
             pending = list(zip(todo, chats, generations, reports))
@@ -129,7 +129,7 @@ class EnvironmentDesign:
                          for _, chat, generation, report in pending]
                 prompts, generations = self._generate(chats, cfg.designer.design_params(),
                                                       derive_seed(cfg.seed, f"{label}-revision", step, attempt, revision),
-                                                      prefix=cfg.designer.response_prefix)
+                                                      prefix=cfg.designer.opening())
                 todo = [slot for slot, *_ in pending]
                 reports = self._judge(todo, prompts, generations, invalid, revision,
                                       derive_seed(cfg.seed, f"{screen}-revision", step, attempt, revision), step)

@@ -25,7 +25,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from spade.core import designed_pool, env_source, pool_sources, rlve
-from spade.core.slots import EnvSlot
+from spade.core.slots import EnvSlot, slot_dict
 from spade.core.step_metrics import count_values
 
 
@@ -57,7 +57,7 @@ class FixedEnvironments:
         redraw = redraw == "step" or (redraw == "window" and window_start)  # a new draw from RLVE's set
         closed = []
         if slots and (redraw or window_start):
-            closed = [asdict(s) for s in slots]
+            closed = [slot_dict(s) for s in slots]
             metrics.update(self._closed_metrics(slots))
         if not slots or redraw:
             slots = self.fill_pool(step)
@@ -95,7 +95,7 @@ class FixedEnvironments:
         per_step = base.pool_redraw == "step"
         closed = []
         if slots and (made or per_step or step % k == 0):
-            closed = [asdict(s) for s in slots]
+            closed = [slot_dict(s) for s in slots]
             metrics.update(self._closed_metrics(slots))
         if made or not slots or per_step or step % k == 0:
             slots = self._draw_pool(step if per_step else step // k, step)

@@ -59,7 +59,7 @@ from spade.core.rewards import (
     EMAState, calibration_band_reward, designer_reward, ema_update, invalid_candidate_reward, learning_potential, regret,
     window_regret_reward,
 )
-from spade.core.slots import EnvSlot
+from spade.core.slots import EnvSlot, slot_dict
 from spade.core.step_metrics import StepMetrics, mean_or_none
 from spade.designer.memory import EnvironmentMemory, MemoryRecord
 from spade.designer.prompts import agent_prompt
@@ -179,7 +179,7 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         return [EnvSlot(**data) for data in self.state.envs]
 
     def _store(self, envs: list) -> None:
-        self.state.envs = [asdict(env) for env in envs]
+        self.state.envs = [slot_dict(env) for env in envs]
 
     # ----- play ----------------------------------------------------------------------------------
     def no_hint_plays(self, slots: list) -> int:
@@ -370,7 +370,7 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
             return [], [], {}
         samples = [] if self.fixed else self.close_set(slots)
         self.weigh_designer(samples, slots)
-        return samples, [asdict(s) for s in slots], {"final_set_closed": True, **self._closed_metrics(slots)}
+        return samples, [slot_dict(s) for s in slots], {"final_set_closed": True, **self._closed_metrics(slots)}
 
     # ----- one step ------------------------------------------------------------------------------
     def rollout(self, step: int) -> tuple[list, dict, list]:
@@ -391,6 +391,10 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         self.end_step(step, slots, [r for records in played.values() for r in records], designer, metrics)
         samples, batch_metrics = self.assemble(designer, agent)
         metrics.update(batch_metrics)
+        trained = [sample for sample in samples if sample.role == "designer"]
+        if trained:  # what the designer's update of this step carries (the mechanism check, issue 39, reads it)
+            metrics["designer_batch_sets"] = sorted({int(s.group.split(":")[0][3:]) for s in trained if s.group})
+            metrics["designer_batch_nonzero"] = sum(s.advantage != 0 and s.weight != 0 for s in trained)
         if self.config.agent.turn_samples == "per_turn":  # after the cut, which counts episodes (reference)
             samples = fan_out(samples)
             metrics["turn_samples"] = sum(s.role == "agent" for s in samples)
@@ -410,7 +414,7 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         if step % cfg.selfplay.regen_interval == 0:
             if slots:
                 samples += self.close_set(slots)
-                closed = [asdict(s) for s in slots]
+                closed = [slot_dict(s) for s in slots]
                 metrics.update(self._closed_metrics(slots))
             slots, invalid = self.design(step)
             self.state.invalid_samples = invalid

@@ -1,0 +1,299 @@
+"""The mechanism check (issue 39): does SPADE's own loop carry signal, and does the designer learn to aim at the agent?
+
+A mechanism run is a SPADE run whose designer completes the ``copy_span`` template (``designer.response_template``):
+its one token is the environment's difficulty LENGTH (spade.envs.checks.copy_span). Its control is the same run with
+``selfplay.train_designer: false``. Everything here reads what the runs wrote: each closed set's archive
+(``envs/set_*.json``: code, window statistics, regret, designer reward) and ``metrics.jsonl`` (the designer samples
+each optimizer step trained on: ``designer_batch_sets``, ``designer_batch_nonzero``).
+
+Per design round (one environment set, made at step s = round x k), ``design_rounds`` derives:
+
+- the designed difficulty of each slot (the LENGTH its module ends with; None for an empty slot);
+- the learnable share: slots whose window win rate lies in [LEARNABLE_LOW, LEARNABLE_HIGH], an empty slot counting 0;
+- the designer reward: the mean over the round's valid designs (the recipe's 0.4 floored regret + 0.6 plateau);
+- the agent's letter accuracy: the share of the letters its environments asked for that its no-hint replies got
+  right, over the round's window. copy_span pays POSITION_CREDIT per right letter of a reply that does not win and 1
+  for a win, so each slot's right letters follow from its wins and summed returns. This measures the agent apart
+  from how hard its environments were (a win rate mixes the two).
+
+``integrity`` checks that the run's designer rewards are the recipe's, recomputed here independently of
+spade.core.rewards (regret, Eq. 3; plateau and the blend, spec 4), and that the designer samples each step trained on
+came from the set the delayed update should train (made k steps earlier; the last set at the run's last step).
+``properties`` then tests what issue 39 asks of the trained designer against its control; both make up the check.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+LEARNABLE_LOW, LEARNABLE_HIGH = 0.2, 0.8  # a slot is learnable when its window win rate lies in this band
+NONZERO_SHARE = 0.5  # property 1: designer samples with a nonzero advantage in at least this share of design rounds
+TOLERANCE = 1e-9  # recomputed rewards and regrets must agree to this
+BOOTSTRAP = 2000  # resamples of each bootstrap interval
+WIN = 1.0 - 1e-6  # a win: final reward >= 1 - 1e-6 (spec 4)
+
+
+class MechanismInputError(ValueError):
+    """A run folder lacks what the mechanism check reads."""
+
+
+@dataclass(frozen=True)
+class Round:
+    """One design round of one run."""
+
+    step: int  # the regeneration step that made the set
+    lengths: tuple  # [slots] designed difficulty, None for an empty slot
+    win_rates: tuple  # [slots] window win rate, None for an empty slot
+    rewards: tuple  # [valid designs] designer reward
+    letters_right: float  # letters the no-hint replies got right over the window (all slots)
+    letters_asked: int  # letters the no-hint replies were asked for over the window
+
+    @property
+    def learnable(self) -> float:
+        return sum(w is not None and LEARNABLE_LOW <= w <= LEARNABLE_HIGH for w in self.win_rates) / len(self.win_rates)
+
+    @property
+    def reward(self) -> float | None:
+        return sum(self.rewards) / len(self.rewards) if self.rewards else None
+
+    @property
+    def mean_length(self) -> float | None:
+        lengths = [n for n in self.lengths if n is not None]
+        return sum(lengths) / len(lengths) if lengths else None
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.letters_right / self.letters_asked if self.letters_asked else None
+
+
+def template_constants(source: str, names: tuple) -> dict:
+    """Module-level constants ``names`` of an environment's source, read with ``ast`` (never executed here)."""
+    found = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id in names:
+                found[node.targets[0].id] = ast.literal_eval(node.value)
+    missing = set(names) - set(found)
+    if missing:
+        raise MechanismInputError(f"the template defines no {sorted(missing)}")
+    return found
+
+
+def slot_length(code: str, marker: str) -> int | None:
+    """The difficulty a design wrote: the integer after the template's marker on the module's last line."""
+    match = re.search(re.escape(marker) + r"(\d+)\s*\Z", code or "")
+    return int(match.group(1)) if match else None
+
+
+def read_sets(run_dir: Path) -> list:
+    """Every archived environment set of a run, in step order: [(step, [slot dict])]."""
+    files = sorted((Path(run_dir) / "envs").glob("set_*.json"))
+    if not files:
+        raise MechanismInputError(f"{run_dir}: no envs/set_*.json (is it a finished SPADE run?)")
+    return [(int(f.stem.split("_")[1]), json.loads(f.read_text(encoding="utf-8"))["environments"]) for f in files]
+
+
+def read_metrics(run_dir: Path) -> list:
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        raise MechanismInputError(f"{path} is missing")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def design_rounds(run_dir: Path, marker: str, credit: float) -> list:
+    """The run's design rounds (module docstring); ``credit`` is the template's POSITION_CREDIT."""
+    rounds = []
+    for step, slots in read_sets(run_dir):
+        lengths, win_rates, rewards, right, asked = [], [], [], 0.0, 0
+        for slot in slots:
+            length = slot_length(slot["code"], marker) if slot["valid"] else None
+            if slot["valid"] and length is None:
+                raise MechanismInputError(f"{run_dir}: set {step}, slot {slot['env_id']} is valid but its module does "
+                                          f"not end with {marker!r} and a number")
+            lengths.append(length)
+            episodes = slot["episodes"]
+            win_rates.append(slot["wins"] / episodes if episodes else None)
+            if slot["valid"] and slot["source"] == "designer" and slot["designer_reward"] is not None:
+                rewards.append(slot["designer_reward"])
+            if length and episodes:  # wins got every asked letter right; other replies earned credit per right letter
+                right += length * slot["wins"] + (slot["return_sum"] - slot["wins"]) / credit
+                asked += length * episodes
+        rounds.append(Round(step, tuple(lengths), tuple(win_rates), tuple(rewards), right, asked))
+    return rounds
+
+
+# ----- integrity: the recipe's rewards and the delayed update, recomputed here ----------------------------------------
+def recipe_regret(slot: dict) -> float | None:
+    """Eq. 3 with paired arms: the mean over the seeds both arms played of (hinted return - no-hint return)."""
+    hinted = dict(zip(slot["hint_seeds"], slot["hint_returns"]))
+    pairs = [(hinted[seed], r) for seed, r in zip(slot["paired_seeds"], slot["paired_returns"]) if seed in hinted]
+    return sum(h - r for h, r in pairs) / len(pairs) if pairs else None
+
+
+def recipe_reward(regret_value: float | None, plateau_input: float, reward) -> float:
+    """Spec 4: regret_weight x clip(max(0, r_D) / scale, 0, 1) + plateau_weight x plateau(input), the plateau 1 on
+    [band_low, band_high] and falling linearly to 0 over ``ramp`` on each side (``reward``: the run's reward config)."""
+    floored = min(1.0, max(0.0, regret_value or 0.0) / reward.regret_scale)
+    distance = max(reward.band_low - plateau_input, plateau_input - reward.band_high, 0.0)
+    return reward.regret_weight * floored + reward.plateau_weight * max(0.0, 1.0 - distance / reward.ramp)
+
+
+def integrity(run_dir: Path, config, trained: bool) -> list:
+    """What breaks the recipe in a run: a list of failures (empty = none). ``config``: the run's SpadeConfig;
+    ``trained``: whether its designer trains (a control run trains no designer sample)."""
+    failures = []
+    k, last = config.selfplay.regen_interval, config.selfplay.total_steps - 1
+    sets = read_sets(run_dir)
+    for step, slots in sets:
+        for slot in slots:
+            if not (slot["valid"] and slot["source"] == "designer") or slot["filled_step"] is not None:
+                continue
+            regret_value = recipe_regret(slot)
+            if (regret_value is None) != (slot["regret"] is None) or \
+                    regret_value is not None and abs(regret_value - slot["regret"]) > TOLERANCE:
+                failures.append(f"set {step}, {slot['env_id']}: regret {slot['regret']!r}, but its hinted and paired "
+                                f"no-hint returns give {regret_value!r} (Eq. 3)")
+                continue
+            episodes = slot["episodes"]
+            value = (slot["return_sum"] if config.reward.plateau_input == "mean_return" else slot["wins"]) / episodes \
+                if episodes else 0.0
+            expected = recipe_reward(regret_value, min(1.0, max(0.0, value)), config.reward)
+            if slot["designer_reward"] is None or abs(expected - slot["designer_reward"]) > TOLERANCE:
+                failures.append(f"set {step}, {slot['env_id']}: designer reward {slot['designer_reward']!r}, but the "
+                                f"recipe gives {expected!r} from its regret {regret_value!r} and plateau input {value!r}")
+    if not trained:
+        return failures
+    # the sets that make designer samples: a valid design made at the set's step, or any attempt under the penalty
+    made = [step for step, slots in sets if any(
+        slot["valid"] and slot["source"] == "designer" and slot["filled_step"] is None or
+        config.designer.invalid == "penalty" and slot["attempts"] for slot in slots)]
+    for line in read_metrics(run_dir):
+        step = line["step"]
+        closing = max((s for s, _ in sets if s <= step), default=None)  # the set the last step flushes
+        expected = sorted(({step - k} if step % k == 0 and step - k in made else set()) |
+                          ({closing} if step == last and closing in made else set()))
+        got = line.get("designer_batch_sets", [])
+        if got != expected:
+            failures.append(f"step {step}: the designer samples trained came from the sets of steps {got}; the "
+                            f"delayed update (k = {k}) trains those of {expected}")
+    return failures
+
+
+# ----- properties: the trained designer against its control ----------------------------------------------------------
+def quarters(rounds: list) -> tuple[list, list]:
+    """The first and the last quarter of a run's rounds (at least one each)."""
+    size = max(1, len(rounds) // 4)
+    return rounds[:size], rounds[-size:]
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def stratified_bootstrap(groups: list, seed: int = 0) -> tuple[float, float, float]:
+    """Mean over groups of (mean of last - mean of first), with a 95% percentile interval that resamples the rounds
+    of each quarter of each group (seed) with replacement. ``groups``: [(first values, last values)] per seed."""
+    def statistic(pairs):
+        return sum(sum(b) / len(b) - sum(a) / len(a) for a, b in pairs) / len(pairs)
+
+    rng = random.Random(seed)
+    estimate = statistic(groups)
+    draws = sorted(statistic([([rng.choice(a) for _ in a], [rng.choice(b) for _ in b]) for a, b in groups])
+                   for _ in range(BOOTSTRAP))
+    return estimate, draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]
+
+
+def spearman(xs: list, ys: list) -> float | None:
+    """Spearman's rank correlation (average ranks for ties); None when either side is constant."""
+    def ranks(values):
+        order = sorted(range(len(values)), key=values.__getitem__)
+        out = [0.0] * len(values)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+                j += 1
+            for position in range(i, j + 1):
+                out[order[position]] = (i + j) / 2
+            i = j + 1
+        return out
+
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    return sxy / math.sqrt(sxx * syy) if sxx and syy else None
+
+
+def nonzero_rounds(metrics: list) -> tuple[int, int]:
+    """(design rounds whose designer samples trained with a nonzero advantage, design rounds trained): read from the
+    steps' ``designer_batch_sets`` / ``designer_batch_nonzero``."""
+    trained, nonzero = set(), set()
+    for line in metrics:
+        sets = line.get("designer_batch_sets", [])
+        trained.update(sets)
+        if line.get("designer_batch_nonzero", 0) and len(sets) == 1:
+            nonzero.update(sets)
+        elif line.get("designer_batch_nonzero", 0):  # the last step trains two sets: counted for both only if each
+            nonzero.update(sets)                     # had one (a step's count is not split by set)
+    return len(nonzero), len(trained)
+
+
+def properties(trained: dict, control: dict) -> tuple[list, bool]:
+    """Issue 39's four properties. ``trained`` / ``control``: seed -> (rounds, metrics). Returns (rows of
+    (property, seed or 'all', value, detail, holds), whether all hold)."""
+    rows = []
+    for seed, (rounds, metrics) in sorted(trained.items()):
+        hit, total = nonzero_rounds(metrics)
+        share = hit / total if total else 0.0
+        rows.append(("1. designer samples with a nonzero advantage", seed, f"{share:.2f}",
+                     f"{hit} of {total} trained design rounds (needs >= {NONZERO_SHARE})", share >= NONZERO_SHARE))
+    groups = []
+    for seed, (rounds, _) in sorted(trained.items()):
+        first, last = quarters(rounds)
+        a, b = [r.reward for r in first if r.reward is not None], [r.reward for r in last if r.reward is not None]
+        if not a or not b:
+            rows.append(("2. designer reward, last quarter - first quarter", seed, "n/a",
+                         "a quarter without any valid design", False))
+            continue
+        diff, low, high = stratified_bootstrap([(a, b)], seed=seed)
+        groups.append((a, b))
+        rows.append(("2. designer reward, last quarter - first quarter", seed, f"{diff:+.3f}",
+                     f"{_mean(a):.3f} -> {_mean(b):.3f}; 95% interval resampling this seed's rounds "
+                     f"[{low:+.3f}, {high:+.3f}]", low > 0))
+    if groups:
+        diff, low, high = stratified_bootstrap(groups)
+        rows.append(("2. designer reward, last quarter - first quarter", "all", f"{diff:+.3f}",
+                     f"mean over {len(groups)} seeds; 95% interval resampling the rounds within each seed "
+                     f"[{low:+.3f}, {high:+.3f}]", low > 0 and len(groups) == len(trained)))
+    for seed, (rounds, _) in sorted(trained.items()):
+        if seed not in control:
+            rows.append(("3. learnable share, last quarter: trained vs control", seed, "n/a", "no control run", False))
+            continue
+        mine, theirs = _mean(r.learnable for r in quarters(rounds)[1]), \
+            _mean(r.learnable for r in quarters(control[seed][0])[1])
+        rows.append(("3. learnable share, last quarter: trained vs control", seed, f"{mine:.3f} vs {theirs:.3f}",
+                     f"share of slots with a win rate in [{LEARNABLE_LOW}, {LEARNABLE_HIGH}], empty slots 0",
+                     mine > theirs))
+    for seed, (rounds, _) in sorted(trained.items()):
+        pairs = [(r.accuracy, r.mean_length) for r in rounds if r.accuracy is not None and r.mean_length is not None]
+        rho = spearman([p[0] for p in pairs], [p[1] for p in pairs]) if len(pairs) > 2 else None
+        first, last = quarters(rounds)
+        detail = (f"agent letter accuracy {_fmt(_mean(r.accuracy for r in first))} -> "
+                  f"{_fmt(_mean(r.accuracy for r in last))}, designed LENGTH {_fmt(_mean(r.mean_length for r in first))}"
+                  f" -> {_fmt(_mean(r.mean_length for r in last))} (first -> last quarter); Spearman over "
+                  f"{len(pairs)} rounds")
+        rows.append(("4. designed difficulty follows the agent's accuracy", seed,
+                     "n/a" if rho is None else f"{rho:+.2f}", detail, rho is not None and rho > 0))
+    return rows, all(row[-1] for row in rows)
+
+
+def _fmt(value) -> str:
+    return "n/a" if value is None else f"{value:.2f}"

@@ -1,0 +1,165 @@
+"""The mechanism check (issue 39): its recomputations against the core's, its properties on hand-made rounds, and the
+mutations of the designer update it must catch, each in a short real run (tests/mechanism_mutants.py)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from spade.analysis.mechanism import (Round, design_rounds, integrity, nonzero_rounds, properties, read_metrics,
+                                      recipe_regret, recipe_reward, slot_length, spearman, stratified_bootstrap,
+                                      template_constants)
+from spade.config import RewardConfig, SpadeConfig, load_config
+from spade.configtools import deep_merge, from_dict
+from spade.core import rewards
+from spade.envs.checks import TEMPLATE_MARKERS, check_source, template_source
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+MARKER = TEMPLATE_MARKERS["copy_span"]
+CREDIT = template_constants(check_source("copy_span", "test"), ("POSITION_CREDIT",))["POSITION_CREDIT"]
+MUTATIONS = ("zero_advantages", "band_outside", "flip_regret", "drop_designer", "wrong_set")
+
+
+# ----- the check's own formulas agree with the core's ----------------------------------------------------------------
+@pytest.mark.parametrize("regret_value", [-0.3, 0.0, 0.05, 0.15, 0.4])
+@pytest.mark.parametrize("plateau_input", [0.0, 0.1, 0.3, 0.45, 0.6, 0.7, 0.9, 1.0])
+def test_recipe_reward_is_the_cores(regret_value, plateau_input):
+    config = RewardConfig()
+    expected = rewards.designer_reward(regret_value, plateau_input, config.regret_weight, config.plateau_weight,
+                                       config.regret_scale, config.band_low, config.band_high, config.ramp)
+    assert math.isclose(recipe_reward(regret_value, plateau_input, config), expected, abs_tol=1e-12)
+
+
+def test_recipe_regret_pairs_by_seed():
+    slot = {"hint_seeds": [5, 6, 7], "hint_returns": [1.0, 0.0, 1.0], "paired_seeds": [7, 5, 9],
+            "paired_returns": [0.0, 0.0, 1.0]}
+    assert recipe_regret(slot) == pytest.approx(((1.0 - 0.0) + (1.0 - 0.0)) / 2)  # seeds 7 and 5; 9 has no hint
+    assert recipe_regret({**slot, "hint_seeds": [1, 2, 3]}) is None
+
+
+def test_slot_length_reads_the_designed_value():
+    opening = template_source("copy_span", "test")
+    assert opening.endswith(MARKER)
+    assert slot_length(opening + "3", MARKER) == 3
+    assert slot_length(opening + "3\n", MARKER) == 3
+    assert slot_length(opening + "x", MARKER) is None
+    assert slot_length(check_source("copy_span", "test"), MARKER) == 3  # the complete file ends LENGTH = 3
+
+
+def test_spearman_and_bootstrap():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 1, 1], [1, 2, 3]) is None
+    diff, low, high = stratified_bootstrap([([0.1, 0.2, 0.1], [0.5, 0.6, 0.55])])
+    assert diff == pytest.approx(0.55 - 0.4 / 3) and 0 < low <= diff <= high
+    diff, low, high = stratified_bootstrap([([0.1, 0.9], [0.1, 0.9])])
+    assert diff == 0 and low < 0 < high
+
+
+def _round(step, lengths, win_rates, rewards_, right=0.0, asked=0):
+    return Round(step, tuple(lengths), tuple(win_rates), tuple(rewards_), right, asked)
+
+
+def test_properties_on_hand_made_rounds():
+    """A designer whose reward rises and whose sets hold learnable environments, with difficulty rising with the agent's
+    accuracy, passes; its control's sets hold none; each property then fails on its own breakage."""
+    trained = [_round(2 * i, [1 + i // 4] * 2, [0.5, 0.5 if i > 3 else 0.9], [0.1 * i] * 2, right=10 + i, asked=20)
+               for i in range(12)]
+    control = [_round(2 * i, [4, 4], [0.0, 0.0], [0.0, 0.0]) for i in range(12)]
+    metrics = [{"step": 2 * i + 2, "designer_batch_sets": [2 * i], "designer_batch_nonzero": 2} for i in range(12)]
+    rows, ok = properties({0: (trained, metrics)}, {0: (control, [])})
+    assert ok, rows
+    zero = [{**line, "designer_batch_nonzero": 0} for line in metrics]
+    flat = [_round(r.step, r.lengths, r.win_rates, [0.5, 0.5], r.letters_right, r.letters_asked) for r in trained]
+    falling = [_round(r.step, trained[-1 - i].lengths, r.win_rates, r.rewards, r.letters_right, r.letters_asked)
+               for i, r in enumerate(trained)]  # the agent's accuracy rises, the designed difficulty falls
+    for broken, failing in (({0: (trained, zero)}, "1."), ({0: (flat, metrics)}, "2."),
+                            ({0: (falling, metrics)}, "4.")):
+        rows, ok = properties(broken, {0: (control, [])})
+        assert not ok and any(name.startswith(failing) and not holds for name, *_, holds in rows), rows
+    rows, ok = properties({0: (trained, metrics)}, {0: (trained, [])})  # a control as good as the designer
+    assert not ok and any(name.startswith("3.") and not holds for name, *_, holds in rows)
+
+
+def test_nonzero_rounds_counts_trained_sets():
+    metrics = [{"step": 2, "designer_batch_sets": [0], "designer_batch_nonzero": 3},
+               {"step": 4, "designer_batch_sets": [2], "designer_batch_nonzero": 0}, {"step": 5}]
+    assert nonzero_rounds(metrics) == (1, 2)
+
+
+# ----- short real runs, unmutated and mutated --------------------------------------------------------------------------
+def mechanism_config(tmp: Path, train_designer: bool = True) -> Path:
+    """configs/default.yaml's first mechanism run, cut to 6 steps (3 design rounds)."""
+    data = yaml.safe_load((ROOT / "configs/default.yaml").read_text())
+    run = data["mechanism_check"]["toy_mechanism_s0"]
+    base = {k: v for k, v in data.items() if k not in ("learning_check", "mechanism_check", "toy_tool_use",
+                                                       "toy_ablations", "paper")}
+    merged = deep_merge(deep_merge(base, run), {"run_name": "mechanism_test", "selfplay": {
+        "total_steps": 6, "checkpoint_every": 6, "train_designer": train_designer},
+        "results_dir": str(tmp / "results")})
+    path = tmp / f"mechanism_{train_designer}.yaml"
+    path.write_text(yaml.safe_dump(merged))
+    return path
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mechanism")
+    config = mechanism_config(tmp)
+    model = tmp / "model"
+    subprocess.run([PYTHON, "-m", "spade.cli", "model", "prepare", "--config", str(config), "--out", str(model)],
+                   check=True, cwd=ROOT, capture_output=True)
+    return tmp, config, model
+
+
+def train(prepared, mutation: str) -> Path:
+    tmp, config, model = prepared
+    run_dir = tmp / mutation
+    done = subprocess.run([PYTHON, str(ROOT / "tests/mechanism_mutants.py"), mutation, "train", "--backend", "local",
+                           "--config", str(config), "--model", str(model), "--corpus", "", "--run-dir", str(run_dir)],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run_dir
+
+
+def verdict(run_dir: Path, config: Path) -> tuple[list, tuple]:
+    return integrity(run_dir, load_config(config), trained=True), nonzero_rounds(read_metrics(run_dir))
+
+
+def test_unmutated_run_passes_the_integrity_rows(prepared):
+    run_dir = train(prepared, "none")
+    failures, (nonzero, trained) = verdict(run_dir, prepared[1])
+    assert failures == []
+    assert trained == 3 and nonzero >= 2  # sets 0, 2 and 4 trained; the template's rewards differ within a set
+    rounds = design_rounds(run_dir, MARKER, CREDIT)
+    assert [r.step for r in rounds] == [0, 2, 4]
+    assert all(r.mean_length is not None and r.accuracy is not None for r in rounds)
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS)
+def test_each_mutation_fails_the_check(prepared, mutation):
+    failures, (nonzero, trained) = verdict(train(prepared, mutation), prepared[1])
+    caught = {
+        "zero_advantages": nonzero == 0,  # property 1: no design round trained with a nonzero advantage
+        "band_outside": any("designer reward" in f and "recipe gives" in f for f in failures),
+        "flip_regret": any("regret" in f and "Eq. 3" in f for f in failures),
+        "drop_designer": trained == 0 and any("delayed update" in f for f in failures),
+        "wrong_set": any("delayed update" in f for f in failures),
+    }
+    assert caught[mutation], (failures, nonzero, trained)
+
+
+def test_control_config_differs_only_in_designer_training(tmp_path):
+    """The default config's mechanism pairs: each control is its trained run with selfplay.train_designer false."""
+    data = yaml.safe_load((ROOT / "configs/default.yaml").read_text())["mechanism_check"]
+    for seed in range(3):
+        trained, control = data[f"toy_mechanism_s{seed}"], data[f"toy_mechanism_control_s{seed}"]
+        assert trained["seed"] == control["seed"] == seed
+        assert trained["selfplay"]["train_designer"] and not control["selfplay"]["train_designer"]
+        assert {**control, "selfplay": {**control["selfplay"], "train_designer": True}} == trained
