@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spade.analysis.mechanism import (Round, design_rounds, integrity, nonzero_rounds, properties, read_metrics,
-                                      recipe_regret, recipe_reward, slot_length, spearman, stratified_bootstrap,
-                                      template_constants)
+from spade.analysis.mechanism import (Round, design_rounds, integrity, letter_accuracy, nonzero_rounds, properties,
+                                      read_metrics, recipe_regret, recipe_reward, slot_length, spearman,
+                                      stratified_bootstrap)
 from spade.config import RewardConfig, SpadeConfig, load_config
 from spade.configtools import deep_merge, from_dict
 from spade.core import rewards
@@ -22,7 +22,6 @@ from spade.envs.checks import TEMPLATE_MARKERS, check_source, template_source
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 MARKER = TEMPLATE_MARKERS["copy_span"]
-CREDIT = template_constants(check_source("copy_span", "test"), ("POSITION_CREDIT",))["POSITION_CREDIT"]
 MUTATIONS = ("zero_advantages", "band_outside", "flip_regret", "drop_designer", "wrong_set")
 
 
@@ -52,6 +51,14 @@ def test_slot_length_reads_the_designed_value():
     assert slot_length(check_source("copy_span", "test"), MARKER) == 3  # the complete file ends LENGTH = 3
 
 
+def test_letter_accuracy_is_the_maximum_likelihood():
+    assert letter_accuracy([(1, 30, 100)]) == pytest.approx(0.3, abs=1e-3)
+    assert letter_accuracy([(2, 36, 100)]) == pytest.approx(0.6, abs=1e-3)  # p ** 2 = 0.36
+    both = letter_accuracy([(1, 60, 100), (2, 36, 100)])  # both say 0.6
+    assert both == pytest.approx(0.6, abs=2e-3)
+    assert letter_accuracy([]) is None and letter_accuracy([(3, 0, 0)]) is None
+
+
 def test_spearman_and_bootstrap():
     assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
@@ -62,22 +69,22 @@ def test_spearman_and_bootstrap():
     assert diff == 0 and low < 0 < high
 
 
-def _round(step, lengths, win_rates, rewards_, right=0.0, asked=0):
-    return Round(step, tuple(lengths), tuple(win_rates), tuple(rewards_), right, asked)
+def _round(step, lengths, win_rates, rewards_, plays=()):
+    return Round(step, tuple(lengths), tuple(win_rates), tuple(rewards_), tuple(plays))
 
 
 def test_properties_on_hand_made_rounds():
     """A designer whose reward rises and whose sets hold learnable environments, with difficulty rising with the agent's
     accuracy, passes; its control's sets hold none; each property then fails on its own breakage."""
-    trained = [_round(2 * i, [1 + i // 4] * 2, [0.5, 0.5 if i > 3 else 0.9], [0.1 * i] * 2, right=10 + i, asked=20)
-               for i in range(12)]
+    trained = [_round(2 * i, [1 + i // 4] * 2, [0.5, 0.5 if i > 3 else 0.9], [0.1 * i] * 2, plays=[(1, 4 + i, 20)])
+               for i in range(12)]  # the agent's wins at LENGTH 1 rise round by round
     control = [_round(2 * i, [4, 4], [0.0, 0.0], [0.0, 0.0]) for i in range(12)]
     metrics = [{"step": 2 * i + 2, "designer_batch_sets": [2 * i], "designer_batch_nonzero": 2} for i in range(12)]
     rows, ok = properties({0: (trained, metrics)}, {0: (control, [])})
     assert ok, rows
     zero = [{**line, "designer_batch_nonzero": 0} for line in metrics]
-    flat = [_round(r.step, r.lengths, r.win_rates, [0.5, 0.5], r.letters_right, r.letters_asked) for r in trained]
-    falling = [_round(r.step, trained[-1 - i].lengths, r.win_rates, r.rewards, r.letters_right, r.letters_asked)
+    flat = [_round(r.step, r.lengths, r.win_rates, [0.5, 0.5], r.plays) for r in trained]
+    falling = [_round(r.step, trained[-1 - i].lengths, r.win_rates, r.rewards, r.plays)
                for i, r in enumerate(trained)]  # the agent's accuracy rises, the designed difficulty falls
     for broken, failing in (({0: (trained, zero)}, "1."), ({0: (flat, metrics)}, "2."),
                             ({0: (falling, metrics)}, "4.")):
@@ -137,7 +144,7 @@ def test_unmutated_run_passes_the_integrity_rows(prepared):
     failures, (nonzero, trained) = verdict(run_dir, prepared[1])
     assert failures == []
     assert trained == 3 and nonzero >= 2  # sets 0, 2 and 4 trained; the template's rewards differ within a set
-    rounds = design_rounds(run_dir, MARKER, CREDIT)
+    rounds = design_rounds(run_dir, MARKER)
     assert [r.step for r in rounds] == [0, 2, 4]
     assert all(r.mean_length is not None and r.accuracy is not None for r in rounds)
 

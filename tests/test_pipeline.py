@@ -57,6 +57,13 @@ learning_check:  # the default target's learning check, 4 steps per seed here (i
   toy_learning_check_s0: &short {selfplay: {total_steps: 4, checkpoint_every: 4, regen_interval: 4}}
   toy_learning_check_s1: *short
   toy_learning_check_s2: *short
+mechanism_check:  # the default target's mechanism check, 4 steps per run here (its 60-step runs take ~1 min each)
+  toy_mechanism_s0: &brief {selfplay: {total_steps: 4, checkpoint_every: 4}}
+  toy_mechanism_control_s0: *brief
+  toy_mechanism_s1: *brief
+  toy_mechanism_control_s1: *brief
+  toy_mechanism_s2: *brief
+  toy_mechanism_control_s2: *brief
 """
 
 
@@ -133,7 +140,8 @@ REPORTED = {
     **dict.fromkeys(["results/tables/results.csv", "results/library/report.md"]
                     + [f"results/tables/{run}_run.md" for run in ("tiny", *CHECK_RUNS)]
                     + [f"results/figures/{run}_training.pdf" for run in ("tiny", *CHECK_RUNS)]
-                    + ["results/tables/learning_check.md"], "Run"),
+                    + ["results/tables/learning_check.md", "results/tables/mechanism_check.md",
+                       "results/figures/mechanism_check.pdf"], "Run"),
     **dict.fromkeys(["results/tables/suite.csv", "results/bench/eval_throughput.json"]
                     + [f"results/runs/{run}/selected_checkpoint.json" for run in ("tiny", *CHECK_RUNS)],
                     "Evaluation"),

@@ -69,9 +69,10 @@ def test_default_plan_is_the_toy_pipeline(tmp_path):
     and 200 on its own held-out benchmark, and their table."""
     run = snakemake(["-n", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)])
     assert run.returncode == 0, run.stderr[-3000:]
-    assert job_stats(run.stdout) == {"build_corpus": 1, "library_check": 1, "prepare_model": 2, "evaluate": 9,
-                                     "train": 4, "results_table": 1, "run_table": 4, "training_figure": 4,
-                                     "learning_check_table": 1, "all": 1}
+    assert job_stats(run.stdout) == {"build_corpus": 1, "library_check": 1, "prepare_model": 3, "evaluate": 9,
+                                     "train": 10, "results_table": 1, "run_table": 4, "training_figure": 4,
+                                     "learning_check_table": 1, "mechanism_check_table": 1,
+                                     "mechanism_check_figure": 1, "all": 1}
     planned = jobs(run.stdout)
     trains = {job["wildcards"]: job for job in planned if job["rule"] == "train"}
     train, check = trains["run=toy"], trains["run=toy_learning_check_s1"]
@@ -80,7 +81,8 @@ def test_default_plan_is_the_toy_pipeline(tmp_path):
     assert "--config results/configs/toy_learning_check_s1-" in check["shell"]
     for job in planned:
         assert "{" not in job["shell"] and len(job["shell"]) < 1000, job["shell"]
-    for key in ("toy_ablations", "learning_check"):  # workflow keys: a run's own config never carries them
+    for key in ("toy_ablations", "learning_check", "mechanism_check"):  # workflow keys: a run's own config never
+        # carries them
         assert key not in job_config(train, tmp_path) and key not in job_config(check, tmp_path)
     assert job_config(train, tmp_path)["run_name"] == "toy" and "--run-dir results/runs/toy " in train["shell"]
     assert job_config(check, tmp_path)["model_card"] == "tiny-random-copy"
@@ -93,7 +95,7 @@ def test_default_plan_is_the_toy_pipeline(tmp_path):
         f"run=toy_learning_check_s{seed}, benchmark=learning_check, step={step:06d}" for seed in range(3)
         for step in (0, 200)]
     models = {job["wildcards"]: job for job in planned if job["rule"] == "prepare_model"}
-    assert sorted(models) == ["card=smollm2-135m", "card=tiny-random-copy"]
+    assert sorted(models) == ["card=smollm2-135m", "card=tiny-random-copy", "card=tiny-random-spade"]
     for card, job in models.items():  # each folder is built from the config of a run of its own card
         assert job_config(job, tmp_path)["model_card"] == card.removeprefix("card="), card
     assert "pending_run" not in run.stdout

@@ -26,9 +26,9 @@ from spade.paper.report import (ReportInputError, provenance_record, render_late
 
 def load_runs(dirs: list, configs: list) -> dict:
     """seed -> (run name, config, rounds, metrics) of each run folder, with its job config."""
-    from spade.analysis.mechanism import design_rounds, read_metrics, template_constants
+    from spade.analysis.mechanism import design_rounds, read_metrics
     from spade.config import load_config
-    from spade.envs.checks import TEMPLATE_MARKERS, check_source
+    from spade.envs.checks import TEMPLATE_MARKERS
 
     out = {}
     for folder, path in zip(dirs, configs):
@@ -37,12 +37,10 @@ def load_runs(dirs: list, configs: list) -> dict:
         if template not in TEMPLATE_MARKERS:
             raise ReportInputError(f"{path}: designer.response_template is {template!r}; a mechanism run needs one of "
                                    f"{sorted(TEMPLATE_MARKERS)}")
-        credit = template_constants(check_source(template, "designer.response_template"),
-                                    ("POSITION_CREDIT",))["POSITION_CREDIT"]
         if config.seed in out:
             raise ReportInputError(f"two runs of seed {config.seed}: {out[config.seed][0]} and {folder}")
         out[config.seed] = (Path(folder).name, config,
-                            design_rounds(Path(folder), TEMPLATE_MARKERS[template], credit), read_metrics(Path(folder)))
+                            design_rounds(Path(folder), TEMPLATE_MARKERS[template]), read_metrics(Path(folder)))
     return out
 
 
