@@ -77,11 +77,13 @@ def run_steps(core, steps: int) -> list:
 
 
 # metrics added after SPADE_GOLDEN was recorded (purely additive: logging for the generation metrics, issue 14's for
-# the batch structure, issue 30's for why a step earns nothing, issue 32's tool-use LLM screen)
+# the batch structure, issue 30's for why a step earns nothing, issue 32's tool-use LLM screen, issue 39's record of
+# what the designer's update trained on)
 ADDED_METRICS = ("design_generated_tokens", "agent_groups", "useful_groups", "designer_weight", "dropped_plays",
                  "no_hint_plays", "trimmed_agent_samples", "agent_return_sd", "agent_returns", "agent_causes",
                  "hint_causes", "agent_unearned_share", "agent_unparsed_turn_share", "agent_cut_turn_share",
-                 "design_fail_stages", "design_cut_share", "screen_verdicts", "hint_timeouts")
+                 "design_fail_stages", "design_cut_share", "screen_verdicts", "hint_timeouts",
+                 "designer_batch_sets", "designer_batch_nonzero")
 # issue 14's switches set to the readings before it: the 'groups' batch structure, failed plays as return 0, the
 # plateau on the win rate, the memory on full wins over the window
 PREVIOUS = {"selfplay": {"batch_structure": "groups"}, "agent": {"failed_plays": "zero"},

@@ -41,8 +41,8 @@ class EnvironmentDesign:
     # ----- designer generations ----------------------------------------------------------------
     def _generate(self, chats: list, params: SamplingParams, seed: int, prefix: str = ""):
         """Designer-model generations of ``chats`` (``params``: designer.design_params() or hint_params()).
-        ``prefix`` (designer.response_prefix or response_template, designs only) opens the reply: its tokens end every prompt (never
-        trained) and each generation's text starts with it, as intake reads it."""
+        ``prefix`` (designer.opening(): response_prefix or response_template, designs only) opens the reply: its tokens
+        end every prompt (never trained) and each generation's text starts with it, as intake reads it."""
         if self.designer_backend is not None:  # external designer: text only, no prompt tokens, never trained
             if prefix:  # SelfPlay refuses the combination; a chat API cannot be given an opened reply
                 raise ValueError("designer.response_prefix applies to the policy's own designs only")
