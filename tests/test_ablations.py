@@ -230,6 +230,10 @@ def drop_time(report: dict) -> dict:
     return {k: v for k, v in report.items() if k != "elapsed_ms"}
 
 
+DESIGNER_BATCH = ("designer_batch_sets", "designer_batch_nonzero")  # what a step's designer update trained on: its
+# sets and how many of its samples had a nonzero advantage (issue 39); they change with the designer's advantages
+
+
 def drop(items: list, *keys: str) -> list:
     return [{k: v for k, v in item.items() if k not in keys} for item in items]
 
@@ -316,7 +320,7 @@ def test_without_designer_training_and_memory_trains_only_the_agent(play):
     assert [len(step) for step in ablated.samples("agent")] == [16] * STEPS
     assert [a[:16 - d] for a, d in zip(ablated.samples("agent"), trained_designer)] == base.samples("agent")
     assert ablated.sets() == base.sets()
-    batch_keys = ("designer_samples", "designer_weight", "trimmed_agent_samples")
+    batch_keys = ("designer_samples", "designer_weight", "trimmed_agent_samples", *DESIGNER_BATCH)
     assert drop(ablated.metrics(), *batch_keys) == drop(base.metrics(), *batch_keys)
     assert [m["trimmed_agent_samples"] for m in base.metrics()] == trained_designer
 
@@ -396,8 +400,8 @@ def test_ema_learning_potential_replaces_only_the_designer_reward(play):
     assert drop([row for g in ablated.sets() for row in g], "designer_reward") == \
         drop([row for g in reference.sets() for row in g], "designer_reward")
     assert ablated.memory.records == reference.memory.records
-    assert drop(ablated.metrics(), "closed_mean_designer_reward") == \
-        drop(reference.metrics(), "closed_mean_designer_reward")
+    assert drop(ablated.metrics(), "closed_mean_designer_reward", "designer_batch_nonzero") == \
+        drop(reference.metrics(), "closed_mean_designer_reward", "designer_batch_nonzero")
 
 
 def test_calibration_band_reward(play):
@@ -434,7 +438,8 @@ def test_calibration_band_reward(play):
     assert drop([row for g in ablated.sets() for row in g], "designer_reward") == \
         drop([row for g in base.sets() for row in g], "designer_reward")
     assert ablated.memory.records == base.memory.records
-    batch_keys = ("closed_mean_designer_reward", "designer_samples", "designer_weight", "trimmed_agent_samples")
+    batch_keys = ("closed_mean_designer_reward", "designer_samples", "designer_weight", "trimmed_agent_samples",
+                  *DESIGNER_BATCH)
     assert drop(ablated.metrics(), *batch_keys) == drop(base.metrics(), *batch_keys)
     # min(16 agent plays / 8 designer samples x k 2, 50) = 4 at step 2, where the base run has 16 / 4 x 2 = 8
     assert [m["designer_weight"] for m in ablated.metrics()][2:] == [4.0, None, 8.0]
