@@ -217,8 +217,8 @@ def test_heldout_prompts_are_never_trained_on():
 
 
 def test_check_source_names_the_key_and_the_allowed_names():
-    assert set(CHECKS) == {"digit_reply", "symbol_copy"}
-    with pytest.raises(ConfigError, match=r"baseline.pool_envs.*'small_sum'.*\['digit_reply', 'symbol_copy'\]"):
+    assert set(CHECKS) == {"copy_span", "digit_reply", "symbol_copy"}
+    with pytest.raises(ConfigError, match=r"baseline.pool_envs.*'small_sum'.*\['copy_span', 'digit_reply', 'symbol_copy'\]"):
         check_source("small_sum", "baseline.pool_envs")
 
 

@@ -136,6 +136,9 @@ REPORT_TARGETS = ["env_cards", "results/paper/tables/table5_hyperparameters.md",
                   "results/paper/tables/table3_ablations.md", "results/paper/figures/fig1_middle_games_transfer.pdf",
                   "results/paper/numbers/games_gain.tex", "paper_comparison"]
 CHECK_RUNS = ("toy_learning_check_s0", "toy_learning_check_s1", "toy_learning_check_s2")  # configs/default.yaml
+# the mechanism check's runs (configs/default.yaml): trained by the default target, not evaluated; the target env_cards
+# draws every configured run that has finished training, so their cards are in the report too
+MECHANISM_RUNS = tuple(f"toy_mechanism{arm}_s{seed}" for seed in range(3) for arm in ("", "_control"))
 REPORTED = {
     **dict.fromkeys(["results/tables/results.csv", "results/library/report.md"]
                     + [f"results/tables/{run}_run.md" for run in ("tiny", *CHECK_RUNS)]
@@ -145,7 +148,7 @@ REPORTED = {
     **dict.fromkeys(["results/tables/suite.csv", "results/bench/eval_throughput.json"]
                     + [f"results/runs/{run}/selected_checkpoint.json" for run in ("tiny", *CHECK_RUNS)],
                     "Evaluation"),
-    **dict.fromkeys([path for run in ("tiny", *CHECK_RUNS)
+    **dict.fromkeys([path for run in ("tiny", *CHECK_RUNS, *MECHANISM_RUNS)
                      for path in (f"results/figures/{run}_env_cards.pdf", f"results/figures/{run}_env_cards.png",
                                   f"results/figures/{run}_env_cards.pdf.provenance.json",
                                   f"results/env_cards/{run}/cards.html", f"results/env_cards/{run}/environments.html")],

@@ -427,7 +427,9 @@ def prepare_model(card: ModelCard, out_dir: str | Path, *, overwrite: bool = Fal
     out = Path(out_dir).resolve()
     if out.exists():
         previous = read_provenance(out)
-        if previous is not None and previous.get("card") == dataclasses.asdict(card) and not overwrite:
+        # compared as JSON holds it (a tuple of the card reads back as a list)
+        same = previous is not None and previous.get("card") == json.loads(json.dumps(dataclasses.asdict(card)))
+        if same and not overwrite:
             log.info("model %s already prepared in %s", card.name, out)
             return out
         if out.is_dir() and not any(out.iterdir()):
