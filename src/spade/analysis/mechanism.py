@@ -240,10 +240,8 @@ def nonzero_rounds(metrics: list) -> tuple[int, int]:
     for line in metrics:
         sets = line.get("designer_batch_sets", [])
         trained.update(sets)
-        if line.get("designer_batch_nonzero", 0) and len(sets) == 1:
-            nonzero.update(sets)
-        elif line.get("designer_batch_nonzero", 0):  # the last step trains two sets: counted for both only if each
-            nonzero.update(sets)                     # had one (a step's count is not split by set)
+        if line.get("designer_batch_nonzero", 0):  # the last step may train two sets; its count is not split by set,
+            nonzero.update(sets)                   # so a nonzero count there counts for both
     return len(nonzero), len(trained)
 
 

@@ -1,19 +1,19 @@
-"""Copy the first LENGTH letters of a row: the mechanism run's environment template (issue 39).
+"""Copy the first LENGTH digits of a row: the mechanism run's environment template (issue 39).
 
-Single turn. The observation shows a row of SHOWN letters drawn from ALPHABET ("Copy the first 3 letters: BDDB");
-the reply wins (reward 1.0) when its first LENGTH letters (spaces removed, case ignored) are the row's first LENGTH
-letters; otherwise it earns POSITION_CREDIT (0.02) for each of its first LENGTH letters in its right place, so that
-the agent's updates see which letters it got right (as symbol_copy's), yet a reply that wins nothing stays far below
-the designer's plateau band (at chance, LENGTH 4 returns 0.1 on average). The row always has SHOWN letters at the end of the observation, so the
-reply's i-th letter copies a letter at the same distance back whatever LENGTH is: one skill serves every difficulty,
-and a policy that copies each letter right with probability p wins about p ** LENGTH of the time (a reply that
-ignores the row: 0.5 ** LENGTH). LENGTH is the difficulty.
+Single turn. The observation shows a row of SHOWN digits drawn from ALPHABET ("Copy the first 3 digits:" and, on the
+next line, "4132"); the reply wins (reward 1.0) when its first LENGTH characters (spaces removed) are the row's first
+LENGTH digits; otherwise it earns POSITION_CREDIT (0.02) for each of its first LENGTH characters in its right place,
+so that the agent's updates see which digits it got right (as symbol_copy's), yet a reply that wins nothing stays far
+below the designer's plateau band. The row always has SHOWN digits at the end of the observation, so the reply's i-th
+digit copies a digit at the same distance back whatever LENGTH is: one skill serves every difficulty, and a policy
+that copies each digit right with probability p wins about p ** LENGTH of the time (a reply that ignores the row:
+0.25 ** LENGTH). LENGTH is the difficulty.
 
-The mechanism run's designer writes LENGTH. This file, cut just before the value of its last line
-(``TEMPLATE_MARKER``), is what ``designer.response_template: copy_span`` opens every design reply with: the design's
-own tokens (one digit, ``designer.max_new_tokens: 1``) end the module. A reply that is not a digit leaves a module
-that does not load, which validation rejects like any broken design. As a complete file (LENGTH = 3) it is also a
-learning-check environment (spade.envs.checks) for tests and for the format warm-up's prompts.
+The mechanism run's designer writes LENGTH. This file, cut just after the last ``LENGTH = `` (TEMPLATE_MARKERS), is
+what ``designer.response_template: copy_span`` opens every design reply with: the design's own token
+(``designer.max_new_tokens: 1``) ends the module. A reply that is not a number leaves a module that does not load,
+which validation rejects like any broken design. As a complete file (LENGTH = 3) it is also a learning-check
+environment (spade.envs.checks) for tests and for the format warm-up's prompts.
 Not a paper environment; nothing draws it unless a config names it.
 """
 
@@ -45,7 +45,7 @@ class CopySpan:
         right = sum(a == b for a, b in zip(reply[:LENGTH], self.row[:LENGTH]))
         if reply[:LENGTH] == self.row[:LENGTH]:
             return "Correct.", 1.0, True, False, {"length": LENGTH, "right": right}
-        return f"{right} letters right; the answer was {self.row[:LENGTH]}.", POSITION_CREDIT * right, True, False, \
+        return f"{right} digits right; the answer was {self.row[:LENGTH]}.", POSITION_CREDIT * right, True, False, \
             {"length": LENGTH, "right": right}
 
     def solution(self):
