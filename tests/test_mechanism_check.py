@@ -12,12 +12,13 @@ import pytest
 import yaml
 
 from spade.analysis.mechanism import (Round, design_rounds, integrity, letter_accuracy, nonzero_rounds, properties,
-                                      read_metrics, recipe_regret, recipe_reward, slot_length, spearman,
+                                      read_sets, recipe_regret, recipe_reward, slot_length, spearman,
                                       stratified_bootstrap)
-from spade.config import RewardConfig, SpadeConfig, load_config
-from spade.configtools import deep_merge, from_dict
+from spade.config import RewardConfig, load_config
+from spade.configtools import deep_merge
 from spade.core import rewards
 from spade.envs.checks import TEMPLATE_MARKERS, check_source, template_source
+from spade.paper.report import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -136,7 +137,8 @@ def train(prepared, mutation: str) -> Path:
 
 
 def verdict(run_dir: Path, config: Path) -> tuple[list, tuple]:
-    return integrity(run_dir, load_config(config), trained=True), nonzero_rounds(read_metrics(run_dir))
+    metrics = read_metrics(run_dir / "metrics.jsonl")
+    return integrity(read_sets(run_dir), metrics, load_config(config), trained=True), nonzero_rounds(metrics)
 
 
 def test_unmutated_run_passes_the_integrity_rows(prepared):
@@ -144,7 +146,7 @@ def test_unmutated_run_passes_the_integrity_rows(prepared):
     failures, (nonzero, trained) = verdict(run_dir, prepared[1])
     assert failures == []
     assert trained == 3 and nonzero >= 2  # sets 0, 2 and 4 trained; the template's rewards differ within a set
-    rounds = design_rounds(run_dir, MARKER)
+    rounds = design_rounds(read_sets(run_dir), MARKER)
     assert [r.step for r in rounds] == [0, 2, 4]
     assert all(r.mean_length is not None and r.accuracy is not None for r in rounds)
 

@@ -16,17 +16,17 @@ Writes the Markdown table, a booktabs LaTeX table next to it, a JSON of the per-
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from spade.paper.report import (ReportInputError, provenance_record, render_latex, render_markdown, require_files,
-                                run_script, sidecar_path, write_json_atomic, write_text_atomic)
+from spade.paper.report import (ReportInputError, provenance_record, read_metrics, render_latex, render_markdown,
+                                require_files, run_script, sidecar_path, write_json_atomic, write_text_atomic)
 
 
 def load_runs(dirs: list, configs: list) -> dict:
-    """seed -> (run name, config, rounds, metrics) of each run folder, with its job config."""
-    from spade.analysis.mechanism import design_rounds, read_metrics
+    """seed -> (run name, config, sets, metrics, rounds) of each run folder, with its job config: what the check
+    reads, each read once."""
+    from spade.analysis.mechanism import design_rounds, read_sets
     from spade.config import load_config
     from spade.envs.checks import TEMPLATE_MARKERS
 
@@ -39,25 +39,27 @@ def load_runs(dirs: list, configs: list) -> dict:
                                    f"{sorted(TEMPLATE_MARKERS)}")
         if config.seed in out:
             raise ReportInputError(f"two runs of seed {config.seed}: {out[config.seed][0]} and {folder}")
-        out[config.seed] = (Path(folder).name, config,
-                            design_rounds(Path(folder), TEMPLATE_MARKERS[template]), read_metrics(Path(folder)))
+        sets = read_sets(Path(folder))
+        out[config.seed] = (Path(folder).name, config, sets, read_metrics(Path(folder) / "metrics.jsonl"),
+                            design_rounds(sets, TEMPLATE_MARKERS[template]))
     return out
 
 
-def mechanism_rows(trained: dict, control: dict, trained_dirs: list, control_dirs: list) -> tuple[list, bool]:
+def mechanism_rows(trained: dict, control: dict) -> tuple[list, bool]:
     """Rows (check, seed, value, detail, verdict) and the overall verdict."""
     from spade.analysis.mechanism import integrity, properties
 
     rows, ok = [], True
-    for dirs, runs, is_trained in ((trained_dirs, trained, True), (control_dirs, control, False)):
-        for folder, (seed, (name, config, _, _)) in zip(dirs, sorted(runs.items())):
-            failures = integrity(Path(folder), config, is_trained)
+    for runs, is_trained in ((trained, True), (control, False)):
+        for seed, (name, config, sets, metrics, _) in sorted(runs.items()):
+            failures = integrity(sets, metrics, config, is_trained)
             ok &= not failures
             rows.append(("0. recipe rewards and delayed update" + ("" if is_trained else " (control)"), str(seed),
                          "holds" if not failures else f"{len(failures)} failures",
                          name + (": " + "; ".join(failures[:3]) if failures else ": every designer reward is the "
                                  "recipe's, every designer sample trained k steps after its set"), not failures))
-    found, holds = properties({s: v[2:] for s, v in trained.items()}, {s: v[2:] for s, v in control.items()})
+    found, holds = properties({s: (v[4], v[3]) for s, v in trained.items()},
+                              {s: (v[4], v[3]) for s, v in control.items()})
     ok &= holds
     rows += [(name, str(seed), value, detail, verdict) for name, seed, value, detail, verdict in found]
     return rows, ok
@@ -68,7 +70,7 @@ def series(runs: dict) -> dict:
     return {str(seed): {"run": name, "step": [r.step for r in rounds], "reward": [r.reward for r in rounds],
                         "learnable": [r.learnable for r in rounds], "length": [r.mean_length for r in rounds],
                         "accuracy": [r.accuracy for r in rounds]}
-            for seed, (name, _, rounds, _) in sorted(runs.items())}
+            for seed, (name, _, _, _, rounds) in sorted(runs.items())}
 
 
 def main(argv=None) -> None:
@@ -87,7 +89,7 @@ def main(argv=None) -> None:
     trained, control = load_runs(args.trained, args.configs[:n]), load_runs(args.control, args.configs[n:])
     if sorted(trained) != sorted(control):
         raise ReportInputError(f"trained seeds {sorted(trained)} and control seeds {sorted(control)} differ")
-    rows, ok = mechanism_rows(trained, control, args.trained, args.control)
+    rows, ok = mechanism_rows(trained, control)
     table = [(f"{name} [seed {seed}]", value, f"{'HOLDS' if verdict else 'FAILS'}: {detail}")
              for name, seed, value, detail, verdict in rows]
     table.append(("Mechanism check", "PASSED" if ok else "FAILED",

@@ -3,7 +3,7 @@
 A mechanism run is a SPADE run whose designer completes the ``copy_span`` template (``designer.response_template``):
 its one token is the environment's difficulty LENGTH (spade.envs.checks.copy_span). Its control is the same run with
 ``selfplay.train_designer: false``. Everything here reads what the runs wrote: each closed set's archive
-(``envs/set_*.json``: code, window statistics, regret, designer reward) and ``metrics.jsonl`` (the designer samples
+(``envs/set_*.json``: code, window statistics, regret, designer reward; ``read_sets``) and ``metrics.jsonl`` (the designer samples
 each optimizer step trained on: ``designer_batch_sets``, ``designer_batch_nonzero``).
 
 Per design round (one environment set, made at step s = round x k), ``design_rounds`` derives:
@@ -23,7 +23,6 @@ came from the set the delayed update should train (made k steps earlier; the las
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import re
@@ -36,7 +35,6 @@ ACCURACY_GAIN = 0.05  # property 4: the agent must gain this much letter accurac
 # correlation with the designed difficulty to mean that the difficulty follows the agent (a fifth of chance, 0.25)
 TOLERANCE = 1e-9  # recomputed rewards and regrets must agree to this
 BOOTSTRAP = 2000  # resamples of each bootstrap interval
-WIN = 1.0 - 1e-6  # a win: final reward >= 1 - 1e-6 (spec 4)
 
 
 class MechanismInputError(ValueError):
@@ -97,24 +95,22 @@ def slot_length(code: str, marker: str) -> int | None:
 
 
 def read_sets(run_dir: Path) -> list:
-    """Every archived environment set of a run, in step order: [(step, [slot dict])]."""
-    files = sorted((Path(run_dir) / "envs").glob("set_*.json"))
-    if not files:
+    """Every archived environment set of a run, in step order: [(step, [slot dict])] (spade.analysis.read_env_sets)."""
+    from spade.analysis import read_env_sets
+
+    try:
+        archives = read_env_sets(run_dir)
+    except ValueError as exc:
+        raise MechanismInputError(str(exc)) from None
+    if not archives:
         raise MechanismInputError(f"{run_dir}: no envs/set_*.json (is it a finished SPADE run?)")
-    return [(int(f.stem.split("_")[1]), json.loads(f.read_text(encoding="utf-8"))["environments"]) for f in files]
+    return [(archive["environments"][0]["step"], archive["environments"]) for archive in archives]
 
 
-def read_metrics(run_dir: Path) -> list:
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        raise MechanismInputError(f"{path} is missing")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def design_rounds(run_dir: Path, marker: str) -> list:
-    """The run's design rounds (module docstring)."""
+def design_rounds(sets: list, marker: str) -> list:
+    """The design rounds (module docstring) of a run's sets (``read_sets``)."""
     rounds = []
-    for step, slots in read_sets(run_dir):
+    for step, slots in sets:
         lengths, win_rates, rewards, plays = [], [], [], []
         for slot in slots:
             length = slot_length(slot["code"], marker) if slot["valid"] else None
@@ -145,12 +141,12 @@ def recipe_reward(regret_value: float | None, plateau_input: float, reward) -> f
     return reward.regret_weight * floored + reward.plateau_weight * max(0.0, 1.0 - distance / reward.ramp)
 
 
-def integrity(run_dir: Path, config, trained: bool) -> list:
-    """What breaks the recipe in a run: a list of failures (empty = none). ``config``: the run's SpadeConfig;
-    ``trained``: whether its designer trains (a control run trains no designer sample)."""
+def integrity(sets: list, metrics: list, config, trained: bool) -> list:
+    """What breaks the recipe in a run: a list of failures (empty = none). ``sets``: its archived sets (``read_sets``);
+    ``metrics``: its metrics.jsonl records; ``config``: its SpadeConfig; ``trained``: whether its designer trains (a
+    control run trains no designer sample)."""
     failures = []
     k, last = config.selfplay.regen_interval, config.selfplay.total_steps - 1
-    sets = read_sets(run_dir)
     for step, slots in sets:
         for slot in slots:
             if not (slot["valid"] and slot["source"] == "designer") or slot["filled_step"] is not None:
@@ -174,7 +170,7 @@ def integrity(run_dir: Path, config, trained: bool) -> list:
     made = [step for step, slots in sets if any(
         slot["valid"] and slot["source"] == "designer" and slot["filled_step"] is None or
         config.designer.invalid == "penalty" and slot["attempts"] for slot in slots)]
-    for line in read_metrics(run_dir):
+    for line in metrics:
         step = line["step"]
         closing = max((s for s, _ in sets if s <= step), default=None)  # the set the last step flushes
         expected = sorted(({step - k} if step % k == 0 and step - k in made else set()) |
@@ -213,24 +209,11 @@ def stratified_bootstrap(groups: list, seed: int = 0) -> tuple[float, float, flo
 
 def spearman(xs: list, ys: list) -> float | None:
     """Spearman's rank correlation (average ranks for ties); None when either side is constant."""
-    def ranks(values):
-        order = sorted(range(len(values)), key=values.__getitem__)
-        out = [0.0] * len(values)
-        i = 0
-        while i < len(order):
-            j = i
-            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-                j += 1
-            for position in range(i, j + 1):
-                out[order[position]] = (i + j) / 2
-            i = j + 1
-        return out
+    from scipy.stats import spearmanr
 
-    rx, ry = ranks(xs), ranks(ys)
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
-    return sxy / math.sqrt(sxx * syy) if sxx and syy else None
+    if len(set(xs)) < 2 or len(set(ys)) < 2:
+        return None
+    return float(spearmanr(xs, ys).statistic)
 
 
 def nonzero_rounds(metrics: list) -> tuple[int, int]:

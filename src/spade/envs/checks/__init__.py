@@ -2,7 +2,7 @@
 tiny random model after a reply-format warm-up, spade.inference.format_warmup), meant to show within a short run of
 the default workflow whether the trainer learns.
 
-``copy_span`` (issue 39): copy the first LENGTH letters of a row; the mechanism run's designer writes LENGTH
+``copy_span`` (issue 39): copy the first LENGTH digits of a row; the mechanism run's designer writes LENGTH
 (``TEMPLATE_MARKERS``, ``template_source``).
 
 ``symbol_copy`` (the default check, issue 30): copy two letters. Its answer is a function of the observation (a
