@@ -32,8 +32,12 @@ def test_step_profile_without_and_with_the_prefix_cache(tiny_model_dir, tmp_path
         kernel = result["kernels"][name]
         assert kernel["flops"] > 0 and kernel["seconds"] > 0
         assert kernel["fraction_of_peak"] == kernel["flops_per_s"] / result["peak_flops_per_s"]
+    design = result["kernels"]["design_samples"]
+    assert design["samples"] == config.train.micro_batch and design["prompt_tokens"] == SMALL_KERNELS["train_tokens"]
+    assert design["shared"] > 0 and design["one_pass_per_sample"] > 0
     text = render(result)
     assert "matmul peak" in text and "no_hint_arm" in text and "of peak" in text and "decode kernels" in text
+    assert "design samples" in text
 
 
 def test_token_flops_by_hand():

@@ -3,6 +3,7 @@ mutations of the designer update it must catch, each in a short real run (tests/
 
 from __future__ import annotations
 
+import itertools
 import math
 import subprocess
 import sys
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spade.analysis.mechanism import (Round, design_rounds, integrity, letter_accuracy, nonzero_rounds, properties,
-                                      read_sets, recipe_regret, recipe_reward, slot_length, spearman,
+from spade.analysis.mechanism import (Round, design_rounds, integrity, digit_accuracy, nonzero_rounds, properties,
+                                      read_sets, recipe_regret, recipe_reward, slot_need, spearman, win_chance,
                                       stratified_bootstrap)
 from spade.config import RewardConfig, load_config
 from spade.configtools import deep_merge
@@ -43,21 +44,55 @@ def test_recipe_regret_pairs_by_seed():
     assert recipe_regret({**slot, "hint_seeds": [1, 2, 3]}) is None
 
 
-def test_slot_length_reads_the_designed_value():
+def test_slot_need_reads_the_designed_value():
     opening = template_source("copy_span", "test")
     assert opening.endswith(MARKER)
-    assert slot_length(opening + "3", MARKER) == 3
-    assert slot_length(opening + "3\n", MARKER) == 3
-    assert slot_length(opening + "x", MARKER) is None
-    assert slot_length(check_source("copy_span", "test"), MARKER) == 3  # the complete file ends LENGTH = 3
+    assert slot_need(opening + "3", MARKER) == 3
+    assert slot_need(opening + "3\n", MARKER) == 3
+    assert slot_need(opening + "x", MARKER) is None
+    assert slot_need(check_source("copy_span", "test"), MARKER) == 3  # the complete file ends NEED = 3
 
 
-def test_letter_accuracy_is_the_maximum_likelihood():
-    assert letter_accuracy([(1, 30, 100)]) == pytest.approx(0.3, abs=1e-3)
-    assert letter_accuracy([(2, 36, 100)]) == pytest.approx(0.6, abs=1e-3)  # p ** 2 = 0.36
-    both = letter_accuracy([(1, 60, 100), (2, 36, 100)])  # both say 0.6
+def _copy_span(need):
+    """copy_span as a design that wrote ``need`` (our own trusted file, run in-process)."""
+    namespace = {}
+    exec(compile(template_source("copy_span", "test") + str(need), "copy_span", "exec"), namespace)
+    return namespace["CopySpan"]()
+
+
+def test_copy_span_wins_with_at_least_need_digits_right():
+    env = _copy_span(2)
+    env.reset(seed=0)
+    row = env.row
+    wrong = {"1": "2", "2": "3", "3": "4", "4": "1"}
+    assert env.step(" ".join(row))[1:3] == (1.0, True)  # spaces are removed
+    for right in range(5):
+        env.reset(seed=0)
+        reply = row[:right] + "".join(wrong[d] for d in row[right:])
+        reward = env.step(reply)[1]
+        assert reward == (1.0 if right >= 2 else pytest.approx(0.02 * right)), (right, reward)
+    assert env.step(row)[1] == 0.0  # the episode is over
+
+
+def test_copy_span_chance_matches_its_docstring_and_win_chance():
+    """A reply that ignores the row wins P(Binomial(4, 1/4) >= NEED) of the 256 rows: 175, 67, 13 and 1 of them."""
+    for need, wins in ((1, 175), (2, 67), (3, 13), (4, 1)):
+        env, won = _copy_span(need), 0
+        for row in itertools.product("1234", repeat=4):
+            env.row, env.done = "".join(row), False
+            won += env.step("1234")[1] == 1.0
+        assert won == wins and won / 256 == pytest.approx(win_chance(0.25, need))
+
+
+def test_digit_accuracy_is_the_maximum_likelihood():
+    assert win_chance(0.25, 1) == pytest.approx(1 - 0.75 ** 4) and win_chance(0.6, 4) == pytest.approx(0.6 ** 4)
+    assert win_chance(0.5, 2) == pytest.approx(11 / 16)  # 6 + 4 + 1 of the 16 equally likely rows of right/wrong
+    assert digit_accuracy([(4, 1296, 10000)]) == pytest.approx(0.6, abs=1e-3)  # 0.6 ** 4 = 0.1296
+    assert digit_accuracy([(1, 9375, 10000)]) == pytest.approx(0.5, abs=1e-3)  # 1 - 0.5 ** 4
+    both = digit_accuracy([(4, 1296, 10000), (1, 9744, 10000)])  # both say 0.6 (1 - 0.4 ** 4 = 0.9744)
     assert both == pytest.approx(0.6, abs=2e-3)
-    assert letter_accuracy([]) is None and letter_accuracy([(3, 0, 0)]) is None
+    assert digit_accuracy([]) is None and digit_accuracy([(3, 0, 0)]) is None
+    assert digit_accuracy([(5, 0, 10), (0, 10, 10)]) is None  # never / always won: says nothing of p
 
 
 def test_spearman_and_bootstrap():
@@ -70,22 +105,22 @@ def test_spearman_and_bootstrap():
     assert diff == 0 and low < 0 < high
 
 
-def _round(step, lengths, win_rates, rewards_, plays=()):
-    return Round(step, tuple(lengths), tuple(win_rates), tuple(rewards_), tuple(plays))
+def _round(step, needs, win_rates, rewards_, plays=()):
+    return Round(step, tuple(needs), tuple(win_rates), tuple(rewards_), tuple(plays))
 
 
 def test_properties_on_hand_made_rounds():
     """A designer whose reward rises and whose sets hold learnable environments, with difficulty rising with the agent's
     accuracy, passes; its control's sets hold none; each property then fails on its own breakage."""
     trained = [_round(2 * i, [1 + i // 4] * 2, [0.5, 0.5 if i > 3 else 0.9], [0.1 * i] * 2, plays=[(1, 4 + i, 20)])
-               for i in range(12)]  # the agent's wins at LENGTH 1 rise round by round
+               for i in range(12)]  # the agent's wins at NEED 1 rise round by round
     control = [_round(2 * i, [4, 4], [0.0, 0.0], [0.0, 0.0]) for i in range(12)]
     metrics = [{"step": 2 * i + 2, "designer_batch_sets": [2 * i], "designer_batch_nonzero": 2} for i in range(12)]
     rows, ok = properties({0: (trained, metrics)}, {0: (control, [])})
     assert ok, rows
     zero = [{**line, "designer_batch_nonzero": 0} for line in metrics]
-    flat = [_round(r.step, r.lengths, r.win_rates, [0.5, 0.5], r.plays) for r in trained]
-    falling = [_round(r.step, trained[-1 - i].lengths, r.win_rates, r.rewards, r.plays)
+    flat = [_round(r.step, r.needs, r.win_rates, [0.5, 0.5], r.plays) for r in trained]
+    falling = [_round(r.step, trained[-1 - i].needs, r.win_rates, r.rewards, r.plays)
                for i, r in enumerate(trained)]  # the agent's accuracy rises, the designed difficulty falls
     for broken, failing in (({0: (trained, zero)}, "1."), ({0: (flat, metrics)}, "2."),
                             ({0: (falling, metrics)}, "4.")):
@@ -148,7 +183,7 @@ def test_unmutated_run_passes_the_integrity_rows(prepared):
     assert trained == 3 and nonzero >= 2  # sets 0, 2 and 4 trained; the template's rewards differ within a set
     rounds = design_rounds(read_sets(run_dir), MARKER)
     assert [r.step for r in rounds] == [0, 2, 4]
-    assert all(r.mean_length is not None and r.accuracy is not None for r in rounds)
+    assert all(r.mean_need is not None and r.accuracy is not None for r in rounds)
 
 
 @pytest.mark.parametrize("mutation", MUTATIONS)

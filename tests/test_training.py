@@ -340,3 +340,53 @@ def test_tis_weighs_fresh_samples_only_with_train_tis_samples_all(tiny_model_dir
         assert torch.allclose(fresh_row, expected[0][on[0]]) and (fresh_row - 1).abs().max() > 1e-3
     else:
         assert torch.equal(fresh_row, torch.ones_like(fresh_row))
+
+
+def test_logprobs_share_a_forward_pass_and_skip_untrained_positions(tiny_model):
+    """sequence_logprobs (the trainer's) equals the whole-logits log-probs at every trained token, with their gradients, and is 0
+    elsewhere; samples that differ in their last token only (one-token design replies to one prompt) go through the
+    decoder once, and only trained positions go through the head."""
+    import torch
+    from spade.core.losses import token_logprobs
+    from spade.train import trainer as trainer_module
+
+    model, _ = tiny_model
+    torch.manual_seed(0)
+    vocab = model.config.vocab_size
+    prompt = torch.randint(3, vocab, (40,))
+    ids = torch.stack([torch.cat([prompt, torch.tensor([t])]) for t in (5, 6, 7, 5)] + [torch.randint(3, vocab, (41,))])
+    attention = torch.ones_like(ids)
+    mask = torch.zeros(5, 41)
+    mask[:4, -1] = 1  # the four replies' one token
+    mask[4, 30:] = 1  # the other sample's last 11 tokens
+    rows = []
+    decoder = model.get_decoder()
+    hook = decoder.register_forward_hook(lambda module, args, kwargs, out: rows.append(kwargs["input_ids"].shape[0]),
+                                         with_kwargs=True)
+    head_rows = []
+    head = model.get_output_embeddings()
+    real_linear = torch.nn.functional.linear
+
+    def counting_linear(x, weight, *rest):
+        if weight is head.weight:
+            head_rows.append(x.reshape(-1, x.shape[-1]).shape[0])
+        return real_linear(x, weight, *rest)
+
+    try:
+        torch.nn.functional.linear = counting_linear
+        fast = trainer_module.sequence_logprobs(model, ids, attention, mask, 0.7)
+    finally:
+        torch.nn.functional.linear = real_linear
+        hook.remove()
+    assert rows == [2]  # one pass for the four replies, one for the other sample
+    assert sum(head_rows) == int(mask.sum())  # 4 + 11 trained positions, not 5 x 40
+    plain = token_logprobs(model(input_ids=ids, attention_mask=attention).logits[:, :-1].float(), ids[:, 1:], 0.7)
+    plain = torch.cat([torch.zeros(5, 1), plain], dim=1) * mask
+    assert torch.allclose(fast, plain, atol=1e-5)
+    assert (fast[mask == 0] == 0).all()
+    assert len({round(float(v), 6) for v in fast.detach()[:4, -1]}) == 3  # tokens 5, 6, 7: the shared pass keeps each target
+    weights = [p for p in model.parameters() if p.requires_grad]
+    scale = torch.randn(5, 41)
+    for a, b in zip(torch.autograd.grad((fast * scale).sum(), weights), torch.autograd.grad((plain * scale).sum(),
+                                                                                            weights)):
+        assert torch.allclose(a, b, atol=1e-4)

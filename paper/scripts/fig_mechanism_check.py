@@ -17,8 +17,8 @@ from pathlib import Path
 
 from spade.paper.report import provenance_record, require_files, run_script, save_figure, sidecar_path, write_json_atomic
 
-PANELS = (("reward", "designer reward"), ("learnable", "learnable share"), ("length", "designed LENGTH"),
-          ("accuracy", "agent letter accuracy"))
+PANELS = (("reward", "designer reward"), ("learnable", "learnable share"), ("need", "designed NEED"),
+          ("accuracy", "agent digit accuracy"))
 
 
 def main(argv=None) -> None:

@@ -68,7 +68,7 @@ def mechanism_rows(trained: dict, control: dict) -> tuple[list, bool]:
 def series(runs: dict) -> dict:
     """Per seed, the per-round series the figure draws."""
     return {str(seed): {"run": name, "step": [r.step for r in rounds], "reward": [r.reward for r in rounds],
-                        "learnable": [r.learnable for r in rounds], "length": [r.mean_length for r in rounds],
+                        "learnable": [r.learnable for r in rounds], "need": [r.mean_need for r in rounds],
                         "accuracy": [r.accuracy for r in rounds]}
             for seed, (name, _, _, _, rounds) in sorted(runs.items())}
 

@@ -131,7 +131,7 @@ class DesignerConfig:
     response_template: str = option(
         "", "Deviation (ours, mechanism run only): a check environment (spade.envs.checks TEMPLATE_MARKERS) whose file, "
         "cut after its marker, opens every design reply as designer.response_prefix does, so that the design's own "
-        "tokens complete the module: 'copy_span' leaves the designer its difficulty LENGTH to write (issue 39). Excludes "
+        "tokens complete the module: 'copy_span' leaves the designer its difficulty NEED to write (issue 39). Excludes "
         "designer.response_prefix. '' = none (paper).")
     reward: str = option(
         "regret", "Designer reward: 'regret' = the blend of floored hint regret and the difficulty plateau (paper; "

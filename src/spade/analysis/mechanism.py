@@ -1,18 +1,18 @@
 """The mechanism check (issue 39): does SPADE's own loop carry signal, and does the designer learn to aim at the agent?
 
 A mechanism run is a SPADE run whose designer completes the ``copy_span`` template (``designer.response_template``):
-its one token is the environment's difficulty LENGTH (spade.envs.checks.copy_span). Its control is the same run with
+its one token is the environment's difficulty NEED (spade.envs.checks.copy_span). Its control is the same run with
 ``selfplay.train_designer: false``. Everything here reads what the runs wrote: each closed set's archive
 (``envs/set_*.json``: code, window statistics, regret, designer reward; ``read_sets``) and ``metrics.jsonl`` (the designer samples
 each optimizer step trained on: ``designer_batch_sets``, ``designer_batch_nonzero``).
 
 Per design round (one environment set, made at step s = round x k), ``design_rounds`` derives:
 
-- the designed difficulty of each slot (the LENGTH its module ends with; None for an empty slot);
+- the designed difficulty of each slot (the NEED its module ends with; None for an empty slot);
 - the learnable share: slots whose window win rate lies in [LEARNABLE_LOW, LEARNABLE_HIGH], an empty slot counting 0;
 - the designer reward: the mean over the round's valid designs (the recipe's 0.4 floored regret + 0.6 plateau);
-- the agent's letter accuracy: the per-letter accuracy p that best explains the round's no-hint wins when a reply
-  wins a LENGTH-L environment with probability p ** L (``letter_accuracy``). This measures the agent apart from how
+- the agent's digit accuracy: the per-digit accuracy p that best explains the round's no-hint wins when a reply
+  has each digit right with probability p (``digit_accuracy``). This measures the agent apart from how
   hard its environments were, which a win rate mixes in (and which the designer keeps near its band).
 
 ``integrity`` checks that the run's designer rewards are the recipe's, recomputed here independently of
@@ -29,9 +29,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from spade.envs.checks.copy_span import SHOWN
+
 LEARNABLE_LOW, LEARNABLE_HIGH = 0.2, 0.8  # a slot is learnable when its window win rate lies in this band
 NONZERO_SHARE = 0.5  # property 1: designer samples with a nonzero advantage in at least this share of design rounds
-ACCURACY_GAIN = 0.05  # property 4: the agent must gain this much letter accuracy (first -> last quarter) for a
+ACCURACY_GAIN = 0.05  # property 4: the agent must gain this much digit accuracy (first -> last quarter) for a
 # correlation with the designed difficulty to mean that the difficulty follows the agent (a fifth of chance, 0.25)
 TOLERANCE = 1e-9  # recomputed rewards and regrets must agree to this
 BOOTSTRAP = 2000  # resamples of each bootstrap interval
@@ -46,11 +48,11 @@ class Round:
     """One design round of one run."""
 
     step: int  # the regeneration step that made the set
-    lengths: tuple  # [slots] designed difficulty, None for an empty slot or a value that is no number (`LENGTH = None`
+    needs: tuple  # [slots] designed difficulty, None for an empty slot or a value that is no number (`NEED = None`
     # loads, and compares whole replies)
     win_rates: tuple  # [slots] window win rate, None for an empty slot
     rewards: tuple  # [valid designs] designer reward
-    plays: tuple = ()  # [(LENGTH, wins, no-hint plays)] of each played slot over the window
+    plays: tuple = ()  # [(NEED, wins, no-hint plays)] of each played slot over the window
 
     @property
     def learnable(self) -> float:
@@ -61,34 +63,41 @@ class Round:
         return sum(self.rewards) / len(self.rewards) if self.rewards else None
 
     @property
-    def mean_length(self) -> float | None:
-        lengths = [n for n in self.lengths if n is not None]
-        return sum(lengths) / len(lengths) if lengths else None
+    def mean_need(self) -> float | None:
+        needs = [n for n in self.needs if n is not None]
+        return sum(needs) / len(needs) if needs else None
 
     @property
     def accuracy(self) -> float | None:
-        return letter_accuracy(self.plays)
+        return digit_accuracy(self.plays)
 
 
-def letter_accuracy(plays, grid: int = 1000) -> float | None:
-    """The agent's per-letter accuracy p that best explains a round's wins: the maximum-likelihood p when a reply wins
-    a LENGTH-L environment with probability p ** L (each letter right independently), over the round's
-    (LENGTH, wins, plays); found on a grid of ``grid`` points in (0, 1). None without plays."""
-    plays = [(length, wins, n) for length, wins, n in plays if n]
+def win_chance(p: float, need: int, shown: int = SHOWN) -> float:
+    """The chance that a reply copying each of ``shown`` digits right with probability p, independently, has at least
+    ``need`` of them right: copy_span's win condition."""
+    return sum(math.comb(shown, k) * p ** k * (1.0 - p) ** (shown - k) for k in range(max(need, 0), shown + 1))
+
+
+def digit_accuracy(plays, grid: int = 1000) -> float | None:
+    """The agent's per-digit accuracy p that best explains a round's wins: the maximum-likelihood p when a reply wins
+    a NEED-n environment with probability ``win_chance(p, n)``, over the round's (NEED, wins, plays) whose NEED can be
+    told apart from p (1 to SHOWN: a NEED of 0 is always won, one above SHOWN never); found on a grid of ``grid``
+    points in (0, 1). None without such plays."""
+    plays = [(need, wins, n) for need, wins, n in plays if n and 1 <= need <= SHOWN]
     if not plays:
         return None
 
     def log_likelihood(p):
         total = 0.0
-        for length, wins, n in plays:
-            win = p ** length
-            total += wins * math.log(win) + ((n - wins) * math.log(1.0 - win) if n > wins else 0.0)
+        for need, wins, n in plays:  # a loss summed as its own terms (fewer than need right): 1 - win rounds to 0
+            lose = sum(math.comb(SHOWN, k) * p ** k * (1.0 - p) ** (SHOWN - k) for k in range(need))
+            total += wins * math.log(win_chance(p, need)) + (n - wins) * math.log(lose)
         return total
 
     return max((i / grid for i in range(1, grid)), key=log_likelihood)
 
 
-def slot_length(code: str, marker: str) -> int | None:
+def slot_need(code: str, marker: str) -> int | None:
     """The difficulty a design wrote: the integer after the template's marker on the module's last line."""
     match = re.search(re.escape(marker) + r"\s*(\d+)\s*\Z", code or "")
     return int(match.group(1)) if match else None
@@ -111,17 +120,17 @@ def design_rounds(sets: list, marker: str) -> list:
     """The design rounds (module docstring) of a run's sets (``read_sets``)."""
     rounds = []
     for step, slots in sets:
-        lengths, win_rates, rewards, plays = [], [], [], []
+        needs, win_rates, rewards, plays = [], [], [], []
         for slot in slots:
-            length = slot_length(slot["code"], marker) if slot["valid"] else None
-            lengths.append(length)
+            need = slot_need(slot["code"], marker) if slot["valid"] else None
+            needs.append(need)
             episodes = slot["episodes"]
             win_rates.append(slot["wins"] / episodes if episodes else None)
             if slot["valid"] and slot["source"] == "designer" and slot["designer_reward"] is not None:
                 rewards.append(slot["designer_reward"])
-            if length and episodes:
-                plays.append((length, slot["wins"], episodes))
-        rounds.append(Round(step, tuple(lengths), tuple(win_rates), tuple(rewards), tuple(plays)))
+            if need is not None and episodes:
+                plays.append((need, slot["wins"], episodes))
+        rounds.append(Round(step, tuple(needs), tuple(win_rates), tuple(rewards), tuple(plays)))
     return rounds
 
 
@@ -265,12 +274,12 @@ def properties(trained: dict, control: dict) -> tuple[list, bool]:
                      f"share of slots with a win rate in [{LEARNABLE_LOW}, {LEARNABLE_HIGH}], empty slots 0",
                      mine > theirs))
     for seed, (rounds, _) in sorted(trained.items()):
-        pairs = [(r.accuracy, r.mean_length) for r in rounds if r.accuracy is not None and r.mean_length is not None]
+        pairs = [(r.accuracy, r.mean_need) for r in rounds if r.accuracy is not None and r.mean_need is not None]
         rho = spearman([p[0] for p in pairs], [p[1] for p in pairs]) if len(pairs) > 2 else None
         first, last = quarters(rounds)
-        detail = (f"agent letter accuracy {_fmt(_mean(r.accuracy for r in first))} -> "
-                  f"{_fmt(_mean(r.accuracy for r in last))}, designed LENGTH {_fmt(_mean(r.mean_length for r in first))}"
-                  f" -> {_fmt(_mean(r.mean_length for r in last))} (first -> last quarter); Spearman over "
+        detail = (f"agent digit accuracy {_fmt(_mean(r.accuracy for r in first))} -> "
+                  f"{_fmt(_mean(r.accuracy for r in last))}, designed NEED {_fmt(_mean(r.mean_need for r in first))}"
+                  f" -> {_fmt(_mean(r.mean_need for r in last))} (first -> last quarter); Spearman over "
                   f"{len(pairs)} rounds")
         rose = (_mean(r.accuracy for r in last) or 0.0) - (_mean(r.accuracy for r in first) or 0.0)
         rows.append(("4. designed difficulty follows the agent's accuracy", seed,

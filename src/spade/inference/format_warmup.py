@@ -46,7 +46,7 @@ class FormatWarmup:
                                "(config validation keeps the two equal).", choices=AGENT_PROMPT_STYLES)
     design_alphabet: str = option("", "The mechanism run's designer warm-up (issue 39): characters the design reply "
                                   "is taught to write, uniformly and whatever the prompt says (the loss is the "
-                                  "cross-entropy to the uniform distribution over them; copy_span: the LENGTH "
+                                  "cross-entropy to the uniform distribution over them; copy_span: the NEED "
                                   "digits). Needs an env with a template (spade.envs.checks TEMPLATE_MARKERS): the "
                                   "design prompts end with its template, as designer.response_template renders them, "
                                   "and the agent's prompts are the template completed with each of these characters. "

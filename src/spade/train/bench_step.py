@@ -132,7 +132,39 @@ def kernel_rates(model, tokenizer, prefill_tokens: int, decode_context: int, dec
     factor = 4 if checkpointing else 3
     train = {"tokens": train_batch * train_tokens, "seconds": seconds, "gradient_checkpointing": checkpointing,
              "flops": factor * train_batch * train_tokens * token_flops(shape, train_tokens / 2)}
-    return {"shape": shape, "prefill": prefill, **decodes, "train": train}
+    return {"shape": shape, "prefill": prefill, **decodes, "train": train,
+            "design_samples": design_sample_seconds(model, batch[0], train_batch, repeats)}
+
+
+def design_sample_seconds(model, prompt: torch.Tensor, samples: int, repeats: int) -> dict:
+    """Forward + backward of the log-probs of ``samples`` one-token replies to one ``prompt`` (a design round's
+    samples of one skill), through the trainer's ``sequence_logprobs`` (one shared pass, the head on the replies
+    only) and through the baseline it replaced (every sample's own pass, the head on every position); best of
+    ``repeats`` each."""
+    from spade.core.losses import chunked_token_logprobs
+    from spade.train.trainer import sequence_logprobs
+
+    ids = torch.cat([prompt.repeat(samples, 1), torch.arange(samples)[:, None] % model.config.vocab_size], dim=1)
+    attention, mask = torch.ones_like(ids), torch.zeros(ids.shape)
+    mask[:, -1] = 1
+
+    def baseline():
+        hidden = model.get_decoder()(input_ids=ids, attention_mask=attention).last_hidden_state[:, :-1]
+        return chunked_token_logprobs(hidden, model.get_output_embeddings().weight, ids[:, 1:], 1.0) * mask[:, 1:]
+
+    model.train()
+    out = {"samples": samples, "prompt_tokens": prompt.numel()}
+    for name, call in (("one_pass_per_sample", baseline),
+                       ("shared", lambda: sequence_logprobs(model, ids, attention, mask, 1.0))):
+        def step():
+            model.zero_grad(set_to_none=True)
+            call().sum().backward()
+
+        step()
+        out[name] = min(timed(step) for _ in range(repeats))
+    model.zero_grad(set_to_none=True)
+    model.eval()
+    return out
 
 
 def profile_step(config, model_dir: str | Path, corpus_path, run_dir: Path) -> dict:
@@ -204,4 +236,8 @@ def render(result: dict) -> str:
                      f"{k['flops_per_s'] / 1e9:6.1f} GFLOP/s = {k['fraction_of_peak']:.0%} of peak")
     stock, ours = result["kernels"]["decode_stock"], result["kernels"]["decode"]
     lines.append(f"  decode kernels: {stock['seconds'] / ours['seconds']:.2f}x the stock path's tokens/s")
+    design = result["kernels"]["design_samples"]
+    lines.append(f"  design samples ({design['samples']} one-token replies to one {design['prompt_tokens']}-token "
+                 f"prompt, forward + backward): one pass per sample {design['one_pass_per_sample']:.3f} s, shared "
+                 f"{design['shared']:.3f} s = {design['one_pass_per_sample'] / design['shared']:.2f}x")
     return "\n".join(lines)

@@ -86,6 +86,43 @@ def cast_parameters(model, dtype: torch.dtype) -> None:
             param.data = param.data.to(dtype)
 
 
+def sequence_logprobs(model, ids: torch.Tensor, attention: torch.Tensor, mask: torch.Tensor,
+                      temperature: float) -> torch.Tensor:
+    """[B, T] log-prob of token t given tokens < t where ``mask`` [B, T] marks a trained token, 0 elsewhere (and
+    at position 0): the loss, TIS and the KL read the trained tokens only.
+
+    Two savings, neither of which changes a number: samples that differ in their last token only share one
+    forward pass; a model whose logits are its output projection of the last hidden states (``plain_head``:
+    Llama, Qwen, ...) puts only the trained positions' hidden states through the head, in chunks
+    (``chunked_token_logprobs``; the head, [V, D] with V the vocabulary, is much of a small model's step, and a
+    design sample's prompt of thousands of tokens trains only its reply). Any other model goes through its own
+    forward."""
+    temperature = max(temperature, 1e-6)
+    # samples that differ in their last token only (one-token design replies to one design prompt) read the same
+    # logits at every position (the last token is no position's input): one forward pass of one of them serves
+    # all, [G] distinct rows, and ``inverse`` [B] maps each sample to its row
+    _, inverse = torch.unique(torch.cat([ids[:, :-1], attention[:, :-1]], dim=1), dim=0, return_inverse=True)
+    distinct = int(inverse.max()) + 1
+    if distinct < len(ids):
+        first = torch.zeros(distinct, dtype=torch.long, device=ids.device).scatter_(
+            0, inverse, torch.arange(len(ids), device=ids.device))
+        forward_ids, forward_attention = ids[first], attention[first]
+    else:
+        forward_ids, forward_attention, inverse = ids, attention, None
+    if plain_head(model):
+        hidden = model.get_decoder()(input_ids=forward_ids, attention_mask=forward_attention).last_hidden_state
+        hidden = hidden[:, :-1] if inverse is None else hidden[inverse, :-1]
+        rows, cols = torch.nonzero(mask[:, 1:] > 0, as_tuple=True)
+        picked = chunked_token_logprobs(hidden[rows, cols][None], model.get_output_embeddings().weight,
+                                        ids[:, 1:][rows, cols][None], temperature)[0]
+        lp = torch.zeros(hidden.shape[:2], dtype=picked.dtype, device=picked.device).index_put((rows, cols), picked)
+    else:
+        logits = model(input_ids=forward_ids, attention_mask=forward_attention).logits
+        logits = logits[:, :-1] if inverse is None else logits[inverse, :-1]
+        lp = token_logprobs(logits.float(), ids[:, 1:], temperature) * (mask[:, 1:] > 0)
+    return torch.cat([torch.zeros_like(lp[:, :1]), lp], dim=1)
+
+
 class LocalTrainer:
     """GRPO on one model (spec 6): token-level asymmetric clipping, optional k3 KL, TIS (``train.tis_samples``).
 
@@ -133,20 +170,9 @@ class LocalTrainer:
                 for param, master in zip(self.params, self.masters):
                     param.copy_(master)
 
-    def _logprobs(self, model, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
-        """[B, T] log-prob of token t given tokens < t (position 0 gets 0).
-
-        A model whose logits are its output projection of the last hidden states (``plain_head``: Llama, Qwen,
-        ...) goes through the head in chunks of positions (``chunked_token_logprobs``); any other through its own
-        forward."""
-        temperature = max(self.temperature, 1e-6)
-        if plain_head(model):
-            hidden = model.get_decoder()(input_ids=ids, attention_mask=attention).last_hidden_state[:, :-1]
-            lp = chunked_token_logprobs(hidden, model.get_output_embeddings().weight, ids[:, 1:], temperature)
-        else:
-            logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
-            lp = token_logprobs(logits.float(), ids[:, 1:], temperature)
-        return torch.cat([torch.zeros_like(lp[:, :1]), lp], dim=1)
+    def _logprobs(self, model, ids: torch.Tensor, attention: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``sequence_logprobs`` at the trainer's log-prob temperature."""
+        return sequence_logprobs(model, ids, attention, mask, self.temperature)
 
     def _batch(self, samples: list) -> dict:
         """The padded tensors of ``samples``, on the model's device."""
@@ -196,9 +222,10 @@ class LocalTrainer:
                 stats["forward_tokens"] += int(batch["attention"].sum())
                 stats["padded_tokens"] += batch["ids"].numel()
                 with torch.no_grad():
-                    ref = self._logprobs(self.reference, batch["ids"], batch["attention"]) if self.reference else None
+                    ref = self._logprobs(self.reference, batch["ids"], batch["attention"], batch["mask"]) \
+                        if self.reference else None
                 self.model.train()
-                logprobs = self._logprobs(self.model, batch["ids"], batch["attention"])
+                logprobs = self._logprobs(self.model, batch["ids"], batch["attention"], batch["mask"])
                 # pi_old is the policy of the weights this optimizer step starts from, i.e. pi_theta itself (one
                 # optimizer step per chunk, no epochs), so its log-probs are these, detached: no second forward pass
                 old = logprobs.detach()

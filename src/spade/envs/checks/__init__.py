@@ -2,7 +2,7 @@
 tiny random model after a reply-format warm-up, spade.inference.format_warmup), meant to show within a short run of
 the default workflow whether the trainer learns.
 
-``copy_span`` (issue 39): copy the first LENGTH digits of a row; the mechanism run's designer writes LENGTH
+``copy_span`` (issue 39): copy a row of digits with at least NEED of them right; the mechanism run's designer writes NEED
 (``TEMPLATE_MARKERS``, ``template_source``).
 
 ``symbol_copy`` (the default check, issue 30): copy two letters. Its answer is a function of the observation (a
@@ -33,7 +33,7 @@ HELDOUT_ARGS = {"symbol_copy": {"split": "heldout"}}
 
 # checks whose file, cut just after the last occurrence of the marker, opens a design reply (``designer.response_template``,
 # the mechanism run of issue 39): the designer's own tokens complete the module
-TEMPLATE_MARKERS = {"copy_span": "LENGTH = "}
+TEMPLATE_MARKERS = {"copy_span": "NEED = "}
 
 
 def check_names() -> list:

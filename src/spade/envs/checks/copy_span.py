@@ -1,18 +1,19 @@
-"""Copy the first LENGTH digits of a row: the mechanism run's environment template (issue 39).
+"""Copy a row of digits, with at least NEED of them right: the mechanism run's environment template (issue 39).
 
-Single turn. The observation shows a row of SHOWN digits drawn from ALPHABET ("Copy the first 3 digits:" and, on the
-next line, "4132"); the reply wins (reward 1.0) when its first LENGTH characters (spaces removed) are the row's first
-LENGTH digits; otherwise it earns POSITION_CREDIT (0.02) for each of its first LENGTH characters in its right place,
-so that the agent's updates see which digits it got right (as symbol_copy's), yet a reply that wins nothing stays far
-below the designer's plateau band. The row always has SHOWN digits at the end of the observation, so the reply's i-th
-digit copies a digit at the same distance back whatever LENGTH is: one skill serves every difficulty, and a policy
-that copies each digit right with probability p wins about p ** LENGTH of the time (a reply that ignores the row:
-0.25 ** LENGTH). LENGTH is the difficulty.
+Single turn. The observation shows a row of SHOWN digits drawn from ALPHABET ("Copy the row, at least 2 digits
+right:" and, on the next line, "4132"). The reply's first SHOWN characters (spaces removed) are compared with the row
+position by position: the reply wins (reward 1.0) when at least NEED of them are right; otherwise it earns
+POSITION_CREDIT (0.02) for each right one, so that the agent's updates see which digits it got right (as
+symbol_copy's), yet a reply that wins nothing stays far below the designer's plateau band. Every difficulty asks for
+the same reply, the whole row: a policy that copies each digit right with probability p wins with the chance that at
+least NEED of SHOWN such digits are right, which rises with p at every NEED (a reply that ignores the row, p = 0.25:
+0.68, 0.26, 0.05 and 0.004 for NEED 1 to 4). NEED is the difficulty, and whichever NEED the agent plays, its reward
+counts every digit it copies.
 
-The mechanism run's designer writes LENGTH. This file, cut just after the last ``LENGTH = `` (TEMPLATE_MARKERS), is
+The mechanism run's designer writes NEED. This file, cut just after the last ``NEED = `` (TEMPLATE_MARKERS), is
 what ``designer.response_template: copy_span`` opens every design reply with: the design's own token
 (``designer.max_new_tokens: 1``) ends the module. A reply that is not a number leaves a module that does not load,
-which validation rejects like any broken design. As a complete file (LENGTH = 3) it is also a learning-check
+which validation rejects like any broken design. As a complete file (NEED = 3) it is also a learning-check
 environment (spade.envs.checks) for tests and for the format warm-up's prompts.
 Not a paper environment; nothing draws it unless a config names it.
 """
@@ -35,18 +36,18 @@ class CopySpan:
         rng = random.Random(seed)
         self.row = "".join(rng.choice(ALPHABET) for _ in range(SHOWN))
         self.done = False
-        return f"Copy the first {LENGTH} digits:\n{self.row}", {"length": LENGTH}
+        return f"Copy the row, at least {NEED} digits right:\n{self.row}", {"need": NEED}
 
     def step(self, action):
         if self.done:
             return "The episode is over.", 0.0, True, False, {}
         self.done = True
         reply = "".join(str(action).split()).upper()
-        right = sum(a == b for a, b in zip(reply[:LENGTH], self.row[:LENGTH]))
-        if reply[:LENGTH] == self.row[:LENGTH]:
-            return "Correct.", 1.0, True, False, {"length": LENGTH, "right": right}
-        return f"{right} digits right; the answer was {self.row[:LENGTH]}.", POSITION_CREDIT * right, True, False, \
-            {"length": LENGTH, "right": right}
+        right = sum(a == b for a, b in zip(reply, self.row))
+        if right >= NEED:
+            return "Correct.", 1.0, True, False, {"need": NEED, "right": right}
+        return f"{right} digits right; the row was {self.row}.", POSITION_CREDIT * right, True, False, \
+            {"need": NEED, "right": right}
 
     def solution(self):
         return self.row
@@ -55,4 +56,4 @@ class CopySpan:
         pass
 
 
-LENGTH = 3
+NEED = 3
