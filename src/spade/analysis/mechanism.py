@@ -72,10 +72,15 @@ class Round:
         return digit_accuracy(self.plays)
 
 
+def _right(p: float, k: int, shown: int) -> float:
+    """The chance of exactly k right digits of ``shown``, each right with probability p independently."""
+    return math.comb(shown, k) * p ** k * (1.0 - p) ** (shown - k)
+
+
 def win_chance(p: float, need: int, shown: int = SHOWN) -> float:
     """The chance that a reply copying each of ``shown`` digits right with probability p, independently, has at least
     ``need`` of them right: copy_span's win condition."""
-    return sum(math.comb(shown, k) * p ** k * (1.0 - p) ** (shown - k) for k in range(max(need, 0), shown + 1))
+    return sum(_right(p, k, shown) for k in range(max(need, 0), shown + 1))
 
 
 def digit_accuracy(plays, grid: int = 1000) -> float | None:
@@ -90,7 +95,7 @@ def digit_accuracy(plays, grid: int = 1000) -> float | None:
     def log_likelihood(p):
         total = 0.0
         for need, wins, n in plays:  # a loss summed as its own terms (fewer than need right): 1 - win rounds to 0
-            lose = sum(math.comb(SHOWN, k) * p ** k * (1.0 - p) ** (SHOWN - k) for k in range(need))
+            lose = sum(_right(p, k, SHOWN) for k in range(need))
             total += wins * math.log(win_chance(p, need)) + (n - wins) * math.log(lose)
         return total
 
