@@ -19,6 +19,10 @@ What it does, in order:
    width for a prefill or decode token (causal: the mean context), times 3 for forward and backward (times 4 with
    gradient checkpointing, which recomputes the forward).
 
+4. **Design samples.** ``train.micro_batch`` one-token replies to one prompt of ``--train-tokens`` tokens, forward and
+   backward of their log-probs, through the trainer's shared pass (``spade.train.trainer.sequence_logprobs``) and
+   through a pass per sample (what the trainer did before): both times and their ratio.
+
 Each achieved rate is reported as a fraction of the peak measured in step 1. These are estimates of useful work
 (no padding, no re-computation counted), so a fraction is a lower bound on how busy the cores were.
 """
