@@ -244,7 +244,7 @@ def test_training_logprobs_are_taken_at_train_logprob_temperature(tiny_model_dir
     trainer = LocalTrainer(config, model, pad_id=0)
     ids = torch.tensor([[1, 5, 9, 4, 7]])
     with torch.no_grad():
-        got = trainer._logprobs(model, ids, torch.ones_like(ids))
+        got = trainer._logprobs(model, ids, torch.ones_like(ids), torch.ones_like(ids))  # every token trained
         logits = model(input_ids=ids).logits[:, :-1].float()
         want = torch.log_softmax(logits / expected, dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
     assert torch.allclose(got[:, 1:], want, atol=1e-5)
