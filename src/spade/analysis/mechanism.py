@@ -27,6 +27,7 @@ import math
 import random
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from spade.envs.checks.copy_span import SHOWN
@@ -67,7 +68,7 @@ class Round:
         needs = [n for n in self.needs if n is not None]
         return sum(needs) / len(needs) if needs else None
 
-    @property
+    @cached_property  # a grid search, read by several properties and the figure's series
     def accuracy(self) -> float | None:
         return digit_accuracy(self.plays)
 
