@@ -220,6 +220,14 @@ class TrainConfig:
         "(ours before issue 40): delayed designer samples only, every other sample weighs 1. OpenRLHF applies TIS to "
         "every sample ('delayed' is refused there).", choices=("all", "delayed"))
     tis_cap: float = option(2.0, "TIS cap C (not stated in the paper).", min=1.0)
+    rollout_logprobs: str = option(
+        "reference", "Which log-probs vLLM engines report for the tokens they sample (OpenRLHF's engines, the "
+        "preflight's, the CPU run's, inference.backend vllm); TIS and OpenRLHF's vllm_kl compare them with the "
+        "trainer's full softmax. 'reference': log_softmax(logits / T) over the whole vocabulary, the token still "
+        "sampled after top-k/top-p (the reference's SGLang sampler; a patch of vLLM 0.29.0's samplers, "
+        "spade.inference.vllm_logprobs, refused on other vLLM versions); 'processed': vLLM's own processed_logprobs, "
+        "renormalised over the tokens top-k/top-p keep, which shrinks every TIS weight by the kept mass. The HF "
+        "backend always reports the reference's value.", choices=("reference", "processed"))
     designer_upweight_cap: float = option(
         50.0, "Cap of the designer-sample up-weighting factor min(agent samples / designer samples * k, cap) "
         "(reference: 50, reached by tool use: 192 / 24 * 8 = 64; games give 192 / 24 * 4 = 32).", min=1.0)
@@ -417,6 +425,8 @@ FIDELITY_KEYS = (
     "agent.tool_call_syntax", "train.tis_samples", "agent.enable_thinking", "designer.enable_thinking",
     "designer.reward", "selfplay.total_steps", "eval.livecodebench.problems", "eval.tau2.evaluation_type",
     "eval.tau2.user_model", "eval.tau2.user_max_tokens", "designer.hint_timeout_s", "validation.screen_timeout_s",
+    # issue 46
+    "train.rollout_logprobs",
 )
 
 

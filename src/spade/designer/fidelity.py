@@ -330,7 +330,8 @@ def designer_backend(spade_config, model_dir):
     model = tokenizer = None
     if spade_config.inference.backend == "hf":
         model, tokenizer = load_model(model_dir, device=device)
-    return build_backend(spade_config.inference, model_dir, model=model, tokenizer=tokenizer, device=device)
+    return build_backend(spade_config.inference, model_dir, model=model, tokenizer=tokenizer, device=device,
+                         rollout_logprobs=spade_config.train.rollout_logprobs)
 
 
 def summary_lines(report: dict) -> list:

@@ -46,7 +46,8 @@ def hf_context(config: SpadeConfig, model_dir: str | Path, benchmark_name: str, 
     if config.inference.backend == "hf":
         model, tokenizer = load_model(model_dir, device=device)
     backend = build_backend(config.inference, model_dir, model=model, tokenizer=tokenizer, device=device,
-                            batch_size=batch_size, max_batch_tokens=ev.max_batch_tokens)
+                            batch_size=batch_size, max_batch_tokens=ev.max_batch_tokens,
+                            rollout_logprobs=config.train.rollout_logprobs)
     return EvalContext(backend, seed=ev.seed, benchmark=benchmark_name, max_context_tokens=ev.max_context_tokens,
                        pool_factory=lambda: SandboxPool(config.sandbox), **context_sampling(ev, benchmark_name))
 

@@ -22,12 +22,13 @@ stop list, so a completion ends exactly where ``HFBackend`` would end it: on the
 stays the last entry of ``completion_ids`` (vLLM keeps a stop token in ``token_ids``).
 
 Log-probs. The engine is built with ``logprobs_mode="processed_logprobs"`` and each request asks for
-``logprobs=1``: vLLM then returns, for every sampled token, ``log_softmax`` of the logits after temperature
-scaling (and after top-k/top-p masking), which is what OpenRLHF also requests when its importance-sampling
-correction is on. For ``top_p == 1`` (every shipped config) this is exactly ``HFBackend``'s
-``log_softmax(logits / T)[token]``; for greedy decoding (``T == 0``) both report the raw ``log_softmax``. With
-``top_p < 1`` vLLM renormalises over the nucleus, so its value is the HF value minus ``log(nucleus mass)``;
-``generate`` logs a warning once in that case. An engine built with another ``logprobs_mode`` is refused.
+``logprobs=1``. With ``rollout_logprobs="reference"`` (``train.rollout_logprobs``, the default) ``from_model_dir``
+installs ``spade.inference.vllm_logprobs`` first, and vLLM then returns, for every sampled token,
+``log_softmax(logits / T)`` over the full vocabulary, the token still sampled after top-k/top-p: exactly
+``HFBackend``'s value at any top-k/top-p, and the reference's (SGLang's) quantity. With ``"processed"`` vLLM's own
+value is returned: renormalised over the tokens top-k/top-p keep, i.e. the HF value minus log(kept mass); ``generate``
+logs a warning once when such a request truncates. For greedy decoding (``T == 0``) both report the raw
+``log_softmax``. An engine built with another ``logprobs_mode`` is refused.
 
 Seeds. ``seed`` is one int or one int per prompt, as in the protocol. A list is used as the prompts' own
 request seeds; an int ``s`` gives prompt ``i`` the seed ``prompt_seed(s, i)``. vLLM draws each seeded request's
@@ -55,6 +56,7 @@ from pathlib import Path
 from typing import Sequence
 
 from spade.configtools import ConfigError, option
+from spade.inference import vllm_logprobs
 from spade.inference.generation import Generation, SamplingParams, generation_stats
 
 log = logging.getLogger(__name__)
@@ -133,7 +135,7 @@ class VLLMBackend:
     """
 
     def __init__(self, llm, tokenizer, eos_token_id: int | Sequence[int] | None = None,
-                 max_model_len: int | None = None):
+                 max_model_len: int | None = None, rollout_logprobs: str = "reference"):
         mode = _engine_logprobs_mode(llm)
         if mode is not None and mode != REQUIRED_LOGPROBS_MODE:
             raise ValueError(f"the vLLM engine was built with logprobs_mode={mode!r}; VLLMBackend needs "
@@ -150,18 +152,23 @@ class VLLMBackend:
             raise ValueError("eos_token_id is an empty list; give at least one stop token id")
         self.max_model_len = max_model_len if max_model_len is not None else _engine_max_model_len(llm)
         self.last_stats: dict = {}
-        self._warned_top_p = False
+        self.rollout_logprobs = rollout_logprobs
+        self._warned_truncation = False
 
     @classmethod
     def from_model_dir(cls, model_dir: str | Path, config: InferenceConfig | None = None,
-                       eos_token_id: int | Sequence[int] | None = None) -> "VLLMBackend":
+                       eos_token_id: int | Sequence[int] | None = None,
+                       rollout_logprobs: str = "reference") -> "VLLMBackend":
         """A backend over a new ``vllm.LLM`` for a prepared model folder (``spade.inference.models.prepare_model`` output or
-        a training checkpoint: ``config.json``, safetensors weights, tokenizer files)."""
+        a training checkpoint: ``config.json``, safetensors weights, tokenizer files). ``rollout_logprobs``
+        (``train.rollout_logprobs``): ``reference`` installs ``spade.inference.vllm_logprobs`` in this process and the
+        engine's before the engine is built."""
         config = config or InferenceConfig()
         folder = Path(model_dir)
         if not (folder / "config.json").is_file():
             raise FileNotFoundError(f"{str(folder)!r} is not a prepared model folder (no config.json); "
                                     "run prepare_model first")
+        vllm_logprobs.install_in_process(rollout_logprobs)
         try:
             from vllm import LLM
         except ImportError as exc:
@@ -180,7 +187,7 @@ class VLLMBackend:
             engine_args["max_model_len"] = config.max_model_len
         log.info("starting vLLM engine for %s (tp=%d, gpu_memory_utilization=%.2f)", folder,
                  config.tensor_parallel_size, config.gpu_memory_utilization)
-        return cls(LLM(**engine_args), tokenizer, eos_token_id=eos_token_id)
+        return cls(LLM(**engine_args), tokenizer, eos_token_id=eos_token_id, rollout_logprobs=rollout_logprobs)
 
     # ------------------------------------------------------------------------------------------------
     def request_params(self, params: SamplingParams, seeds: Sequence[int]) -> list:
@@ -220,10 +227,12 @@ class VLLMBackend:
             raise ValueError(f"max_new_tokens must be >= 1, got {params.max_new_tokens}")
         if not 0.0 < params.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {params.top_p}")
-        if params.top_p < 1.0 and params.temperature > 0 and not self._warned_top_p:
-            log.warning("top_p=%s < 1: vLLM's processed log-probs are renormalised over the nucleus and differ "
-                        "from HFBackend's untruncated tempered log-probs by log(nucleus mass)", params.top_p)
-            self._warned_top_p = True
+        truncates = params.top_p < 1.0 or params.top_k > 0
+        if self.rollout_logprobs == "processed" and truncates and params.temperature > 0 and not self._warned_truncation:
+            log.warning("top_p=%s / top_k=%s with train.rollout_logprobs 'processed': vLLM's log-probs are renormalised "
+                        "over the kept tokens and differ from the trainer's untruncated tempered log-probs by log(kept "
+                        "mass)", params.top_p, params.top_k)
+            self._warned_truncation = True
         if not prompts:
             self.last_stats = {"prompts": 0, "new_tokens": 0, "seconds": 0.0, "tokens_per_s": float("nan")}
             return []
@@ -299,12 +308,13 @@ def prefix_cache_tokens(model, megabytes: int) -> int:
 
 
 def build_backend(config: InferenceConfig, model_dir: str | Path, *, model=None, tokenizer=None,
-                  device: str = "cpu", batch_size: int = 16, max_batch_tokens: int = 0):
+                  device: str = "cpu", batch_size: int = 16, max_batch_tokens: int = 0,
+                  rollout_logprobs: str = "reference"):
     """The backend ``config.backend`` names, for the model in ``model_dir``.
 
     ``hf`` needs the loaded ``model`` and ``tokenizer`` (shared with the caller); ``vllm`` starts its own engine
     from ``model_dir`` and ignores them, along with ``device``/``batch_size``/``max_batch_tokens`` (vLLM places
-    and batches requests itself).
+    and batches requests itself); ``rollout_logprobs`` (``train.rollout_logprobs``) is the vLLM engine's.
     """
     if config.backend == "hf":
         if model is None or tokenizer is None:
@@ -316,5 +326,5 @@ def build_backend(config: InferenceConfig, model_dir: str | Path, *, model=None,
         return HFBackend(model, tokenizer, device=device, batch_size=batch_size, max_batch_tokens=max_batch_tokens,
                          prefix_cache_tokens=prefix_cache_tokens(model, config.prefix_cache_mb), row_prefill=row_prefill)
     if config.backend == "vllm":
-        return VLLMBackend.from_model_dir(model_dir, config)
+        return VLLMBackend.from_model_dir(model_dir, config, rollout_logprobs=rollout_logprobs)
     raise ConfigError(f"config key 'inference.backend' is {config.backend!r}; allowed: {', '.join(BACKENDS)}")

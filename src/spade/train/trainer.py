@@ -395,7 +395,8 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     sampler = corpus_sampler(config, corpus_path)
     # hf shares the trainer's model object (always in sync); vllm is an engine beside the trainer, weights pushed after
     # every update
-    backend = build_backend(config.inference, latest or model_dir, model=model, tokenizer=tokenizer, device=device)
+    backend = build_backend(config.inference, latest or model_dir, model=model, tokenizer=tokenizer, device=device,
+                            rollout_logprobs=config.train.rollout_logprobs)
     # baseline.external_serve: a frozen copy of the base model served on loopback for the designer (stopped on exit)
     # TensorBoard (and offline W&B) get each metrics line as it is written; a resumed run rewrites from `start` on
     with local_designer(config, model_dir, run_dir) as core_config, SandboxPool(config.sandbox) as pool, \

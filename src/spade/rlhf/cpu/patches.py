@@ -58,9 +58,8 @@ our coordinator put in its designer packs.
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import sys
 
+from spade.import_hooks import add_patches
 from spade.rlhf.cpu import probes
 from spade.seeding import derive_seed
 
@@ -262,41 +261,8 @@ PATCHES = {
 }
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Finds a patched module with the other finders, then runs its patch right after the module executes."""
-
-    def __init__(self, patches: dict):
-        self.patches = patches
-
-    def find_spec(self, name, path=None, target=None):
-        if name not in self.patches:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        execute = spec.loader.exec_module
-        patch = self.patches[name]
-
-        def exec_module(module):
-            execute(module)
-            patch(module)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 def install(patches: dict | None = None) -> None:
-    """Patch the modules already imported and every patched module imported from now on: ``patches`` {module name:
-    patch}, by default ``PATCHES`` (the CPU run's); ``probes.GPU_PATCHES`` for the preflight. Once per process."""
-    if any(isinstance(finder, _AfterImport) for finder in sys.meta_path):
-        return
-    patches = PATCHES if patches is None else patches
-    for name, patch in patches.items():
-        if name in sys.modules:
-            patch(sys.modules[name])
-    sys.meta_path.insert(0, _AfterImport(patches))
+    """Patch the modules already imported and every patched module imported from now on (``spade.import_hooks``):
+    ``patches`` {module name: patch}, by default ``PATCHES`` (the CPU run's); ``probes.GPU_PATCHES`` for the
+    preflight. A module already patched in this process is not patched again."""
+    add_patches(PATCHES if patches is None else patches)
