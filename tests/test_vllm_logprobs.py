@@ -150,3 +150,35 @@ def test_modes_and_the_engine_environment():
     assert env == {vllm_logprobs.MODE_ENV: "reference", "PYTHONPATH": f"/a:/b:{vllm_logprobs.SITE}"}
     assert (vllm_logprobs.SITE / "sitecustomize.py").is_file()
     assert vllm_logprobs.engine_environment("processed", {"PYTHONPATH": "/a"}) == {vllm_logprobs.MODE_ENV: "processed"}
+
+
+def run_mrv2(mode: str, logits, logprobs_mode: str) -> dict:
+    from spade.rlhf import vllm_cpu
+
+    request = {"scenario": "mrv2", "mode": mode, "logits": logits, "temperature": TEMPERATURE, "top_k": TOP_K,
+               "top_p": TOP_P, "seed": 0, "logprobs_mode": logprobs_mode}
+    run = subprocess.run([sys.executable, str(ENGINE_SCRIPT), json.dumps(request)],
+                         env=vllm_cpu.environment(), capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, f"{ENGINE_SCRIPT.name} (mrv2, {mode}) exited with {run.returncode}:\n{run.stderr[-6000:]}"
+    return json.loads(run.stdout)
+
+
+def test_model_runner_v2_reports_the_tempered_full_softmax():
+    """Model Runner V2's sampler (the GPU default; its kernels replaced by CPU stand-ins in the script): patched, the
+    log-prob kernel receives the tempered logits without the top-k/top-p mask, whatever logprobs_mode the engine was
+    given; stock, it receives the masked ones (the mutation), and both sample the same tokens."""
+    import torch
+
+    torch.manual_seed(0)
+    logits = (torch.randn(3, 64) * 1.5).tolist()
+    tempered = torch.tensor(logits) / TEMPERATURE
+    stock = run_mrv2("processed", logits, "processed_logprobs")
+    masked = torch.tensor(stock["scored"])
+    assert bool(torch.isinf(masked).any(dim=1).all())  # every row lost tokens to top-k/top-p: the processed value
+    for logprobs_mode in ("processed_logprobs", "raw_logprobs"):
+        patched = run_mrv2("reference", logits, logprobs_mode)
+        assert patched["logprobs_mode"] == "processed_logprobs"
+        assert torch.allclose(torch.tensor(patched["scored"]), tempered, atol=1e-6)
+        assert patched["sampled"] == stock["sampled"]
+        for row, token in enumerate(patched["sampled"]):
+            assert torch.isfinite(masked[row, token])  # sampled from the truncated distribution

@@ -9,6 +9,11 @@ transformers gives per sampled token the log-probs of the full softmax at the sa
 (with the importance-sampling correction our command sets) is run on the trainer's and the engine's log-probs: per
 token alone, so that its loss is minus the token's TIS weight, and on all tokens together for its ``vllm_kl``.
 
+With ``"scenario": "mrv2"`` it checks Model Runner V2's sampler instead (``mrv2_scenario``): that sampler is the GPU
+default and needs Triton and pinned memory, which a CPU has not, so the real class runs its own ``__call__``,
+``sample`` and ``apply_sampling_params`` here with CPU stand-ins for exactly those pieces (pinned buffers, the
+temperature, gumbel-sampling and top-k-score kernels, the sampled-count kernel); the top-k/top-p mask is vLLM's own.
+
 Usage: ``python tests/vllm_logprobs_run.py '<request JSON>'``. stdout carries exactly one JSON object; everything else
 goes to stderr.
 """
@@ -22,6 +27,8 @@ import sys
 
 
 def scenario(request: dict) -> dict:
+    if request.get("scenario") == "mrv2":
+        return mrv2_scenario(request)
     from spade.rlhf import vllm_cpu
 
     vllm_cpu.activate()
@@ -93,6 +100,75 @@ def openrlhf_weights(request: dict, generations, train: list) -> dict:
     _, _, _, vllm_kl, _ = loss_fn(old, old, torch.ones_like(old), action_mask=torch.ones_like(old),
                                   rollout_log_probs=torch.tensor([rollout_all], dtype=torch.float32))
     return {"weights": weights, "vllm_kl": float(vllm_kl)}
+
+
+def mrv2_scenario(request: dict) -> dict:
+    """Model Runner V2's ``Sampler`` (``vllm.v1.worker.gpu.sample.sampler``), patched when ``mode`` is ``reference``:
+    one call of ``__call__`` on ``logits`` (a [requests, vocab] list) with the request's temperature, top-k and top-p
+    per request. Returns the sampled tokens, the logits ``__call__`` handed to the log-prob kernel
+    (``compute_topk_scores``) and what the constructor left in ``logprobs_mode``."""
+    import types
+
+    import numpy as np
+
+    from spade.rlhf import vllm_cpu
+
+    vllm_cpu.activate()
+    import torch
+
+    from spade.import_hooks import add_patches
+    from spade.inference import vllm_logprobs
+
+    add_patches(vllm_logprobs.patches_for(request["mode"]))
+    import vllm.v1.worker.gpu.buffer_utils as buffers
+    import vllm.v1.worker.gpu.sample.sampler as mrv2
+    import vllm.v1.worker.gpu.sample.states as states
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.worker.gpu.states import RequestState
+
+    def cpu_buffer(self, size, dtype):  # UvaBuffer without pinned memory: the CPU tensor is its own device view
+        self.cpu = torch.zeros(size, dtype=dtype)
+        self.np, self.uva = self.cpu.numpy(), self.cpu
+
+    def temperature_kernel(logits, expanded_idx_mapping, temperature):
+        t = temperature[expanded_idx_mapping]
+        logits.div_(torch.where(t == 0, torch.ones_like(t), t).unsqueeze(1))
+
+    generator = torch.Generator().manual_seed(int(request["seed"]))
+
+    def gumbel_kernel(logits, *args, **kwargs):
+        return torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(1)
+
+    seen = {}
+
+    def topk_scores_kernel(logits, num_logprobs, sampled, *args, **kwargs):
+        seen["logits"] = logits.clone()
+        return torch.log_softmax(logits, -1).gather(1, sampled.view(-1, 1))
+
+    buffers.UvaBuffer.__init__ = cpu_buffer
+    states.apply_temperature = temperature_kernel
+    mrv2.gumbel_sample = gumbel_kernel
+    mrv2.compute_topk_scores = topk_scores_kernel
+    mrv2.get_num_sampled_and_rejected = lambda ones, *args: (ones, torch.zeros_like(ones))
+
+    logits = torch.tensor(request["logits"], dtype=torch.float32)
+    n, vocab = logits.shape
+    device = torch.device("cpu")
+    sampler = mrv2.Sampler(max_num_reqs=n, vocab_size=vocab, device=device,
+                           req_states=RequestState(n, 32, 64, 0, vocab, device), logprobs_mode=request["logprobs_mode"])
+    for i in range(n):
+        sampler.add_request(i, 4, SamplingParams(temperature=request["temperature"], top_k=request["top_k"],
+                                                 top_p=request["top_p"], seed=i, logprobs=1))
+    sampler.apply_staged_writes()
+    rows = torch.arange(n)
+    batch = types.SimpleNamespace(
+        expanded_idx_mapping=rows, idx_mapping=rows, idx_mapping_np=np.arange(n), cu_num_logits_np=np.arange(n + 1),
+        expanded_local_pos=torch.zeros(n, dtype=torch.int64), positions=torch.full((n,), 4),
+        logits_indices=rows, input_ids=torch.zeros(n, dtype=torch.int64), seq_lens=torch.full((n,), 5),
+        cu_num_logits=torch.arange(n + 1), num_reqs=n)
+    out = sampler(logits.clone(), batch)
+    return {"logprobs_mode": sampler.logprobs_mode, "sampled": out.sampled_token_ids.view(-1).tolist(),
+            "scored": seen["logits"].tolist()}
 
 
 def main(argv: list[str]) -> int:
