@@ -90,18 +90,31 @@ esac
 echo "4: ib0    inet ${FAKE_IB_PREFIX}.1/16 brd 10.9.255.255 scope global ib0"
 ''',
     # inside the image
+    # `ray start` joins the fake cluster only after its call is logged: the cluster's GPUs are those of the nodes
+    # whose start is logged ($FAKE_LOG.cluster, one line of --num-gpus per node), so the script's wait for every GPU
+    # is also a wait for every node's log line (a fixed answer let the script exit before a worker had logged)
     "ray": r'''
+case " $* " in *" --address="*) /bin/sleep "${FAKE_WORKER_DELAY:-0}" ;; esac  # a worker node that starts late
 FAKE_TOOL=ray log "$@"
-[ "$1" = start ] && exec sleep 30
+if [ "$1" = start ]; then
+  gpus=0; previous=
+  for arg in "$@"; do [ "$previous" = --num-gpus ] && gpus=$arg; previous=$arg; done
+  echo "$gpus" >> "$FAKE_LOG.cluster"
+  exec /bin/sleep 30
+fi
 exit 0
 ''',
     "python": r'''
 FAKE_TOOL=python log "$@"
 case "$2" in
-  *cluster_resources*) echo "$FAKE_GPUS" ;;
+  *cluster_resources*) if [ -f "$FAKE_LOG.cluster" ]; then awk '{n += $1} END {print n}' "$FAKE_LOG.cluster"; else echo -1; fi ;;
   *infiniband*) echo "$FAKE_IB" ;;
 esac
 exit 0
+''',
+    # the script's poll interval while Ray starts (5 s), shortened
+    "sleep": r'''
+exec /bin/sleep 0.1
 ''',
 }
 
@@ -128,7 +141,7 @@ def run_script(tmp_path, config, env: dict, image: str = "containers/spade-gpu.s
         fake_bin(bin_dir)
     log = tmp_path / "calls.jsonl"
     base = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_LOG": str(log), "TMPDIR": str(tmp_path / "tmp"),
-            "FAKE_IP_PREFIX": "10.1.2", "FAKE_IB_PREFIX": "10.9.0", "FAKE_GPUS": "16", "FAKE_IB": "mlx5_0",
+            "FAKE_IP_PREFIX": "10.1.2", "FAKE_IB_PREFIX": "10.9.0", "FAKE_IB": "mlx5_0",
             "HOME": str(tmp_path)}
     done = subprocess.run(["bash", str(script)], env={**base, **env}, capture_output=True, text=True, timeout=120)
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
@@ -192,11 +205,21 @@ def test_network_interface_and_env_reach_every_ray_process(tmp_path, config_30b)
     assert "NCCL between the nodes will use TCP sockets" in done.stderr  # no IB device seen in the image
 
 
+def test_the_driver_waits_for_a_worker_node_that_starts_late(tmp_path, config_30b):
+    """The driver starts only once every node's GPUs have joined the cluster, however late a worker's Ray starts."""
+    done, calls = run_script(tmp_path, config_30b, {**SLURM_2, "FAKE_WORKER_DELAY": "2"})
+    assert done.returncode == 0, done.stderr
+    tools = [(c["tool"], "--head" in c["argv"]) for c in calls if c["tool"] == "ray"
+             or (c["tool"] == "python" and c["argv"][:2] == ["-m", ENTRY_POINT])]
+    assert tools == [("ray", True), ("ray", False), ("python", False)]
+
+
 def test_two_node_launch_refuses_a_smaller_allocation_and_no_slurm(tmp_path, config_30b):
     done, calls = run_script(tmp_path, config_30b, {**SLURM_2, "FAKE_NODES": "gpu01"})
     assert done.returncode == 2 and "the allocation has 1 node(s), openrlhf.num_nodes wants 2" in done.stderr
     assert not [c for c in calls if c["tool"] in ("ray", "python")]
-    (tmp_path / "calls.jsonl").unlink(missing_ok=True)
+    for log in ("calls.jsonl", "calls.jsonl.cluster"):
+        (tmp_path / log).unlink(missing_ok=True)
     shutil.rmtree(tmp_path / "bin")
     done, calls = run_script(tmp_path, config_30b, {})
     assert done.returncode == 2 and "inside a SLURM allocation" in done.stderr and not calls
@@ -204,7 +227,7 @@ def test_two_node_launch_refuses_a_smaller_allocation_and_no_slurm(tmp_path, con
 
 def test_single_node_without_slurm_or_image_starts_ray_directly(tmp_path):
     config = load_config(CONFIG_DIR / "paper" / "spade_games_4b.yaml")  # 1 node x 8 GPUs
-    done, calls = run_script(tmp_path, config, {"FAKE_GPUS": "8"}, image="")
+    done, calls = run_script(tmp_path, config, {}, image="")
     assert done.returncode == 0, done.stderr
     assert "APPTAINER=" not in (tmp_path / "launch.sh").read_text()
     assert [c["tool"] for c in calls if c["tool"] != "python" or c["argv"][0] != "-c"] == ["ray", "python"]
@@ -215,7 +238,7 @@ def test_single_node_without_slurm_or_image_starts_ray_directly(tmp_path):
 def test_single_node_in_slurm_binds_the_head_to_the_gpus(tmp_path):
     config = load_config(CONFIG_DIR / "paper" / "spade_games_4b.yaml")
     env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "gpu07", "SLURMD_NODENAME": "gpu07",
-           "SLURM_JOB_CPUS_PER_NODE": "96", "FAKE_NODES": "gpu07", "FAKE_GPUS": "8"}
+           "SLURM_JOB_CPUS_PER_NODE": "96", "FAKE_NODES": "gpu07"}
     done, calls = run_script(tmp_path, config, env)
     assert done.returncode == 0, done.stderr
     (srun,) = [c for c in calls if c["tool"] == "srun"]
