@@ -24,6 +24,7 @@ import pytest
 
 import spade
 from spade.config import CONFIG_DIR, load_config
+from spade.inference import vllm_logprobs
 from spade.rlhf.command import ENTRY_POINT, LaunchError, openrlhf_command, shell_command
 from spade.rlhf.config import OpenRLHFConfig, resolve_openrlhf
 from spade.rlhf.launch import launch, missing_gpu_modules
@@ -36,7 +37,8 @@ LOGGER = r'''
 log() {
   python3 - "$@" <<'PY'
 import json, os, sys
-keys = ("RAY_ADDRESS", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "FAKE_NODE", "IN_IMAGE_OF")
+keys = ("RAY_ADDRESS", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "FAKE_NODE", "IN_IMAGE_OF",
+        "SPADE_ROLLOUT_LOGPROBS", "PYTHONPATH")
 entry = {"tool": os.environ["FAKE_TOOL"], "argv": sys.argv[1:], **{k: os.environ.get(k) for k in keys}}
 with open(os.environ["FAKE_LOG"], "a") as f:
     f.write(json.dumps(entry) + "\n")
@@ -102,6 +104,7 @@ if [ "$1" = start ]; then
   echo "$gpus" >> "$FAKE_LOG.cluster"
   exec /bin/sleep 30
 fi
+[ "$1 $2" = "job status" ] && echo "Status for job: SUCCEEDED"
 exit 0
 ''',
     "python": r'''
@@ -176,7 +179,9 @@ def test_two_node_launch_runs_srun_on_the_host_and_every_ray_process_in_the_imag
         assert argv[:2] == ["exec", "--nv"] and argv[argv.index(image) + 1] in ("ray", "python")
         binds = ",".join(argv[i + 1] for i, a in enumerate(argv) if a == "--bind").split(",")
         assert str(tmp_path) in binds and str(SRC.parent) in binds
-        assert f"PYTHONPATH={SRC}" in argv
+        # our code first, the rollout log-prob patch's site folder (train.rollout_logprobs: reference) last
+        assert f"PYTHONPATH={SRC}{os.pathsep}{vllm_logprobs.SITE}" in argv
+    assert all(c["SPADE_ROLLOUT_LOGPROBS"] == "reference" for c in calls if c["tool"] in ("ray", "python"))
     # the head on this node at its first non-loopback IPv4 address, the worker on the other node joins it
     head, worker = sorted(starts, key=lambda c: "--head" not in c["argv"])
     assert head["FAKE_NODE"] == "gpu01" and "--node-ip-address=10.1.2.1" in head["argv"]
@@ -233,6 +238,27 @@ def test_single_node_without_slurm_or_image_starts_ray_directly(tmp_path):
     assert [c["tool"] for c in calls if c["tool"] != "python" or c["argv"][0] != "-c"] == ["ray", "python"]
     head = next(c for c in calls if c["tool"] == "ray")
     assert "--head" in head["argv"] and head["FAKE_NODE"] is None and head["IN_IMAGE_OF"] is None
+    for call in calls:  # Ray's processes and the driver inherit the rollout log-prob patch's site and mode
+        assert call["PYTHONPATH"] == str(vllm_logprobs.SITE) and call["SPADE_ROLLOUT_LOGPROBS"] == "reference"
+
+
+def test_ray_job_submit_carries_the_run_environment(tmp_path):
+    """With openrlhf.ray_address the job runs on a cluster that never sees this script's exports: openrlhf.env, the
+    rollout log-prob mode and its site folder (after the cluster's own PYTHONPATH) go in the job's runtime env."""
+    config = load_config(CONFIG_DIR / "paper" / "spade_games_4b.yaml")
+    orl = resolve_openrlhf(config, {"ray_address": "http://head:8265", "env": {"NCCL_IB_HCA": "mlx5"}})
+    processed = replace(config, openrlhf=orl, train=replace(config.train, rollout_logprobs="processed"))
+    for run_config, mode in ((replace(config, openrlhf=orl), "reference"), (processed, "processed")):
+        done, calls = run_script(tmp_path, run_config, {}, image="")
+        assert done.returncode == 0, done.stderr
+        (submit,) = [c for c in calls if c["tool"] == "ray" and c["argv"][:2] == ["job", "submit"]]
+        argv = submit["argv"]
+        env_vars = json.loads(argv[argv.index("--runtime-env-json") + 1])["env_vars"]
+        want = {"NCCL_IB_HCA": "mlx5", "SPADE_ROLLOUT_LOGPROBS": mode}
+        if mode == "reference":
+            want["PYTHONPATH"] = f"${{PYTHONPATH}}{os.pathsep}{vllm_logprobs.SITE}"
+        assert env_vars == want
+        (tmp_path / "calls.jsonl").unlink()
 
 
 def test_single_node_in_slurm_binds_the_head_to_the_gpus(tmp_path):

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from spade.inference import vllm_logprobs
 from spade.rlhf.command import AGENT_FUNC_PATH, OPENRLHF_VERSION, openrlhf_command, shell_command
 from spade.rlhf.config import OpenRLHFConfig, resolve_openrlhf
 from spade.rlhf.placement import placement
@@ -42,17 +43,27 @@ def image_binds(run_dir, model_dir, corpus_path) -> list:
     return [str(folder) for folder in kept]
 
 
-def image_prefix(image: str, apptainer_args: str, binds: list) -> list:
+def engine_env(config) -> dict:
+    """What every process of the run gets for ``train.rollout_logprobs`` (``spade.inference.vllm_logprobs``): the mode
+    in ``SPADE_ROLLOUT_LOGPROBS`` and, for ``reference``, the site folder that patches vLLM's samplers as a
+    ``PYTHONPATH`` entry (appended after the caller's, so that the preflight's or the CPU run's site folder, which
+    installs the patch itself, keeps its place)."""
+    return vllm_logprobs.engine_environment(config.train.rollout_logprobs, {})
+
+
+def image_prefix(image: str, apptainer_args: str, binds: list, extra_paths=()) -> list:
     """``apptainer exec`` argv that runs a command inside ``image`` with the repository's code first on the path
     (so the code inside the image is the commit that prepared the run). Folders of this repository on the host's
     PYTHONPATH come first (the preflight's probes, ``spade.rlhf.preflight``); other host folders are left out, since
-    their packages are the host's, not the image's."""
+    their packages are the host's, not the image's. ``extra_paths`` (folders of this repository) come last."""
     src = Path(AGENT_FUNC_PATH).resolve().parents[2]
     repo = src.parent
     ours = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-            if p and Path(p).resolve().is_relative_to(repo) and Path(p).resolve() != src]
+            if p and Path(p).resolve().is_relative_to(repo) and Path(p).resolve() != src
+            and p not in map(str, extra_paths)]
     return ["apptainer", "exec", *shlex.split(apptainer_args), "--bind", ",".join(binds),
-            "--env", f"PYTHONPATH={os.pathsep.join([*ours, str(src)])}", str(Path(image).resolve())]
+            "--env", f"PYTHONPATH={os.pathsep.join([*ours, str(src), *map(str, extra_paths)])}",
+            str(Path(image).resolve())]
 
 
 def launch_script(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFConfig | None = None,
@@ -71,8 +82,10 @@ def launch_script(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFCon
     python = python or sys.executable
     command = shell_command(openrlhf_command(config, run_dir, model_dir, corpus_path, orl, python=python))
     place = placement(config, orl)
+    engines = engine_env(config)
+    site = [engines["PYTHONPATH"]] if "PYTHONPATH" in engines else []
     if image:
-        *apptainer, sif = image_prefix(image, apptainer_args, image_binds(run_dir, model_dir, corpus_path))
+        *apptainer, sif = image_prefix(image, apptainer_args, image_binds(run_dir, model_dir, corpus_path), site)
         runtime = f"IMAGE={shlex.quote(sif)}\nAPPTAINER=({shlex.join(apptainer)})\n"
         enter = 'IN_IMAGE=("${{APPTAINER[@]}}" {bind}"$IMAGE")\nRAY=("${{IN_IMAGE[@]}}" ray)\nPY=("${{IN_IMAGE[@]}}" python)\n'
         where = f"the Apptainer image {sif} (apptainer exec {apptainer_args})"
@@ -82,6 +95,10 @@ def launch_script(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFCon
         enter = ""
         where = f"the Python environment of {python}"
     exports = "".join(f"export {name}={shlex.quote(str(value))}\n" for name, value in sorted(orl.env.items()))
+    exports += (f"# train.rollout_logprobs: {engines[vllm_logprobs.MODE_ENV]} (spade.inference.vllm_logprobs)\n"
+                f"export {vllm_logprobs.MODE_ENV}={shlex.quote(engines[vllm_logprobs.MODE_ENV])}\n")
+    if site:
+        exports += f'export PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}"{shlex.quote(site[0])}\n'
     loggers = logger_env(config, run_dir)
     if loggers:  # before `ray start`: Ray's workers, OpenRLHF's trainer actor among them, inherit them
         exports += "# logging.wandb: W&B offline, into the run folder\n" + "".join(
@@ -102,9 +119,13 @@ engine(s) x TP {orl.vllm_tensor_parallel_size}; colocate_all {orl.colocate_all_m
         """) + exports
     if orl.ray_address:
         submission = f"spade-{config.run_name}-$(date +%Y%m%d%H%M%S)"
-        # the cluster's workers do not see this script's environment: the logger settings go in the job's runtime env
-        runtime_env = (f"--runtime-env-json {shlex.quote(json.dumps({'env_vars': loggers}, sort_keys=True))} "
-                       if loggers else "")
+        # the cluster's workers do not see this script's environment: openrlhf.env, the rollout log-prob mode (with
+        # the site folder after the cluster's own PYTHONPATH, which Ray expands) and the logger settings go in the
+        # job's runtime env
+        env_vars = {**orl.env, **engines, **loggers}
+        if site:
+            env_vars["PYTHONPATH"] = "${PYTHONPATH}" + os.pathsep + site[0]
+        runtime_env = f"--runtime-env-json {shlex.quote(json.dumps({'env_vars': env_vars}, sort_keys=True))} "
         body = textwrap.dedent(f"""\
             # An existing Ray cluster: its nodes must see this run folder and have the same Python environment.
             ADDRESS={shlex.quote(orl.ray_address)}
