@@ -179,7 +179,7 @@ def test_two_node_launch_runs_srun_on_the_host_and_every_ray_process_in_the_imag
         assert argv[:2] == ["exec", "--nv"] and argv[argv.index(image) + 1] in ("ray", "python")
         binds = ",".join(argv[i + 1] for i, a in enumerate(argv) if a == "--bind").split(",")
         assert str(tmp_path) in binds and str(SRC.parent) in binds
-        # our code first, the rollout log-prob patch's site folder (train.rollout_logprobs: reference) last
+        # our code first, the engine site folder (weight sync, rollout log-probs) last
         assert f"PYTHONPATH={SRC}{os.pathsep}{vllm_logprobs.SITE}" in argv
     assert all(c["SPADE_ROLLOUT_LOGPROBS"] == "reference" for c in calls if c["tool"] in ("ray", "python"))
     # the head on this node at its first non-loopback IPv4 address, the worker on the other node joins it
@@ -238,13 +238,13 @@ def test_single_node_without_slurm_or_image_starts_ray_directly(tmp_path):
     assert [c["tool"] for c in calls if c["tool"] != "python" or c["argv"][0] != "-c"] == ["ray", "python"]
     head = next(c for c in calls if c["tool"] == "ray")
     assert "--head" in head["argv"] and head["FAKE_NODE"] is None and head["IN_IMAGE_OF"] is None
-    for call in calls:  # Ray's processes and the driver inherit the rollout log-prob patch's site and mode
+    for call in calls:  # Ray's processes and the driver inherit the engine site folder and the rollout log-prob mode
         assert call["PYTHONPATH"] == str(vllm_logprobs.SITE) and call["SPADE_ROLLOUT_LOGPROBS"] == "reference"
 
 
 def test_ray_job_submit_carries_the_run_environment(tmp_path):
     """With openrlhf.ray_address the job runs on a cluster that never sees this script's exports: openrlhf.env, the
-    rollout log-prob mode and its site folder (after the cluster's own PYTHONPATH) go in the job's runtime env."""
+    rollout log-prob mode and the engine site folder (after the cluster's own PYTHONPATH) go in the job's runtime env."""
     config = load_config(CONFIG_DIR / "paper" / "spade_games_4b.yaml")
     orl = resolve_openrlhf(config, {"ray_address": "http://head:8265", "env": {"NCCL_IB_HCA": "mlx5"}})
     processed = replace(config, openrlhf=orl, train=replace(config.train, rollout_logprobs="processed"))
@@ -254,10 +254,8 @@ def test_ray_job_submit_carries_the_run_environment(tmp_path):
         (submit,) = [c for c in calls if c["tool"] == "ray" and c["argv"][:2] == ["job", "submit"]]
         argv = submit["argv"]
         env_vars = json.loads(argv[argv.index("--runtime-env-json") + 1])["env_vars"]
-        want = {"NCCL_IB_HCA": "mlx5", "SPADE_ROLLOUT_LOGPROBS": mode}
-        if mode == "reference":
-            want["PYTHONPATH"] = f"${{PYTHONPATH}}{os.pathsep}{vllm_logprobs.SITE}"
-        assert env_vars == want
+        assert env_vars == {"NCCL_IB_HCA": "mlx5", "SPADE_ROLLOUT_LOGPROBS": mode,
+                            "PYTHONPATH": f"${{PYTHONPATH}}{os.pathsep}{vllm_logprobs.SITE}"}
         (tmp_path / "calls.jsonl").unlink()
 
 

@@ -149,7 +149,8 @@ def test_modes_and_the_engine_environment():
     env = vllm_logprobs.engine_environment("reference", {"PYTHONPATH": "/a:/b"})
     assert env == {vllm_logprobs.MODE_ENV: "reference", "PYTHONPATH": f"/a:/b:{vllm_logprobs.SITE}"}
     assert (vllm_logprobs.SITE / "sitecustomize.py").is_file()
-    assert vllm_logprobs.engine_environment("processed", {"PYTHONPATH": "/a"}) == {vllm_logprobs.MODE_ENV: "processed"}
+    assert vllm_logprobs.engine_environment("processed", {"PYTHONPATH": f"{vllm_logprobs.SITE}:/a"}) == \
+        {vllm_logprobs.MODE_ENV: "processed", "PYTHONPATH": f"/a:{vllm_logprobs.SITE}"}
 
 
 def run_mrv2(mode: str, logits, logprobs_mode: str) -> dict:

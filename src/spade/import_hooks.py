@@ -3,9 +3,9 @@
 ``spade.inference.vllm_logprobs.install_in_process``.
 
 ``add_patches({module name: patch})`` applies each patch to its module if it is already imported, and otherwise
-right after the module executes, through one finder at the front of ``sys.meta_path``. A module name registered
-once keeps its first patch: calling ``add_patches`` again with it changes nothing, so a patch never runs twice on
-one module.
+right after the module executes, through one finder at the front of ``sys.meta_path``. Several patches of one module
+run in the order they were added (a later one wraps what an earlier one left); a patch function already added for a
+module is not added again, so no patch runs twice on one module.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ class AfterImport(importlib.abc.MetaPathFinder):
     """Finds a patched module with the other finders, then runs its patch right after the module executes."""
 
     def __init__(self):
-        self.patches: dict = {}
+        self.patches: dict[str, list] = {}
 
     def find_spec(self, name, path=None, target=None):
         if name not in self.patches:
@@ -32,11 +32,12 @@ class AfterImport(importlib.abc.MetaPathFinder):
         else:
             return None
         execute = spec.loader.exec_module
-        patch = self.patches[name]
+        patches = self.patches[name]  # the list itself: a patch added before the module runs is applied too
 
         def exec_module(module):
             execute(module)
-            patch(module)
+            for patch in list(patches):
+                patch(module)
 
         spec.loader.exec_module = exec_module
         return spec
@@ -53,14 +54,16 @@ def finder() -> AfterImport:
 
 
 def add_patches(patches: dict) -> list[str]:
-    """Register ``patches`` {module name: patch(module)}: each new name's patch runs now if its module is imported,
-    else right after its import. Names already registered are skipped. Returns the names added."""
+    """Register ``patches`` {module name: patch(module)}: each new patch runs now if its module is imported, else
+    right after its import, after the patches registered before it for that module. A patch already registered for
+    its module is skipped. Returns the names of the modules that got a new patch."""
     hook = finder()
     added = []
     for name, patch in patches.items():
-        if name in hook.patches:
+        registered = hook.patches.setdefault(name, [])
+        if patch in registered:
             continue
-        hook.patches[name] = patch
+        registered.append(patch)
         added.append(name)
         if name in sys.modules:
             patch(sys.modules[name])

@@ -35,9 +35,9 @@ of our configs sets, stays applied before the log-softmax.
 
 Where it is installed. ``spade.import_hooks.add_patches`` runs the patches of ``patches_for(mode)`` on import of their
 modules, in every process whose ``sitecustomize`` calls it: the paper runs' (``spade/rlhf/engine_site``, put on the
-launch script's PYTHONPATH with ``MODE_ENV``), the preflight's and the CPU integration run's (their own site folders
-add these patches to theirs); ``VLLMBackend.from_model_dir`` installs them in its own process and puts
-``engine_site`` on the PYTHONPATH of the engine processes it starts.
+launch script's PYTHONPATH with ``MODE_ENV``; it installs the GPU weight sync's patch too), the preflight's and the CPU
+integration run's (their own site folders add these patches to theirs); ``VLLMBackend.from_model_dir`` installs them
+in its own process and puts ``engine_site`` on the PYTHONPATH of the engine processes it starts.
 
 The patch is written against vLLM 0.29.0's code and refuses any other version (``UnsupportedVllm``), naming itself and
 the switch: another version's samplers must be read again before the patch is ported.
@@ -53,7 +53,7 @@ MODES = ("reference", "processed")
 MODE_ENV = "SPADE_ROLLOUT_LOGPROBS"  # the mode in the engine processes' environment (set by the launch script)
 SUPPORTED_VLLM = (0, 29, 0)
 PATCH_NAME = "spade.inference.vllm_logprobs"
-SITE = Path(__file__).resolve().parents[1] / "rlhf" / "engine_site"  # sitecustomize of the paper runs' processes
+SITE = Path(__file__).resolve().parents[1] / "rlhf" / "engine_site"  # sitecustomize of GPU runs' processes
 PATCHED = "_spade_reference_logprobs"  # marks a patched class or forward, so a patch applies once
 
 
@@ -205,13 +205,12 @@ def patches_from_env(environ=None) -> dict:
 
 
 def engine_environment(mode: str, base: dict | None = None) -> dict:
-    """What a process that starts engines sets for them: ``MODE_ENV``, and for ``reference`` ``SITE`` at the end of
-    ``PYTHONPATH`` (a site folder earlier on it, the preflight's or the CPU run's, installs these patches itself)."""
-    env = {MODE_ENV: check_mode(mode)}
-    if mode == "reference":
-        paths = [p for p in (base or {}).get("PYTHONPATH", "").split(os.pathsep) if p and p != str(SITE)]
-        env["PYTHONPATH"] = os.pathsep.join(paths + [str(SITE)])
-    return env
+    """What a process that starts engines sets for them: ``MODE_ENV`` and ``SITE`` at the end of ``PYTHONPATH``. The
+    site folder installs the patches of ``mode`` and, in an OpenRLHF engine, the GPU weight sync's
+    (``spade.rlhf.weight_sync.SYNC_PATCHES``); a site folder earlier on the path (the preflight's, the CPU run's)
+    shadows it and installs what its run needs itself."""
+    paths = [p for p in (base or {}).get("PYTHONPATH", "").split(os.pathsep) if p and p != str(SITE)]
+    return {MODE_ENV: check_mode(mode), "PYTHONPATH": os.pathsep.join(paths + [str(SITE)])}
 
 
 def install_in_process(mode: str) -> None:

@@ -6,8 +6,10 @@ OpenRLHF hands an agent executor ``llm_engine`` (its ``RolloutRayActor``) whose 
 ("stop" / "length") and, when ``sampling_params.logprobs`` is set, ``.logprobs``: one dict per sampled
 position mapping token id -> object with a ``.logprob`` float. OpenRLHF starts its engines with
 ``logprobs_mode="processed_logprobs"`` whenever ``--algo.advantage.is_correction_level`` is not
-``off``; those are log-probs after temperature scaling, the same quantity our backends report and our
-trainer (and OpenRLHF's actor, at ``--rollout.temperature``) recompute.
+``off``. Stock vLLM renormalises those over the tokens top-k/top-p keep; under ``train.rollout_logprobs: reference``
+(``spade.inference.vllm_logprobs``, installed in the engine processes by the launch script's site folder) they are
+``log_softmax(logits / T)`` over the whole vocabulary, the quantity our HF backend reports and our trainer (and
+OpenRLHF's actor, at ``--rollout.temperature``) recomputes.
 
 - ``to_engine_params`` / ``from_request_output``: one request each way;
 - ``call_engine``: awaits ``generate`` on a local engine object or on a Ray actor handle;

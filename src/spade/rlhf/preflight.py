@@ -39,7 +39,7 @@ from pathlib import Path
 
 from spade.rlhf.cpu.checks import (IntegrationError, check_engine_logprobs, check_finite, check_greedy_after_sync,
                                    check_nonzero_groups, check_params_moved, check_rewards, check_trained_advantages,
-                                   check_workers_received)
+                                   check_workers_received, moe_backends_seen)
 from spade.rlhf.cpu.probes import RECORDS_ENV
 from spade.rlhf.guards import PID_MAX, PTRACE_SCOPE, environment_guards, failures
 
@@ -181,6 +181,7 @@ def run(out: Path, configs=CONFIGS, image: str = "", apptainer_args: str = "--nv
         "greedy_after_sync": check_greedy_after_sync(records),
         "engine_logprobs": check_engine_logprobs(records),
         "params_moved": check_params_moved(records),
+        "moe_backends": moe_backends_seen(records),
     }
     atomic_write_json(out / "report.json", report)
     return report

@@ -44,10 +44,10 @@ def image_binds(run_dir, model_dir, corpus_path) -> list:
 
 
 def engine_env(config) -> dict:
-    """What every process of the run gets for ``train.rollout_logprobs`` (``spade.inference.vllm_logprobs``): the mode
-    in ``SPADE_ROLLOUT_LOGPROBS`` and, for ``reference``, the site folder that patches vLLM's samplers as a
-    ``PYTHONPATH`` entry (appended after the caller's, so that the preflight's or the CPU run's site folder, which
-    installs the patch itself, keeps its place)."""
+    """What every process of the run gets (``spade.inference.vllm_logprobs.engine_environment``): the
+    ``train.rollout_logprobs`` mode in ``SPADE_ROLLOUT_LOGPROBS`` and the engine site folder (the GPU weight sync
+    through vLLM's layerwise reload, the rollout log-prob patch) as a ``PYTHONPATH`` entry, appended after the
+    caller's so that the preflight's or the CPU run's site folder keeps its place."""
     return vllm_logprobs.engine_environment(config.train.rollout_logprobs, {})
 
 
@@ -83,7 +83,7 @@ def launch_script(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFCon
     command = shell_command(openrlhf_command(config, run_dir, model_dir, corpus_path, orl, python=python))
     place = placement(config, orl)
     engines = engine_env(config)
-    site = [engines["PYTHONPATH"]] if "PYTHONPATH" in engines else []
+    site = [engines["PYTHONPATH"]]
     if image:
         *apptainer, sif = image_prefix(image, apptainer_args, image_binds(run_dir, model_dir, corpus_path), site)
         runtime = f"IMAGE={shlex.quote(sif)}\nAPPTAINER=({shlex.join(apptainer)})\n"
@@ -95,10 +95,10 @@ def launch_script(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFCon
         enter = ""
         where = f"the Python environment of {python}"
     exports = "".join(f"export {name}={shlex.quote(str(value))}\n" for name, value in sorted(orl.env.items()))
-    exports += (f"# train.rollout_logprobs: {engines[vllm_logprobs.MODE_ENV]} (spade.inference.vllm_logprobs)\n"
-                f"export {vllm_logprobs.MODE_ENV}={shlex.quote(engines[vllm_logprobs.MODE_ENV])}\n")
-    if site:
-        exports += f'export PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}"{shlex.quote(site[0])}\n'
+    exports += ("# the engine site folder: the weight sync through vLLM's layerwise reload and the rollout log-probs of "
+                "train.rollout_logprobs (spade.rlhf.weight_sync, spade.inference.vllm_logprobs)\n"
+                f"export {vllm_logprobs.MODE_ENV}={shlex.quote(engines[vllm_logprobs.MODE_ENV])}\n"
+                f'export PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}"{shlex.quote(site[0])}\n')
     loggers = logger_env(config, run_dir)
     if loggers:  # before `ray start`: Ray's workers, OpenRLHF's trainer actor among them, inherit them
         exports += "# logging.wandb: W&B offline, into the run folder\n" + "".join(
@@ -122,9 +122,7 @@ engine(s) x TP {orl.vllm_tensor_parallel_size}; colocate_all {orl.colocate_all_m
         # the cluster's workers do not see this script's environment: openrlhf.env, the rollout log-prob mode (with
         # the site folder after the cluster's own PYTHONPATH, which Ray expands) and the logger settings go in the
         # job's runtime env
-        env_vars = {**orl.env, **engines, **loggers}
-        if site:
-            env_vars["PYTHONPATH"] = "${PYTHONPATH}" + os.pathsep + site[0]
+        env_vars = {**orl.env, **engines, **loggers, "PYTHONPATH": "${PYTHONPATH}" + os.pathsep + site[0]}
         runtime_env = f"--runtime-env-json {shlex.quote(json.dumps({'env_vars': env_vars}, sort_keys=True))} "
         body = textwrap.dedent(f"""\
             # An existing Ray cluster: its nodes must see this run folder and have the same Python environment.

