@@ -177,3 +177,32 @@ except Exception:
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[-2:] == ["True True True", "unpatched"]  # after DeepSpeed's log lines
+
+
+def test_moe_step_runs_apart_and_fails_with_its_reason(tmp_path):
+    """The preflight's MoE step runs ``spade.rlhf.moe_check`` in its own process (in the image when there is one) and
+    stops the preflight with the step's own message when the decode after the sync back differs."""
+    from spade.rlhf.cpu.checks import IntegrationError
+    from spade.rlhf.preflight import moe_step
+
+    calls = []
+
+    def fake(result, returncode):
+        def run(cmd, **kwargs):
+            calls.append(cmd)
+            folder = Path(cmd[cmd.index("--out") + 1])
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "moe_sync.json").write_text(json.dumps(result))
+            return subprocess.CompletedProcess(cmd, returncode, "", "")
+        return run
+
+    good = {"moe_backends": ["TRITON"], "moe_backend_asked": "auto", "equal": True, "changed_by_b": True, "first": []}
+    assert moe_step(tmp_path, run=fake(good, 0)) == {key: good[key] for key in
+                                                     ("moe_backends", "moe_backend_asked", "equal", "changed_by_b")}
+    assert calls[-1][:3] == [sys.executable, "-m", "spade.rlhf.moe_check"]
+    moe_step(tmp_path, image="img.sif", run=fake(good, 0))
+    assert calls[-1][:2] == ["apptainer", "exec"] and calls[-1][-5:-3] == ["python", "-m"]
+    bad = {"equal": False, "error": "a tiny Qwen3-MoE synced B then A back decodes 3 of 8 prompts otherwise"}
+    with pytest.raises(IntegrationError, match="MoE step failed .*decodes 3 of 8 prompts otherwise"):
+        moe_step(tmp_path, run=fake(bad, 1))
+    assert json.loads((tmp_path / "report.json").read_text())["failed"] == "moe sync"

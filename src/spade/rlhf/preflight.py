@@ -18,6 +18,11 @@ Before the training (and before the model download) the environment guards (``sp
 engines will see, the socket paths under ``TMPDIR``; one that fails stops the preflight with its fix, and
 ``report.json`` records what each saw.
 
+Then the MoE step (``spade.rlhf.moe_check``, in a process of its own): a tiny random Qwen3-MoE in a real vLLM engine,
+synced with other weights and back through the layerwise reload the GPU path uses, must decode as it did first, with
+the MoE backend vLLM picks on the node (``report.json``: ``moe_sync``). The training's own dense model cannot show an
+MoE problem; this step does, before ``all`` starts.
+
 ``versions.json`` records what the node runs: GPUs, driver, CUDA, NCCL, InfiniBand devices and the versions of
 torch, vLLM, OpenRLHF, DeepSpeed, Ray and transformers, read inside the image when the run uses one. ``report.json``
 holds the checks. Nothing here has run on a GPU yet (docs/OPENRLHF.md, "Preflight").
@@ -139,6 +144,27 @@ def run_guards(config, out: Path, facts: dict, env: dict, ptrace_scope: Path = P
     return guards
 
 
+def moe_step(out: Path, image: str = "", apptainer_args: str = "--nv", run=subprocess.run) -> dict:
+    """The MoE step (``spade.rlhf.moe_check``) in a process of its own, in ``image`` when one is given: a tiny random
+    Qwen3-MoE synced with other weights and back must decode as before, with the MoE backend vLLM picks on this node.
+    Returns what it found (backends, equal); a failure writes ``report.json`` and raises."""
+    from spade.io import atomic_write_json
+    from spade.rlhf.script import image_prefix
+
+    folder = out / "moe"
+    args = ["-m", "spade.rlhf.moe_check", "--out", str(folder)]
+    cmd = image_prefix(image, apptainer_args, [str(ROOT), str(out)]) + ["python", *args] if image \
+        else [sys.executable, *args]
+    done = run(cmd, capture_output=True, text=True, timeout=1800)
+    found = folder / "moe_sync.json"
+    result = json.loads(found.read_text()) if found.is_file() else {}
+    if done.returncode != 0 or not result.get("equal"):
+        atomic_write_json(out / "report.json", {"failed": "moe sync", "moe_sync": result})
+        raise IntegrationError(f"the MoE step failed ({shlex.join(cmd)}, exit {done.returncode}): "
+                               f"{result.get('error') or done.stderr[-2000:]}")
+    return {key: result[key] for key in ("moe_backends", "moe_backend_asked", "equal", "changed_by_b")}
+
+
 def run(out: Path, configs=CONFIGS, image: str = "", apptainer_args: str = "--nv", timeout_s: float = 7200) -> dict:
     from spade.config import load_config
     from spade.inference.models import prepare_model
@@ -151,7 +177,7 @@ def run(out: Path, configs=CONFIGS, image: str = "", apptainer_args: str = "--nv
                                f"{placement.enabled} and openrlhf.num_nodes {placement.num_nodes} (need true and 1) "
                                f"in {', '.join(map(str, configs))}")
     out = Path(out).resolve()
-    for stale in ("run", "records", "train.log", "versions.json", "report.json"):
+    for stale in ("run", "records", "train.log", "versions.json", "report.json", "moe"):
         path = out / stale
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -159,6 +185,7 @@ def run(out: Path, configs=CONFIGS, image: str = "", apptainer_args: str = "--nv
     atomic_write_json(out / "versions.json", facts)
     records, run_dir = out / "records", out / "run"
     guards = run_guards(config, out, facts, environment(records))
+    moe = moe_step(out, image, apptainer_args)
     model = prepare_model(config.model, out / "model")
     cmd = train_command(configs, model, run_dir, image, apptainer_args)
     started = time.monotonic()
@@ -182,6 +209,7 @@ def run(out: Path, configs=CONFIGS, image: str = "", apptainer_args: str = "--nv
         "engine_logprobs": check_engine_logprobs(records),
         "params_moved": check_params_moved(records),
         "moe_backends": moe_backends_seen(records),
+        "moe_sync": moe,
     }
     atomic_write_json(out / "report.json", report)
     return report
