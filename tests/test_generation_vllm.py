@@ -31,6 +31,7 @@ import pytest
 
 from spade.configtools import ConfigError, from_dict
 from spade.inference.generation import Generation, SamplingParams, cut_to_limit
+from spade.inference import vllm_logprobs
 from spade.inference.generation_vllm import InferenceConfig, VLLMBackend, build_backend, prompt_seed
 
 EOS = 2
@@ -189,6 +190,8 @@ def fake_vllm(request, monkeypatch):
 
     module.LLM = make_llm
     module.created = created
+    module.installed = []  # the rollout log-prob modes from_model_dir installed (not in this process: see below)
+    monkeypatch.setattr(vllm_logprobs, "install_in_process", module.installed.append)
     monkeypatch.setitem(sys.modules, "vllm", module)
     monkeypatch.setitem(sys.modules, "vllm.inputs", inputs)
     return module
@@ -393,8 +396,28 @@ def test_from_model_dir_engine_arguments(fake_vllm, tiny_model_dir):
     assert (args["tensor_parallel_size"], args["gpu_memory_utilization"], args["max_model_len"], args["dtype"],
             args["enforce_eager"], args["seed"]) == (2, 0.5, 128, "bfloat16", True, 3)
     assert b.eos_token_ids == [b.tokenizer.convert_tokens_to_ids("<|im_end|>")]
-    VLLMBackend.from_model_dir(tiny_model_dir, InferenceConfig(backend="vllm"))
+    VLLMBackend.from_model_dir(tiny_model_dir, InferenceConfig(backend="vllm"), rollout_logprobs="processed")
     assert "max_model_len" not in fake_vllm.created[-1]  # 0 = the model's own limit
+    assert fake_vllm.installed == ["reference", "processed"]  # the patch's mode, before each engine was built
+
+
+def test_install_in_process_patches_this_process_and_its_engines(monkeypatch):
+    """``VLLMBackend``'s installation of the rollout log-prob patch: a finder for the sampler modules here, and the
+    mode and the engine site folder in the environment that spawned engine processes inherit."""
+    import os
+
+    from spade import import_hooks
+
+    monkeypatch.undo()  # the autouse fake_vllm fixture's stand-ins, install_in_process's among them
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if not isinstance(f, import_hooks.AfterImport)])
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    monkeypatch.delenv(vllm_logprobs.MODE_ENV, raising=False)
+    vllm_logprobs.install_in_process("reference")
+    assert os.environ[vllm_logprobs.MODE_ENV] == "reference"
+    assert os.environ["PYTHONPATH"] == f"/elsewhere:{vllm_logprobs.SITE}"
+    assert set(vllm_logprobs.PATCHES) <= set(import_hooks.finder().patches)
+    with pytest.raises(ValueError, match="train.rollout_logprobs' is 'full'"):
+        vllm_logprobs.install_in_process("full")
 
 
 def test_from_model_dir_refuses_a_folder_without_model(fake_vllm, tmp_path):

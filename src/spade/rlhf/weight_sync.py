@@ -291,7 +291,7 @@ def synced(worker, report: SyncReport) -> None:
     (the preflight), an ``engine_moe`` record of the MoE backends (``spade.rlhf.cpu.checks.moe_backends_seen``)."""
     import os
 
-    from spade.rlhf.cpu.probes import record
+    from spade.rlhf.records import record
 
     worker._spade_gpu_syncs = getattr(worker, "_spade_gpu_syncs", 0) + 1
     backends = ", ".join(report.moe_backends) or "none (dense)"

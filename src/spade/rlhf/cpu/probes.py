@@ -41,7 +41,8 @@ import json
 import os
 from pathlib import Path
 
-RECORDS_ENV = "SPADE_CPU_RECORDS"
+from spade.rlhf.records import RECORDS_ENV, read_records, record  # noqa: F401 (the probes' records, read by the checks)
+
 MUTATE_ENV = "SPADE_CPU_MUTATE"
 MUTATIONS = ("skip_sync", "corrupt_weight", "flip_advantages", "freeze_param", "unweight_designer")
 FROZEN_PARAM = "model.layers.0.self_attn.q_proj.weight"  # what ``freeze_param`` keeps from moving
@@ -53,23 +54,6 @@ def mutations() -> set:
     if unknown:
         raise ValueError(f"environment variable {MUTATE_ENV} names {unknown}; allowed: {list(MUTATIONS)}")
     return names
-
-
-def record(kind: str, row: dict) -> None:
-    """Append ``row`` to ``<SPADE_CPU_RECORDS>/<kind>.jsonl`` (one write per line; nothing without the variable)."""
-    folder = os.environ.get(RECORDS_ENV)
-    if not folder:
-        return
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    with open(Path(folder) / f"{kind}.jsonl", "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(row) + "\n")
-
-
-def read_records(folder, kind: str) -> list:
-    path = Path(folder) / f"{kind}.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def tensor_digest(name: str, tensor) -> str:
