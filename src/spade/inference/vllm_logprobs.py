@@ -111,20 +111,16 @@ def reference_forward(chosen):
     log-probs, the full ``log_softmax`` of the tempered logits it was given, taken before the top-k/top-p mask that
     ``chosen`` applies in place. Shapes: logits [num_requests, vocab] -> (sampled [num_requests], log-probs
     [num_requests, vocab] float32)."""
+    import torch
+
     @functools.wraps(chosen)
     def forward(logits, generators, k, p):
-        full = logits.log_softmax(dim=-1, dtype=_float32())  # log_softmax(logits / T): the reference's quantity
+        full = logits.log_softmax(dim=-1, dtype=torch.float32)  # log_softmax(logits / T): the reference's quantity
         sampled, _processed = chosen(logits, generators, k, p)
         return sampled, full
 
     setattr(forward, PATCHED, True)
     return forward
-
-
-def _float32():
-    import torch
-
-    return torch.float32
 
 
 def _patch_topk_topp(module) -> None:

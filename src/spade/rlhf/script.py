@@ -43,14 +43,6 @@ def image_binds(run_dir, model_dir, corpus_path) -> list:
     return [str(folder) for folder in kept]
 
 
-def engine_env(config) -> dict:
-    """What every process of the run gets (``spade.inference.vllm_logprobs.engine_environment``): the
-    ``train.rollout_logprobs`` mode in ``SPADE_ROLLOUT_LOGPROBS`` and the engine site folder (the GPU weight sync
-    through vLLM's layerwise reload, the rollout log-prob patch) as a ``PYTHONPATH`` entry, appended after the
-    caller's so that the preflight's or the CPU run's site folder keeps its place."""
-    return vllm_logprobs.engine_environment(config.train.rollout_logprobs, {})
-
-
 def image_prefix(image: str, apptainer_args: str, binds: list, extra_paths=()) -> list:
     """``apptainer exec`` argv that runs a command inside ``image`` with the repository's code first on the path
     (so the code inside the image is the commit that prepared the run). Folders of this repository on the host's
@@ -82,10 +74,13 @@ def launch_script(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFCon
     python = python or sys.executable
     command = shell_command(openrlhf_command(config, run_dir, model_dir, corpus_path, orl, python=python))
     place = placement(config, orl)
-    engines = engine_env(config)
-    site = [engines["PYTHONPATH"]]
+    # every process of the run: the rollout log-prob mode, and the engine site folder (the weight sync through vLLM's
+    # layerwise reload, the rollout log-prob patch) after the caller's PYTHONPATH, where the preflight's or the CPU
+    # run's own site folder keeps its place in front of it (spade.inference.vllm_logprobs.engine_environment)
+    mode = {vllm_logprobs.MODE_ENV: vllm_logprobs.check_mode(config.train.rollout_logprobs)}
+    site = str(vllm_logprobs.SITE)
     if image:
-        *apptainer, sif = image_prefix(image, apptainer_args, image_binds(run_dir, model_dir, corpus_path), site)
+        *apptainer, sif = image_prefix(image, apptainer_args, image_binds(run_dir, model_dir, corpus_path), [site])
         runtime = f"IMAGE={shlex.quote(sif)}\nAPPTAINER=({shlex.join(apptainer)})\n"
         enter = 'IN_IMAGE=("${{APPTAINER[@]}}" {bind}"$IMAGE")\nRAY=("${{IN_IMAGE[@]}}" ray)\nPY=("${{IN_IMAGE[@]}}" python)\n'
         where = f"the Apptainer image {sif} (apptainer exec {apptainer_args})"
@@ -97,8 +92,8 @@ def launch_script(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHFCon
     exports = "".join(f"export {name}={shlex.quote(str(value))}\n" for name, value in sorted(orl.env.items()))
     exports += ("# the engine site folder: the weight sync through vLLM's layerwise reload and the rollout log-probs of "
                 "train.rollout_logprobs (spade.rlhf.weight_sync, spade.inference.vllm_logprobs)\n"
-                f"export {vllm_logprobs.MODE_ENV}={shlex.quote(engines[vllm_logprobs.MODE_ENV])}\n"
-                f'export PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}"{shlex.quote(site[0])}\n')
+                f"export {vllm_logprobs.MODE_ENV}={shlex.quote(mode[vllm_logprobs.MODE_ENV])}\n"
+                f'export PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}"{shlex.quote(site)}\n')
     loggers = logger_env(config, run_dir)
     if loggers:  # before `ray start`: Ray's workers, OpenRLHF's trainer actor among them, inherit them
         exports += "# logging.wandb: W&B offline, into the run folder\n" + "".join(
@@ -122,7 +117,7 @@ engine(s) x TP {orl.vllm_tensor_parallel_size}; colocate_all {orl.colocate_all_m
         # the cluster's workers do not see this script's environment: openrlhf.env, the rollout log-prob mode (with
         # the site folder after the cluster's own PYTHONPATH, which Ray expands) and the logger settings go in the
         # job's runtime env
-        env_vars = {**orl.env, **engines, **loggers, "PYTHONPATH": "${PYTHONPATH}" + os.pathsep + site[0]}
+        env_vars = {**orl.env, **mode, **loggers, "PYTHONPATH": "${PYTHONPATH}" + os.pathsep + site}
         runtime_env = f"--runtime-env-json {shlex.quote(json.dumps({'env_vars': env_vars}, sort_keys=True))} "
         body = textwrap.dedent(f"""\
             # An existing Ray cluster: its nodes must see this run folder and have the same Python environment.
