@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import shutil
 import socket
 import struct
@@ -327,8 +328,10 @@ def test_launch_scripts_send_the_wandb_environment_to_rays_workers(tmp_path):
     assert exports in local and local.index(exports) < local.index("RAY_START=")  # before Ray starts
     remote = launch_script(config, run, tmp_path / "m", "c.jsonl",
                            resolve_openrlhf(config, {"ray_address": "http://head:8265"}))
-    env = json.dumps({"env_vars": {"WANDB_DIR": str(run), "WANDB_MODE": "offline"}}, sort_keys=True)
-    assert f"--runtime-env-json '{env}' -- " in remote
+    argv = shlex.split(next(line for line in remote.splitlines() if " job submit " in line))
+    env_vars = json.loads(argv[argv.index("--runtime-env-json") + 1])["env_vars"]
+    assert {key: env_vars.get(key) for key in ("WANDB_DIR", "WANDB_MODE")} == {"WANDB_DIR": str(run),
+                                                                                "WANDB_MODE": "offline"}
     plain = launch_script(load_config(CONFIG_DIR / "paper" / "spade_games_4b.yaml"), run, tmp_path / "m", "c.jsonl")
     assert "WANDB_MODE" not in plain and "--runtime-env-json" not in plain
     for text in (local, remote):
