@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,16 +31,14 @@ TEMPERATURE, TOP_K, TOP_P, TRAIN_TEMPERATURE, TIS_CAP = 0.6, 20, 0.95, 1.0, 2.0 
 
 
 def spread_model(tiny_model_dir, folder: Path, seed: int = 0) -> Path:
+    """``test_generation_vllm``'s head-dim-64 copy of the tiny model, its output head scaled by ``HEAD_SCALE``."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
 
-    shutil.copytree(tiny_model_dir, folder)
-    (folder / "model.safetensors").unlink()
-    config = LlamaConfig.from_pretrained(folder)
-    config.hidden_size, config.num_attention_heads, config.num_key_value_heads = 128, 2, 2
-    config.head_dim, config.intermediate_size = 64, 256
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).eval()
+    from test_generation_vllm import _head_dim_64_copy
+
+    _head_dim_64_copy(tiny_model_dir, folder, seed)
+    model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()
     with torch.no_grad():
         model.lm_head.weight.mul_(HEAD_SCALE)
     model.save_pretrained(folder)

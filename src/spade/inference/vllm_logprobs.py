@@ -90,10 +90,10 @@ def _processed_mode(logprobs_mode):
     return "processed_logprobs" if str(logprobs_mode) in ("raw_logprobs", "processed_logprobs") else logprobs_mode
 
 
-def _patch_v1_sampler(module) -> None:
-    """``vllm.v1.sample.sampler.Sampler`` built in processed mode (see ``_processed_mode``)."""
+def _build_in_processed_mode(cls, then=None) -> None:
+    """Patch ``cls.__init__(self, logprobs_mode, ...)`` (a V1 sampler class) to build in processed mode (see
+    ``_processed_mode``), then run ``then(self)``; once per class."""
     _require_supported_vllm()
-    cls = module.Sampler
     if getattr(cls, PATCHED, False):
         return
     real = cls.__init__
@@ -101,9 +101,16 @@ def _patch_v1_sampler(module) -> None:
     @functools.wraps(real)
     def __init__(self, logprobs_mode="raw_logprobs", *args, **kwargs):
         real(self, _processed_mode(logprobs_mode), *args, **kwargs)
+        if then is not None:
+            then(self)
 
     cls.__init__ = __init__
     setattr(cls, PATCHED, True)
+
+
+def _patch_v1_sampler(module) -> None:
+    """``vllm.v1.sample.sampler.Sampler`` built in processed mode."""
+    _build_in_processed_mode(module.Sampler)
 
 
 def reference_forward(chosen):
@@ -126,20 +133,11 @@ def reference_forward(chosen):
 def _patch_topk_topp(module) -> None:
     """``TopKTopPSampler``: after vLLM picked its ``forward`` (an instance attribute set in ``__init__``), a sampler
     in processed mode reports the reference's log-probs (``reference_forward``)."""
-    _require_supported_vllm()
-    cls = module.TopKTopPSampler
-    if getattr(cls, PATCHED, False):
-        return
-    real = cls.__init__
+    def report_reference(sampler) -> None:
+        if sampler.logprobs_mode == "processed_logprobs" and not getattr(sampler.forward, PATCHED, False):
+            sampler.forward = reference_forward(sampler.forward)
 
-    @functools.wraps(real)
-    def __init__(self, logprobs_mode="raw_logprobs", *args, **kwargs):
-        real(self, _processed_mode(logprobs_mode), *args, **kwargs)
-        if self.logprobs_mode == "processed_logprobs" and not getattr(self.forward, PATCHED, False):
-            self.forward = reference_forward(self.forward)
-
-    cls.__init__ = __init__
-    setattr(cls, PATCHED, True)
+    _build_in_processed_mode(module.TopKTopPSampler, report_reference)
 
 
 def _patch_mrv2(module) -> None:
