@@ -59,18 +59,17 @@ def build(kind: str, seed: int):
     """The tiny HF model of ``kind`` in bf16 (the GPU image's transformers keeps the same parameter names), every
     weight random under ``seed``; norm weights, which transformers starts at 1, get noise so that two seeds differ
     in every tensor."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
+    from transformers import Qwen3Config, Qwen3ForCausalLM
 
+    from spade.rlhf.moe_check import tiny_moe
+
+    if kind == "moe":  # the preflight's MoE step's model: the same shapes, initialisation and norm noise
+        return tiny_moe(seed)
     common = dict(vocab_size=VOCAB, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
                   num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=1024,
-                  tie_word_embeddings=kind == "dense", initializer_range=INIT_RANGE)
+                  tie_word_embeddings=True, initializer_range=INIT_RANGE)
     torch.manual_seed(seed)
-    if kind == "moe":
-        config = Qwen3MoeConfig(**common, moe_intermediate_size=64, num_experts=4, num_experts_per_tok=2,
-                                decoder_sparse_step=1, mlp_only_layers=[])
-        model = Qwen3MoeForCausalLM(config)
-    else:
-        model = Qwen3ForCausalLM(Qwen3Config(**common))
+    model = Qwen3ForCausalLM(Qwen3Config(**common))
     with torch.no_grad():
         for name, param in model.named_parameters():
             if name.endswith("norm.weight"):
