@@ -61,7 +61,7 @@ def build(kind: str, seed: int):
     in every tensor."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from spade.rlhf.moe_check import tiny_moe
+    from spade.rlhf.moe_check import noise_norms, tiny_moe
 
     if kind == "moe":  # the preflight's MoE step's model: the same shapes, initialisation and norm noise
         return tiny_moe(seed)
@@ -69,12 +69,7 @@ def build(kind: str, seed: int):
                   num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=1024,
                   tie_word_embeddings=True, initializer_range=INIT_RANGE)
     torch.manual_seed(seed)
-    model = Qwen3ForCausalLM(Qwen3Config(**common))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.endswith("norm.weight"):
-                param.add_(0.1 * torch.randn_like(param))
-    return model.to(torch.bfloat16).eval()
+    return noise_norms(Qwen3ForCausalLM(Qwen3Config(**common))).to(torch.bfloat16).eval()
 
 
 def sent(model) -> list:

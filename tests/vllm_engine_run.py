@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
+
+from json_reply import reply
 
 
 def scenario(request: dict) -> dict:
@@ -67,13 +68,7 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     request = json.loads(argv[1])
-    result_fd = os.dup(1)
-    os.dup2(2, 1)  # whatever vLLM, torch or their C++ code print lands on stderr
-    result = scenario(request)
-    with os.fdopen(result_fd, "w") as out:
-        json.dump(result, out)
-        out.write("\n")
-    return 0
+    return reply(lambda: scenario(request))
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@ Usage: ``python tests/vllm_moe_check_run.py MODE FOLDER``; stdout carries one JS
 
 from __future__ import annotations
 
-import json
-import os
 import sys
+
+from json_reply import reply
 
 
 def main(mode: str, folder: str) -> int:
@@ -20,17 +20,15 @@ def main(mode: str, folder: str) -> int:
 
     if mode == "no_moe_hook":
         vllm_cpu.RELOAD_HOOKS = {"after": vllm_cpu.RELOAD_HOOKS["after"]}
-    result_fd = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        result = moe_check.run(folder, raw=mode == "raw")
-        answer = {key: result[key] for key in ("moe_backends", "equal", "changed_by_b")}
-    except Exception as exc:  # the test reads which error the step raised
-        answer = {"error": type(exc).__name__, "message": str(exc)[:500]}
-    with os.fdopen(result_fd, "w") as out:
-        json.dump(answer, out)
-        out.write("\n")
-    return 0
+
+    def answer() -> dict:
+        try:
+            result = moe_check.run(folder, raw=mode == "raw")
+            return {key: result[key] for key in ("moe_backends", "equal", "changed_by_b")}
+        except Exception as exc:  # the test reads which error the step raised
+            return {"error": type(exc).__name__, "message": str(exc)[:500]}
+
+    return reply(answer)
 
 
 if __name__ == "__main__":

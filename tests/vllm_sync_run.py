@@ -18,10 +18,10 @@ Usage: ``python tests/vllm_sync_run.py [--moe-priority]``; stdout carries one JS
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import types
+
+from json_reply import reply
 
 E, I, H = 4, 3, 5  # experts, intermediate rows, hidden columns
 LAYERS = 2
@@ -224,13 +224,7 @@ def moe_priority() -> dict:
 
 
 def main() -> int:
-    result_fd = os.dup(1)
-    os.dup2(2, 1)
-    result = moe_priority() if sys.argv[1:] == ["--moe-priority"] else scenario()
-    with os.fdopen(result_fd, "w") as out:
-        json.dump(result, out)
-        out.write("\n")
-    return 0
+    return reply(moe_priority if sys.argv[1:] == ["--moe-priority"] else scenario)
 
 
 if __name__ == "__main__":

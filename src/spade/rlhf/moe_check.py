@@ -39,12 +39,19 @@ def tiny_moe(seed: int):
                             tie_word_embeddings=False, initializer_range=0.1, moe_intermediate_size=64, num_experts=4,
                             num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[])
     torch.manual_seed(seed)
-    model = Qwen3MoeForCausalLM(config)
+    return noise_norms(Qwen3MoeForCausalLM(config)).to(torch.bfloat16).eval()
+
+
+def noise_norms(model):
+    """``model`` with noise (std 0.1, from torch's global generator) added to its norm weights, which transformers
+    starts at 1, so that two seeds differ in every tensor."""
+    import torch
+
     with torch.no_grad():
         for name, param in model.named_parameters():
             if name.endswith("norm.weight"):
                 param.add_(0.1 * torch.randn_like(param))
-    return model.to(torch.bfloat16).eval()
+    return model
 
 
 def sent(model) -> list:

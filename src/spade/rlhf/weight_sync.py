@@ -197,6 +197,15 @@ class LayerwiseSync:
             raise RuntimeError("this sync has already been finished or aborted")
 
 
+def abort_open_sync(worker) -> bool:
+    """End a worker's open sync without checking it (its layers leave the meta device); True if one was open."""
+    session = worker.__dict__.pop(SESSION_ATTR, None)
+    if session is None:
+        return False
+    session.abort()
+    return True
+
+
 def receive(worker, name: str, weight, *, last: bool, dtype=None, shape=None, before: Sequence[Callable] = (),
             after: Sequence[Callable] = ()) -> SyncReport | None:
     """Load one tensor of a sync into a vLLM worker, as OpenRLHF's ``update_weight(name, dtype, shape,
@@ -219,9 +228,7 @@ def receive(worker, name: str, weight, *, last: bool, dtype=None, shape=None, be
             worker.__dict__[SESSION_ATTR] = session
         session.load(name, weight)
     except BaseException:
-        worker.__dict__.pop(SESSION_ATTR, None)
-        if session is not None:
-            session.abort()
+        abort_open_sync(worker)  # the session of this sync, stored on the worker before its first load
         raise
     if not last:
         return None
@@ -240,15 +247,6 @@ def load_sync(worker, named: Iterable[tuple[str, object]], *, before: Sequence[C
     if pending is None:
         raise ValueError("an empty sync: no tensors to load")
     return receive(worker, *pending, last=True, before=before, after=after)
-
-
-def abort_open_sync(worker) -> bool:
-    """End a worker's open sync without checking it (its layers leave the meta device); True if one was open."""
-    session = worker.__dict__.pop(SESSION_ATTR, None)
-    if session is None:
-        return False
-    session.abort()
-    return True
 
 
 def through_receive(real, copy: bool = False):
