@@ -34,6 +34,7 @@ include: "rules/toy_ablations.smk"
 include: "rules/toy_tool_use.smk"
 include: "rules/integration.smk"
 include: "rules/preflight.smk"
+include: "rules/rehearsal.smk"
 
 
 rule all:
@@ -46,6 +47,7 @@ rule all:
         run_outputs(),
         paper_run_outputs() if MULTI_RUN else [],
         rules.paper.input if MULTI_RUN else [],
+        OUT.rehearsal_table if REHEARSAL else [],
 
 
 rule report_contents:

@@ -43,8 +43,9 @@ from spade.rlhf.config import resolve_openrlhf
 # `--config 'selfplay={total_steps: 2}'`: Snakemake reads such a mapping's scalars as strings; read them as a file would
 retype_workflow_overrides(config, workflow.config_settings.overwrite_config or {})
 # workflow keys that are not run settings
-WORKFLOW_KEYS = ("runs", "pending", "toy_ablations", "toy_tool_use", "learning_check", "mechanism_check")
+WORKFLOW_KEYS = ("runs", "pending", "toy_ablations", "toy_tool_use", "learning_check", "mechanism_check", "rehearsal")
 MULTI_RUN = "runs" in config
+REHEARSAL = "rehearsal" in config  # configs/rehearsal.yaml: the paper runs on this CPU (rules/rehearsal.smk)
 WORKFLOW_CONFIG = {key: value for key, value in config.items() if key not in WORKFLOW_KEYS}
 
 try:  # recipe < model card < run file and --config overrides; fail before any job runs, naming the key
@@ -128,17 +129,71 @@ def repo_path(path):
     return str(Path(workflow.basedir) / path)
 
 
-def _load_runs(entries, results_dir):
-    """The run files a multi-run config lists -> ({name: SpadeConfig}, {name: the run's settings as a plain dict})."""
+def _overlay_settings(key, name, overlay):
+    """An entry's settings: the mapping itself, or the mapping in the YAML file it names (from the repository root)."""
+    if not isinstance(overlay, str):
+        return overlay
+    try:
+        return load_yaml(repo_path(overlay))
+    except ConfigError as exc:
+        raise WorkflowError(f"invalid configuration: config key '{key}.{name}' names the file {overlay!r}: {exc}")
+
+
+def _rehearsal_layers(rehearsal):
+    """The key `rehearsal` of a multi-run config (configs/rehearsal.yaml) -> (overlay settings, {recipe: its extra
+    overlay}, {run name: its own overlay}, {model card: tiny card settings}); (None, {}, {}, {}) when absent. The
+    overlay is laid over every run file, then the run's recipe's entry of `rehearsal.recipes`, then the run's own entry
+    of `rehearsal.runs` (the settings a user would make: endpoints, checkouts); a run whose model_card is a key of
+    `rehearsal.models` gets that card's settings as its model section (docs/OPENRLHF.md, "The rehearsal")."""
+    if rehearsal is None:
+        return None, {}, {}, {}
+    allowed = {"overlay", "recipes", "runs", "models"}
+    if not isinstance(rehearsal, dict) or set(rehearsal) - allowed or not isinstance(rehearsal.get("overlay"), str):
+        raise WorkflowError(
+            "invalid configuration: config key 'rehearsal' must be a mapping with 'overlay' (a YAML file laid over "
+            "every run file), 'recipes' (recipe -> a YAML file laid over it next), 'runs' (run name -> a YAML file "
+            f"laid over it last) and 'models' (model card -> tiny model card file), got {rehearsal!r:.200}"
+        )
+    layers = {}
+    for key in ("recipes", "runs", "models"):
+        entries = rehearsal.get(key) or {}
+        if not isinstance(entries, dict):
+            raise WorkflowError(f"invalid configuration: config key 'rehearsal.{key}' must be a mapping, got {entries!r}")
+        layers[key] = {name: _overlay_settings(f"rehearsal.{key}", name, path) for name, path in entries.items()}
+    overlay = _overlay_settings("rehearsal", "overlay", rehearsal["overlay"])
+    named = [(f"{key}.{name}", v) for key in ("recipes", "runs") for name, v in layers[key].items()]
+    for label, settings in [("overlay", overlay)] + named:
+        if not isinstance(settings, dict) or {"run_name", "model", "model_card", "recipe"} & set(settings):
+            raise WorkflowError(
+                f"invalid configuration: config key 'rehearsal.{label}' must name a YAML mapping without run_name, "
+                f"recipe, model_card and model (the models come from 'rehearsal.models'), got {settings!r:.200}"
+            )
+    cards = {card: {"hf_id": "", **settings} for card, settings in layers["models"].items()}
+    return overlay, layers["recipes"], layers["runs"], cards
+
+
+def _load_runs(entries, results_dir, rehearsal=None):
+    """The run files a multi-run config lists -> ({name: SpadeConfig}, {name: the run's settings as a plain dict});
+    with `rehearsal` (the config key) each run file gets the rehearsal's overlay and tiny model."""
     if not isinstance(entries, list) or not entries or not all(isinstance(e, str) and e for e in entries):
         raise WorkflowError(
             f"invalid configuration: config key 'runs' must be a non-empty list of run files "
             f"(paths from the repository root, e.g. configs/paper/spade_games_4b.yaml), got {entries!r}"
         )
+    overlay, by_recipe, by_run, tiny_cards = _rehearsal_layers(rehearsal)
     typed, raw, files = {}, {}, {}
     for entry in entries:
         try:
             data = deep_merge(load_yaml(repo_path(entry)), {"results_dir": results_dir})
+            if overlay is not None:
+                card = data.get("model_card", "smollm2-135m")
+                if card not in tiny_cards:
+                    raise ConfigError(
+                        f"model_card {card!r} has no tiny model in config key 'rehearsal.models' (known: "
+                        f"{sorted(tiny_cards)})"
+                    )
+                data = deep_merge(deep_merge(data, overlay), by_recipe.get(data.get("recipe", "games"), {}))
+                data = deep_merge(deep_merge(data, by_run.get(data.get("run_name"), {})), {"model": tiny_cards[card]})
             run = from_dict(SpadeConfig, resolve_layers(data))
         except ConfigError as exc:
             raise WorkflowError(f"invalid configuration: run file {entry!r} (config key 'runs'): {exc}")
@@ -180,9 +235,13 @@ def _load_pending(pending, runs):
 
 
 if MULTI_RUN:
-    RUNS, _RUN_DATA = _load_runs(config["runs"], SPADE.results_dir)
+    RUNS, _RUN_DATA = _load_runs(config["runs"], SPADE.results_dir, config.get("rehearsal"))
     PENDING = _load_pending(config.get("pending"), RUNS)
 else:
+    if "rehearsal" in config:
+        raise WorkflowError(
+            "invalid configuration: config key 'rehearsal' needs a multi-run config (configs/rehearsal.yaml)"
+        )
     if "pending" in config:
         raise WorkflowError(
             "invalid configuration: config key 'pending' needs a multi-run config (one with the "
@@ -190,16 +249,6 @@ else:
         )
     RUNS, _RUN_DATA = {SPADE.run_name: SPADE}, {SPADE.run_name: WORKFLOW_CONFIG}
     PENDING = {}
-
-
-def _overlay_settings(key, name, overlay):
-    """An entry's settings: the mapping itself, or the mapping in the YAML file it names (from the repository root)."""
-    if not isinstance(overlay, str):
-        return overlay
-    try:
-        return load_yaml(repo_path(overlay))
-    except ConfigError as exc:
-        raise WorkflowError(f"invalid configuration: config key '{key}.{name}' names the file {overlay!r}: {exc}")
 
 
 def _load_overlay_runs(key, entries, base):
@@ -397,8 +446,9 @@ def train_threads(wildcards):
     """Threads of a `train` job. A GPU run's job is a launcher: its own srun steps take the nodes' CPUs for Ray
     (spade.rlhf.script), so it asks for 1. `workflow.cores` is the submit host's count, and the SLURM executor would
     turn it into the job step's --cpus-per-task, which fails on a GPU node with fewer cores (issue 31). A CPU run (the
-    toy) uses every core Snakemake has."""
-    return 1 if is_gpu_run(wildcards.run) else workflow.cores
+    toy) uses every core Snakemake has, as does a rehearsal run (openrlhf.cpu), whose Ray cluster is local: two would
+    share its ports."""
+    return 1 if is_gpu_run(wildcards.run) and not OPENRLHF[wildcards.run].cpu else workflow.cores
 
 
 def train_resources():

@@ -16,7 +16,7 @@ import torch
 
 from spade.rlhf import preflight
 from spade.rlhf.cpu import probes
-from spade.rlhf.cpu.checks import IntegrationError, check_workers_received
+from spade.rlhf.cpu.checks import IntegrationError, check_weight_sync
 from spade.rlhf.script import image_prefix
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,16 +110,16 @@ def test_engine_workers_record_the_weights_they_received(tmp_path, monkeypatch):
     rows = probes.read_records(records, "engine_sync")
     assert [(row["sync"], row["worker"], row["params"]) for row in rows] == [(1, 101, 2), (1, 202, 2),
                                                                             (2, 101, 2), (2, 202, 2)]
-    result = check_workers_received(records, 2, 2)
-    assert result["workers"] == 2 and len(set(result["checksums"])) == 2
+    result = check_weight_sync(records, 2, 2)
+    assert [row["workers"] for row in result] == [2, 2] and len({row["checksum"] for row in result}) == 2
 
 
-def test_check_workers_received_fails_on_a_changed_weight_a_missing_worker_and_a_still_policy(tmp_path, monkeypatch):
+def test_check_weight_sync_fails_on_a_changed_weight_a_missing_worker_and_a_still_policy(tmp_path, monkeypatch):
     records = _run_syncs(tmp_path, monkeypatch, corrupt="b.bias")  # mutation: a worker loads another tensor
     with pytest.raises(IntegrationError, match="engine worker 101 received"):
-        check_workers_received(records, 2, 2)
+        check_weight_sync(records, 2, 2)
     with pytest.raises(IntegrationError, match="2 worker processes, 8 expected"):
-        check_workers_received(records, 2, 8)
+        check_weight_sync(records, 2, 8)
     still = tmp_path / "still"
     still.mkdir()
     rows = probes.read_records(records, "actor_sync")
@@ -127,7 +127,7 @@ def test_check_workers_received_fails_on_a_changed_weight_a_missing_worker_and_a
     (still / "engine_sync.jsonl").write_text("".join(json.dumps({"sync": r["sync"], "worker": 1, "checksum": "same"})
                                                      + "\n" for r in rows))
     with pytest.raises(IntegrationError, match="did not change the policy"):
-        check_workers_received(still, 2, 1)
+        check_weight_sync(still, 2, 1)
 
 
 def test_the_preflight_refuses_a_config_that_is_not_one_openrlhf_node(tmp_path):

@@ -96,6 +96,15 @@ class ResultPaths:
         """The cluster preflight (``spade.rlhf.preflight``): versions, model, run, records, report."""
         return f"{self.root}/preflight"
 
+    def rehearsal_report(self, run: str) -> str:
+        """One rehearsal run's checks and signal (``spade.rlhf.rehearsal``, configs/rehearsal.yaml)."""
+        return f"{self.root}/rehearsal/{run}.json"
+
+    @property
+    def rehearsal_table(self) -> str:
+        """Every rehearsal run with its steps, checks and signal, and the verdict."""
+        return f"{self.root}/tables/rehearsal.md"
+
     def log(self, rule: str) -> str:
         return f"{self.root}/logs/{rule}.log"
 

@@ -20,6 +20,13 @@ PRESET_DIR = Path(__file__).resolve().parents[3] / "configs" / "openrlhf"
 class OpenRLHFConfig:
     enabled: bool = option(False, "Train with OpenRLHF on GPUs (true) or with the local trainer (false); "
                            "`spade train --backend` overrides it.")
+    cpu: bool = option(False, "Rehearsal only (configs/rehearsal.yaml): run this OpenRLHF path on this machine's CPU "
+                       "with the CPU integration run's adaptations (spade.rlhf.cpu: the vLLM CPU build, gloo, one "
+                       "fake GPU) and its records, for the rehearsal's checks. Every paper run file leaves it false.")
+    cpu_resume_at: int = option(0, "Rehearsal only (with openrlhf.cpu): kill the training once this step's "
+                                "generation has ended and start it again in the same folder, so that it resumes "
+                                "from its last checkpoint; 0 = one launch, no kill. Choose a step after the first "
+                                "checkpoint and before the last step.", min=0)
     ray_address: str = option("", "Ray dashboard address of an existing cluster (e.g. http://head:8265): the run "
                               "is sent with `ray job submit`. Empty: start Ray on the SLURM allocation itself.")
     step_wait_s: float = option(
@@ -90,6 +97,9 @@ class OpenRLHFConfig:
                                   "and '_', not starting with a digit")
             if not isinstance(value, (str, int, float)) or isinstance(value, bool):
                 raise ConfigError(f"config key 'openrlhf.env.{name}' has value {value!r}; write it as a string")
+        if self.cpu_resume_at and not self.cpu:
+            raise ConfigError(f"config key 'openrlhf.cpu_resume_at' is {self.cpu_resume_at}, but openrlhf.cpu is "
+                              "false: the kill and resume is the CPU rehearsal's; set it to 0 or openrlhf.cpu: true")
         if self.network_interface and not re.fullmatch(r"[A-Za-z0-9_.:@-]+", self.network_interface):
             raise ConfigError(f"config key 'openrlhf.network_interface' has value {self.network_interface!r}; "
                               "expected an interface name such as ib0 or eth0")

@@ -24,7 +24,7 @@ from spade.config import describe_fidelity
 from spade.rlhf.command import (AGENT_FUNC_PATH, OPENRLHF_VERSION, LaunchError, flag_groups, openrlhf_command,
                                 run_paths, shell_command, verify_command)
 from spade.rlhf.config import OpenRLHFConfig, resolve_openrlhf
-from spade.rlhf.guards import environment_guards, failures
+from spade.rlhf.guards import cpu_applicable_guards, environment_guards, failures
 from spade.rlhf.placement import describe_placement, placement
 from spade.rlhf.plan import ticket_plan, write_tickets
 from spade.rlhf.script import image_binds, image_prefix, launch_script
@@ -149,6 +149,43 @@ def link_checkpoints(config, run_dir) -> list:
     return linked
 
 
+REHEARSAL_LAUNCH_TIMEOUT_S = 3600  # one CPU launch of a rehearsal run; measured: at most 6 min (docs/OPENRLHF.md)
+
+
+def rehearsal_records(run_dir) -> Path:
+    """The records folder of a rehearsal run (``spade.rlhf.cpu.probes``), one subfolder per launch."""
+    return Path(run_dir) / "rehearsal" / "records"
+
+
+def rehearse(script: Path, run_dir, resume_at: int) -> dict:
+    """The launch script of a rehearsal run (``openrlhf.cpu``), each launch in its own session with its records on:
+    with ``resume_at`` > 0 a launch killed (SIGKILL to the whole session, Ray included) once step ``resume_at``'s
+    generation has ended, then a second one in the same folder, which resumes from the last checkpoint (launches
+    ``killed`` and ``resumed``); else one launch, ``full``. Returns {launch: timings}."""
+    from spade.rlhf.cpu import probes
+    from spade.rlhf.cpu.session import SessionError, run_session
+
+    plan = [("killed", resume_at), ("resumed", None)] if resume_at else [("full", None)]
+    timings = {}
+    for name, kill_after in plan:
+        env = {**os.environ, probes.RECORDS_ENV: str(rehearsal_records(run_dir) / name)}
+        env.pop(probes.MUTATE_ENV, None)
+        print(f"rehearsal: launch {name!r}" + (f", killed after step {kill_after}'s generation" if kill_after else ""),
+              flush=True)
+        try:
+            timings[name] = run_session(["bash", str(script)], env, run_dir, kill_after_step=kill_after,
+                                        timeout_s=REHEARSAL_LAUNCH_TIMEOUT_S)
+        except SessionError as exc:
+            raise LaunchError(str(exc)) from None
+        if name == "killed" and not timings[name]["killed"]:
+            raise LaunchError(f"the rehearsal launch to be killed ended before step {kill_after}'s generation (exit "
+                              f"status {timings[name]['returncode']}); script: {script}")
+        if name != "killed" and timings[name]["returncode"] != 0:
+            raise LaunchError(f"the OpenRLHF run failed (exit status {timings[name]['returncode']}, launch {name!r}); "
+                              f"script: {script}")
+    return timings
+
+
 def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_args: str = "--nv") -> dict:
     """``spade train --backend openrlhf``: check the node's environment (``spade.rlhf.guards``), prepare the run
     (tickets, run spec), check the command against the installed parser (inside ``image`` when given), write and run
@@ -156,8 +193,17 @@ def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_a
     from spade.io import atomic_write_json, atomic_write_text
     from spade.provenance import stamp
 
+    orl = resolve_openrlhf(config)
+    if orl.cpu:  # the rehearsal: this path on the CPU, in the integration run's environment (spade.rlhf.cpu)
+        if image:
+            raise LaunchError(f"--image {image}: openrlhf.cpu (the rehearsal) runs in this Python environment, not "
+                              "in an image; drop --image or set openrlhf.cpu: false")
+        from spade.rlhf.cpu import environment
+
+        os.environ.update(environment())  # what the checks below, the launch script and every Ray process inherit
     runtime = _runtime(run_dir, model_dir, corpus_path, image, apptainer_args)
-    missing = missing_gpu_modules(runtime if image else None)
+    # on the CPU the vLLM build is on PYTHONPATH only, so the modules are looked for by a fresh interpreter
+    missing = missing_gpu_modules(runtime if image or orl.cpu else None)
     if missing:
         where = f"in the image {image}" if image else "here"
         raise LaunchError(f"the OpenRLHF backend needs the GPU training environment; missing {where}: "
@@ -166,11 +212,10 @@ def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_a
     check_logger_modules(config, runtime if image else None, f"in the image {image}" if image else "here")
     # the node and environment settings that would fail the run only at the first weight sync or socket: this
     # process's environment is the script's, which `ray start` and (through apptainer exec) the image inherit
-    guards = environment_guards(config)
+    guards = cpu_applicable_guards(os.environ, config) if orl.cpu else environment_guards(config)
     if failures(guards):
         raise LaunchError("the node's environment would fail this OpenRLHF run (docs/OPENRLHF.md, \"Preflight\"):\n"
                           + failures(guards))
-    orl = resolve_openrlhf(config)
     argv = openrlhf_command(config, run_dir, model_dir, corpus_path, orl, python=runtime[-1])
     verify_command(argv, runtime)
     prepared = prepare_run(config, run_dir, model_dir, corpus_path, engines=orl.vllm_num_engines)
@@ -185,13 +230,17 @@ def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_a
     script = atomic_write_text(run_paths(run_dir)["script"],
                                launch_script(config, run_dir, model_dir, corpus_path, orl, image=image,
                                              apptainer_args=apptainer_args))
-    done = subprocess.run(["bash", str(script)])
-    if done.returncode != 0:
-        raise LaunchError(f"the OpenRLHF run failed (exit status {done.returncode}); script: {script}")
+    extra = {}
+    if orl.cpu:
+        extra["rehearsal"] = rehearse(script, run_dir, orl.cpu_resume_at)
+    else:
+        done = subprocess.run(["bash", str(script)])
+        if done.returncode != 0:
+            raise LaunchError(f"the OpenRLHF run failed (exit status {done.returncode}); script: {script}")
     checkpoints = link_checkpoints(config, run_dir)
     summary = {"run": config.run_name, "model_card": config.model_card, "steps": config.selfplay.total_steps,
                "checkpoints": checkpoints,
                "backend": f"openrlhf {OPENRLHF_VERSION}", "guards": [guard.as_dict() for guard in guards],
-               "provenance": stamp(config)}
+               "provenance": stamp(config), **extra}
     atomic_write_json(Path(run_dir) / "summary.json", summary)
     return summary

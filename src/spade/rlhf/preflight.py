@@ -44,7 +44,7 @@ from pathlib import Path
 
 from spade.rlhf.cpu.checks import (IntegrationError, check_engine_logprobs, check_finite, check_greedy_after_sync,
                                    check_nonzero_groups, check_params_moved, check_rewards, check_trained_advantages,
-                                   check_workers_received, moe_backends_seen)
+                                   check_weight_sync, moe_backends_seen)
 from spade.rlhf.cpu.probes import RECORDS_ENV
 from spade.rlhf.guards import PID_MAX, PTRACE_SCOPE, environment_guards, failures
 
@@ -202,8 +202,8 @@ def run(out: Path, configs=CONFIGS, image: str = "", apptainer_args: str = "--nv
         "rewards": check_rewards(run_dir, steps, config.train.global_batch),
         "finite_diagnostics": check_finite(run_dir, steps),
         "nonzero_advantage_groups": check_nonzero_groups(records),
-        "weight_sync": check_workers_received(records, steps,
-                                              placement.vllm_num_engines * placement.vllm_tensor_parallel_size),
+        "weight_sync": check_weight_sync(records, steps,
+                                         placement.vllm_num_engines * placement.vllm_tensor_parallel_size),
         "trained_advantages": check_trained_advantages(records),
         "greedy_after_sync": check_greedy_after_sync(records),
         "engine_logprobs": check_engine_logprobs(records),

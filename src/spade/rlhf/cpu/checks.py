@@ -9,7 +9,6 @@ broken property in ``tests/test_integration_openrlhf.py``.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from spade.rlhf.cpu.probes import read_records
+from spade.rlhf.cpu.session import metrics_lines  # noqa: F401 (also read by the tests from here)
 
 # metrics that may differ between two correct runs: wall-clock times and the tokens/s derived from them (none of
 # the coordinator's keys today; the suffixes keep a timing key added later out of the comparison)
@@ -30,13 +30,6 @@ NONZERO_GROUP_SHARE = 0.5  # least share of OpenRLHF's prompt groups with a nonz
 
 class IntegrationError(RuntimeError):
     """A check of the integration run failed; the message names the step, the key and both values."""
-
-
-def metrics_lines(run_dir: Path) -> list:
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def openrlhf_scalars(run_dir: Path) -> dict:
@@ -212,58 +205,47 @@ def check_nonzero_groups(records: Path) -> dict:
             "nonzero_groups": [list(key) for key in nonzero]}
 
 
-def check_weight_sync(records: Path, syncs: int | None) -> list:
-    """After every weight sync the engine received exactly the DeepSpeed actor's weights: the checksum the actor's
-    rank 0 computed over what it sent equals the one the engine computed over what reached it, before vLLM's loader
-    (whose CPU kernels repack the weights: ``check_greedy_after_sync`` checks what the loader made of them). ``syncs``: how many syncs the launch made (None for a killed launch, whose last
-    sync may lack its actor record). Weights that did not change between two syncs fail too (equal checksums would
-    then prove nothing)."""
-    actor, engine = read_records(records, "actor_sync"), read_records(records, "engine_sync")
-    if syncs is not None and (len(actor) != syncs or len(engine) != syncs):
-        raise IntegrationError(f"{records}: {len(actor)} actor and {len(engine)} engine sync records, expected {syncs}")
-    if not actor:
-        raise IntegrationError(f"{records}: no weight sync recorded")
-    rows = []
-    for a, e in zip(actor, engine):
-        if a["sync"] != e["sync"] or a["checksum"] != e["checksum"]:
-            raise IntegrationError(f"{records}: sync {a['sync']}: the actor sent weights {a['checksum'][:16]}, the "
-                                   f"engine holds {e['checksum'][:16]} (its sync {e['sync']})")
-        if rows and rows[-1]["checksum"] == a["checksum"]:
-            raise IntegrationError(f"{records}: the weights of syncs {rows[-1]['sync']} and {a['sync']} are identical: "
-                                   "the step between them did not change the policy")
-        rows.append({"sync": a["sync"], "params": a["params"], "checksum": a["checksum"]})
-    return rows
-
-
-def check_workers_received(records: Path, syncs: int, workers: int) -> dict:
-    """A run on real engines (``probes.patch_worker_received``): each of the ``workers`` engine worker processes
-    received, in every one of the ``syncs`` syncs, exactly the weights the actor sent (``actor_sync``); the weights
-    changed from one sync to the next (``check_weight_sync``'s rule)."""
+def check_weight_sync(records: Path, syncs: int | None = None, workers: int | None = None) -> list:
+    """After every weight sync each engine worker process received exactly the DeepSpeed actor's weights: the
+    checksum the actor's rank 0 computed over what it sent equals the one each worker computed over what reached it,
+    before vLLM's loader (whose CPU kernels repack the weights: ``check_greedy_after_sync`` checks what the loader made
+    of them). One check for the CPU run, the rehearsal and the preflight. ``syncs``: how many syncs the launch made
+    (None for a killed launch, whose last sync may lack a record on either side: the syncs both sides recorded are
+    compared); ``workers``: how many engine worker processes recorded (None: any number, at least one). Weights that
+    did not change between two syncs fail too (equal checksums would then prove nothing). Returns one row per sync."""
     actor = read_records(records, "actor_sync")
     by_worker = defaultdict(list)
     for row in read_records(records, "engine_sync"):
         by_worker[row.get("worker")].append(row)
-    if len(actor) != syncs or len(by_worker) != workers:
-        raise IntegrationError(f"{records}: {len(actor)} actor syncs from {syncs} expected, engine records from "
-                               f"{len(by_worker)} worker processes, {workers} expected")
+    if not actor or not by_worker:
+        raise IntegrationError(f"{records}: no weight sync recorded ({len(actor)} actor and {len(by_worker)} engine "
+                               "worker records)")
+    if workers is not None and len(by_worker) != workers:
+        raise IntegrationError(f"{records}: engine records from {len(by_worker)} worker processes, {workers} expected")
     for earlier, later in zip(actor, actor[1:]):
         if earlier["checksum"] == later["checksum"]:
             raise IntegrationError(f"{records}: the weights of syncs {earlier['sync']} and {later['sync']} are "
                                    "identical: the step between them did not change the policy")
+    sent = [(row["sync"], row["checksum"]) for row in actor]
     for worker, rows in sorted(by_worker.items(), key=lambda item: str(item[0])):
         got = [(row["sync"], row["checksum"]) for row in rows]
-        sent = [(row["sync"], row["checksum"]) for row in actor]
-        if got != sent:
-            i = next(i for i in range(max(len(got), len(sent))) if got[i:i + 1] != sent[i:i + 1])
-            raise IntegrationError(f"{records}: engine worker {worker} received {got[i:i + 1] or 'nothing'} where "
-                                   f"the actor sent {sent[i:i + 1] or 'nothing'} (sync, checksum)")
-    return {"syncs": syncs, "workers": workers, "checksums": [row["checksum"] for row in actor]}
+        if syncs is not None and (len(sent) != syncs or len(got) != syncs):
+            raise IntegrationError(f"{records}: {len(sent)} actor and {len(got)} engine sync records (worker "
+                                   f"{worker}), expected {syncs}")
+        n = min(len(got), len(sent))
+        if got[:n] != sent[:n] or n == 0:
+            i = next((i for i in range(n) if got[i] != sent[i]), 0)
+            raise IntegrationError(f"{records}: engine worker {worker} received {got[i:i + 1] or 'nothing'} where the "
+                                   f"actor sent {sent[i:i + 1] or 'nothing'} (sync, checksum)")
+    return [{"sync": row["sync"], "params": row["params"], "checksum": row["checksum"], "workers": len(by_worker)}
+            for row in actor]
 
 
-def check_trained_advantages(records: Path) -> dict:
+def check_trained_advantages(records: Path, killed_after: int | None = None) -> dict:
     """The advantages OpenRLHF trained on (``experiences.jsonl``: every action token of each sample) equal, sample by
     sample, the ``reward`` our executor returned for it (``executor.jsonl``). Samples are paired by ticket label and
-    token sequence; token-identical responses of one ticket are compared as a multiset."""
+    token sequence; token-identical responses of one ticket are compared as a multiset. ``killed_after``: a launch
+    killed once that step's generation ended, whose responses of that step were never trained (they are left out)."""
     theirs, ours = defaultdict(list), defaultdict(list)
     for row in read_records(records, "experiences"):
         if row["advantage_min"] is None or abs(row["advantage_max"] - row["advantage_min"]) > ADVANTAGE_TOL:
@@ -271,7 +253,8 @@ def check_trained_advantages(records: Path) -> dict:
                                    f"{row['advantage_min']} to {row['advantage_max']}, not one value per response")
         theirs[(row["label"], row["key"])].append(row["advantage_min"])
     for row in read_records(records, "executor"):
-        ours[(row["label"], row["key"])].append(row["reward"])
+        if killed_after is None or row["step"] < killed_after:
+            ours[(row["label"], row["key"])].append(row["reward"])
     if not theirs or set(theirs) != set(ours):
         raise IntegrationError(f"{records}: {len(set(theirs) - set(ours))} trained samples have no executor record, "
                                f"{len(set(ours) - set(theirs))} executor responses were not trained "

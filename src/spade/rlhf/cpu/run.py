@@ -40,20 +40,18 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from spade.rlhf.cpu import environment, probes
+from spade.rlhf.cpu.session import SessionError, run_session
 from spade.rlhf.guards import cpu_applicable_guards, failures
 from spade.rlhf.cpu.checks import (IntegrationError, check_checkpoints, check_designer_replay, check_engine_logprobs,
                                    check_designer_advantages, check_finite, check_greedy_after_sync,
                                    check_launches_agree, check_live_metrics,
                                    check_nonzero_groups, check_params_moved, check_policy_moved, check_real_vllm,
                                    check_resume, check_resumed_sync, check_rewards, check_same_weights,
-                                   check_trained_advantages, check_weight_sync, metrics_lines)
+                                   check_trained_advantages, check_weight_sync)
 
 ROOT = Path(__file__).resolve().parents[4]
 CONFIGS = (ROOT / "configs" / "default.yaml", ROOT / "configs" / "integration" / "openrlhf_cpu.yaml")
@@ -72,11 +70,9 @@ def train_command(configs, model: Path, run_dir: Path) -> list:
 
 def train(configs, model: Path, run_dir: Path, log_path: Path, kill_after_step: int | None = None,
           timeout_s: float = 900, records: Path | None = None, mutate: tuple = ()) -> dict:
-    """One ``spade train --backend openrlhf`` in its own session; with ``kill_after_step`` the session is killed
-    (SIGKILL) once that step's metrics line appears. ``records``: the folder its processes write their records to
-    (``spade.rlhf.cpu.probes``); ``mutate``: the probes' mutations to switch on. Returns {"returncode", "seconds",
-    "cpu_seconds", "killed"}; CPU seconds: user + system of every process of the session (``_session_cpu``)."""
-    started, cpu, polled = time.monotonic(), {}, 0.0
+    """One ``spade train --backend openrlhf`` in its own session (``session.run_session``); with ``kill_after_step``
+    the session is killed (SIGKILL) once that step's metrics line appears. ``records``: the folder its processes write
+    their records to (``spade.rlhf.cpu.probes``); ``mutate``: the probes' mutations to switch on."""
     env = environment()
     env.pop(probes.MUTATE_ENV, None)
     if records is not None:
@@ -87,43 +83,11 @@ def train(configs, model: Path, run_dir: Path, log_path: Path, kill_after_step: 
     with log_path.open("a", encoding="utf-8") as log:
         log.write(f"\n===== {' '.join(train_command(configs, model, run_dir))}\n")
         log.flush()
-        proc = subprocess.Popen(train_command(configs, model, run_dir), env=env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT)
-        killed = False
         try:
-            while proc.poll() is None:
-                if time.monotonic() - started > timeout_s:
-                    raise IntegrationError(f"training in {run_dir} ran past {timeout_s:.0f} s; log: {log_path}")
-                if kill_after_step is not None and len(metrics_lines(run_dir)) > kill_after_step:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    killed = True
-                    break
-                if time.monotonic() - polled >= 1.0:
-                    _session_cpu(proc.pid, cpu)
-                    polled = time.monotonic()
-                time.sleep(0.1)
-            proc.wait()
-        finally:
-            if proc.poll() is None or killed:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)  # Ray's daemons and workers are in the same session
-                except ProcessLookupError:
-                    pass
-    return {"returncode": proc.returncode, "seconds": round(time.monotonic() - started, 1),
-            "cpu_seconds": round(sum(cpu.values()), 1), "killed": killed}
-
-
-def _session_cpu(session: int, seen: dict) -> None:
-    """Update ``seen`` {pid: CPU seconds} with every process of ``session`` (the training, Ray's daemons and
-    workers), read from /proc about once a second: what a process spent after its last reading is missed."""
-    tick = os.sysconf("SC_CLK_TCK")
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[3]) == session:  # fields after the name: state ppid pgrp session ... utime(11) stime(12)
-            seen[stat.parent.name] = (int(fields[11]) + int(fields[12])) / tick
+            return run_session(train_command(configs, model, run_dir), env, run_dir, log, kill_after_step,
+                               timeout_s, cwd=ROOT)
+        except SessionError as exc:
+            raise IntegrationError(f"{exc}; log: {log_path}") from None
 
 
 def run(out: Path, configs=CONFIGS) -> dict:
