@@ -160,7 +160,7 @@ def _rehearsal_layers(rehearsal):
         if not isinstance(entries, dict):
             raise WorkflowError(f"invalid configuration: config key 'rehearsal.{key}' must be a mapping, got {entries!r}")
         layers[key] = {name: _overlay_settings(f"rehearsal.{key}", name, path) for name, path in entries.items()}
-    overlay = _overlay_settings("rehearsal", "overlay", rehearsal["overlay"])
+    overlay = _rooted(_overlay_settings("rehearsal", "overlay", rehearsal["overlay"]))
     named = [(f"{key}.{name}", v) for key in ("recipes", "runs") for name, v in layers[key].items()]
     for label, settings in [("overlay", overlay)] + named:
         if not isinstance(settings, dict) or {"run_name", "model", "model_card", "recipe"} & set(settings):
@@ -169,7 +169,32 @@ def _rehearsal_layers(rehearsal):
                 f"recipe, model_card and model (the models come from 'rehearsal.models'), got {settings!r:.200}"
             )
     cards = {card: {"hf_id": "", **settings} for card, settings in layers["models"].items()}
-    return overlay, layers["recipes"], layers["runs"], cards
+    return overlay, layers["recipes"], {name: _rooted(v) for name, v in layers["runs"].items()}, cards
+
+
+def _rooted(settings):
+    """Rehearsal settings with their data and checkout paths (baseline.rlve_path, sandbox.read_only_paths, the
+    evaluation data files) made absolute from the repository root, as a user's absolute paths would be: the sandbox
+    needs absolute ones, and a job may run in another folder (--directory)."""
+    if not isinstance(settings, dict):
+        return settings  # the caller names the bad value
+    settings = json.loads(json.dumps(settings))
+
+    def root(section, key):
+        value = section.get(key) if isinstance(section, dict) else None
+        if isinstance(value, str) and value:
+            section[key] = repo_path(value)
+        elif isinstance(value, list):
+            section[key] = [repo_path(v) if isinstance(v, str) else v for v in value]
+        elif isinstance(value, dict):
+            section[key] = {k: repo_path(v) if isinstance(v, str) else v for k, v in value.items()}
+
+    evals = settings.get("eval") or {}
+    for section, key in ((settings.get("baseline"), "rlve_path"), (settings.get("sandbox"), "read_only_paths"),
+                         (evals.get("aime"), "paths"), (evals.get("gpqa_diamond"), "path"),
+                         (evals.get("livecodebench"), "path")):
+        root(section, key)
+    return settings
 
 
 def _load_runs(entries, results_dir, rehearsal=None):
@@ -203,6 +228,11 @@ def _load_runs(entries, results_dir, rehearsal=None):
                 f"{run.run_name!r}: {files[run.run_name]!r} and {entry!r}; run names must be unique"
             )
         typed[run.run_name], raw[run.run_name], files[run.run_name] = run, data, entry
+    if set(by_run) - set(typed):
+        raise WorkflowError(
+            f"invalid configuration: config key 'rehearsal.runs' names {sorted(set(by_run) - set(typed))}, which no "
+            f"run file of 'runs' is; known: {sorted(typed)}"
+        )
     return typed, raw
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
-import textwrap
+from pathlib import Path
 
 import pytest
 from scripted_backend import ScriptedBackend
@@ -357,119 +358,11 @@ def test_fixed_pool_selection_and_errors():
 # torch to seed it and bounds generation with a timeout that runs it in a worker thread, swallowing any error
 # (so, in our sandbox, the rendered file's shims are what make generation succeed); the two registries map
 # identifiers to environment classes and difficulty controllers.
-FAKE_BASE = '''
-import random
-from concurrent.futures import ThreadPoolExecutor
-
-import torch
-
-
-def manual_seed(seed):
-    random.seed(seed)
-    torch.manual_seed(seed)
-    torch.cuda.manual_seed_all(seed)
-
-
-def timeout(seconds):
-    def wrap(function):
-        def run(*args, **kwargs):
-            with ThreadPoolExecutor(max_workers=1) as executor:
-                return executor.submit(function, *args, **kwargs).result(timeout=seconds)
-        return run
-    return wrap
-
-
-class VerifiableEnvironment:
-    def __init__(self, **kwargs):
-        self.seed = self.parameter = None
-
-    def generator(self, seed, parameter, timeout_second=10):
-        @timeout(timeout_second)
-        def generate():
-            self.seed, self.parameter = seed, dict(parameter)
-            manual_seed(seed)
-            self._generate()
-        try:
-            generate()
-        except Exception:
-            return False
-        return self.parameter is not None
-'''
-FAKE_ENVIRONMENTS = '''
-import random
-
-from Gym.environment import VerifiableEnvironment
-
-
-class Parity(VerifiableEnvironment):
-    """RLVE-shaped: is the sum of the listed numbers even? (answer between <answer> tags)"""
-
-    def _generate(self):
-        self.numbers = [random.randint(0, 9) for _ in range(self.parameter["n"])]
-        self.parameter["reference_answer"] = "even" if sum(self.numbers) % 2 == 0 else "odd"
-
-    def prompt_generator(self):
-        return f"Is the sum of {self.numbers} even or odd? Answer in <answer></answer>."
-
-    def verifier(self, response):
-        import re
-        match = re.search(r"<answer>(.*?)</answer>", response)
-        if match is None:
-            return {"reward": -1.0, "accuracy": 0, "format_score": 0}
-        right = match.group(1).strip() == self.parameter["reference_answer"]
-        return {"reward": float(right), "accuracy": int(right), "format_score": 1}
-
-
-class NoController(Parity):
-    pass
-
-
-class Capped(Parity):
-    pass
-
-
-class Broken(Parity):
-    pass
-
-
-identifier2environment = {"Parity": Parity, "NoController": NoController, "Capped": Capped, "Broken": Broken}
-'''
-FAKE_CONTROLLERS = '''
-class ParityController:
-    def __init__(self):
-        self.n = 2
-
-    def get_parameter_list(self):
-        return [{"n": self.n}]
-
-    def update(self):
-        self.n += 1
-
-
-class CappedController(ParityController):
-    """Has no parameters above difficulty 0: a raised level fails to generate."""
-
-    def get_parameter_list(self):
-        return [{"n": self.n}] if self.n == 2 else []
-
-
-class BrokenController(ParityController):
-    """Has no parameters at all: no problem can be generated."""
-
-    def get_parameter_list(self):
-        return []
-
-
-identifier2controller = {"Parity": ParityController, "Capped": CappedController, "Broken": BrokenController}
-'''
+RLVE_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "rlve"  # a stand-in checkout (its Gym package)
 
 
 def fake_rlve(root):
-    for folder, text in (("Gym/environments", FAKE_ENVIRONMENTS), ("Gym/parameter_controllers", FAKE_CONTROLLERS)):
-        (root / folder).mkdir(parents=True)
-        (root / folder / "__init__.py").write_text(textwrap.dedent(text))
-    (root / "Gym/__init__.py").write_text("")
-    (root / "Gym/environment.py").write_text(textwrap.dedent(FAKE_BASE))
+    shutil.copytree(RLVE_FIXTURE, root)
     return root
 
 

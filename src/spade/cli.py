@@ -293,7 +293,7 @@ def cmd_train(args) -> int:
         from spade.rlhf import launch
         from spade.rlhf.command import LaunchError
 
-        if baseline_of(config).external_serve:
+        if baseline_of(config).external_serve and not config.openrlhf.cpu:
             raise ConfigError("config key 'baseline.external_serve' starts a local designer server in the local "
                               "trainer only; with --backend openrlhf serve the model yourself (spade serve-designer) "
                               "and set baseline.external_base_url / external_model instead")
@@ -434,7 +434,7 @@ def cmd_serve_designer(args) -> int:
     logging.getLogger().setLevel(logging.INFO)  # the server's log is the run's designer_server.log
     try:
         serve(args.model, args.host, args.port, args.name, args.max_tokens, args.seed, args.device, args.ready_file,
-              args.exit_with_parent, args.context)
+              args.exit_with_parent, args.context, args.reply_prefix)
     except (FileNotFoundError, OSError) as exc:  # no prepared model there, or the port is taken
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -664,6 +664,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(-1 = the model's max_position_embeddings, 0 = no check)")
     served.add_argument("--ready-file", default="", help="write host, port and base_url here (JSON) once bound")
     served.add_argument("--exit-with-parent", action="store_true", help="stop when the starting process is gone")
+    served.add_argument("--reply-prefix", default="", help="open every reply with this text (its tokens end the "
+                        "prompt, the reply's content starts with it): designer.response_prefix of a run whose "
+                        "baseline.external_serve starts this server")
     served.set_defaults(func=cmd_serve_designer)
     return parser
 

@@ -346,10 +346,12 @@ class SpadeConfig:
                               f"'designer.response_template' ({self.designer.response_template!r}) both open the design "
                               "reply; set one of them to ''")
         for key in ("response_prefix", "response_template"):
-            if getattr(self.designer, key) and self.baseline.mode == EXTERNAL_MODE:
+            served = key == "response_prefix" and self.baseline.external_serve  # our server opens it (--reply-prefix)
+            if getattr(self.designer, key) and self.baseline.mode == EXTERNAL_MODE and not served:
                 raise ConfigError(f"config key 'designer.{key}' is {getattr(self.designer, key)!r:.60}, but "
                                   f"baseline.mode {EXTERNAL_MODE!r} designs through an external model's chat API, "
-                                  f"which cannot be given an opened reply; set designer.{key}: ''")
+                                  f"which cannot be given an opened reply (only our own server, "
+                                  f"baseline.external_serve, opens a response_prefix); set designer.{key}: ''")
         if self.designer.response_template:
             from spade.envs.checks import template_source
 

@@ -32,6 +32,11 @@ what is allowed; an unknown model 404; fields that would change the output and a
 (``stop``, ``tools``, ``logit_bias``, non-zero penalties, ``response_format``, streaming, ...) are refused
 rather than ignored. One generation runs at a time (a lock); ``/v1/models`` answers meanwhile.
 
+With ``--reply-prefix TEXT`` every reply opens with TEXT: its tokens end the prompt and the reply's content starts
+with it, as ``designer.response_prefix`` opens the policy's own designs. A run with ``baseline.external_serve`` and
+a response prefix (the rehearsal's, configs/rehearsal.yaml) hands its prefix to the server this way, because a
+chat API cannot be given an opened reply.
+
 The server binds loopback by default and checks no API key. ``baseline.external_serve: base_model`` makes
 the local trainer start it as a child process (:func:`local_designer`), with the same interpreter, on a
 free port chosen by the kernel, and stop it when the run ends or fails. By hand:
@@ -141,9 +146,11 @@ class DesignerService:
     """The model behind the endpoint: request checking, generation (one at a time) and the reply body."""
 
     def __init__(self, model, tokenizer, name: str, default_max_tokens: int = 1024, seed: int = 0,
-                 fingerprint: str | None = None, device: str = "cpu", context: int = -1):
+                 fingerprint: str | None = None, device: str = "cpu", context: int = -1, reply_prefix: str = ""):
         from spade.inference.generation_hf import HFBackend
 
+        self.reply_prefix = reply_prefix
+        self.prefix_ids = tokenizer.encode(reply_prefix, add_special_tokens=False) if reply_prefix else []
         self.backend = HFBackend(model, tokenizer, device=device, batch_size=1)
         self.tokenizer, self.name = tokenizer, name
         self.default_max_tokens, self.seed, self.fingerprint = int(default_max_tokens), int(seed), fingerprint
@@ -201,7 +208,7 @@ class DesignerService:
 
         messages, params, seed = self.parse(body)
         try:
-            prompt = chat_prompt_ids(self.tokenizer, messages)
+            prompt = chat_prompt_ids(self.tokenizer, messages) + self.prefix_ids
         except (TemplateError, ValueError, TypeError, KeyError) as exc:  # the request's fault (e.g. role order)
             raise RequestError(f"the chat template cannot render these messages: {type(exc).__name__}: {exc}",
                                "messages") from None
@@ -217,7 +224,7 @@ class DesignerService:
         reply = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
                  "model": self.name, "seed": int(seed),
                  "choices": [{"index": 0, "finish_reason": generation.finish_reason, "logprobs": None,
-                              "message": {"role": "assistant", "content": generation.text}}],
+                              "message": {"role": "assistant", "content": self.reply_prefix + generation.text}}],
                  "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(generation.completion_ids),
                            "total_tokens": len(prompt) + len(generation.completion_ids)}}
         if self.fingerprint:
@@ -280,7 +287,7 @@ def build_http_server(service: DesignerService, host: str = "127.0.0.1", port: i
 
 
 def load_service(model_dir: str | Path, name: str = "", default_max_tokens: int = 1024, seed: int = 0,
-                 device: str = "cpu", context: int = -1) -> DesignerService:
+                 device: str = "cpu", context: int = -1, reply_prefix: str = "") -> DesignerService:
     """The service over the prepared model folder ``model_dir`` (frozen: eval mode, never trained)."""
     from spade.inference.models import load_model, read_provenance
 
@@ -291,7 +298,8 @@ def load_service(model_dir: str | Path, name: str = "", default_max_tokens: int 
     provenance = read_provenance(folder) or {}
     sha = provenance.get("weights_sha256")
     return DesignerService(model, tokenizer, name or served_name(folder), default_max_tokens, seed,
-                           fingerprint=f"spade-local-{sha[:12]}" if sha else None, device=device, context=context)
+                           fingerprint=f"spade-local-{sha[:12]}" if sha else None, device=device, context=context,
+                           reply_prefix=reply_prefix)
 
 
 def served_name(model_dir: str | Path) -> str:
@@ -301,12 +309,12 @@ def served_name(model_dir: str | Path) -> str:
 
 def serve(model_dir: str | Path, host: str = "127.0.0.1", port: int = 0, name: str = "",
           default_max_tokens: int = 1024, seed: int = 0, device: str = "cpu", ready_file: str | Path | None = None,
-          exit_with_parent: bool = False, context: int = -1) -> None:
+          exit_with_parent: bool = False, context: int = -1, reply_prefix: str = "") -> None:
     """Load the model, bind, write ``ready_file`` (JSON: host, port, model, base_url) and serve until SIGTERM."""
     from spade.io import atomic_write_json
 
     parent = os.getppid()
-    service = load_service(model_dir, name, default_max_tokens, seed, device, context)
+    service = load_service(model_dir, name, default_max_tokens, seed, device, context, reply_prefix)
     server = build_http_server(service, host, port)
     bound_host, bound_port = server.server_address[:2]
     base_url = f"http://{bound_host}:{bound_port}/v1"
@@ -352,7 +360,7 @@ def _models(base_url: str) -> list | None:
 
 
 def start_server(model_dir: str | Path, log_path: str | Path, timeout_s: float, seed: int = 0,
-                 default_max_tokens: int = 1024) -> tuple[subprocess.Popen, str, str]:
+                 default_max_tokens: int = 1024, reply_prefix: str = "") -> tuple[subprocess.Popen, str, str]:
     """Start ``spade serve-designer`` on ``model_dir`` as a child process (same interpreter, loopback, a free
     port) and wait until ``GET /v1/models`` lists it; returns ``(process, base_url, model name)``.
 
@@ -366,6 +374,8 @@ def start_server(model_dir: str | Path, log_path: str | Path, timeout_s: float, 
     command = [sys.executable, "-m", "spade.cli", "serve-designer", "--model", str(model_dir), "--host",
                "127.0.0.1", "--port", "0", "--name", name, "--seed", str(seed), "--max-tokens",
                str(default_max_tokens), "--context", "0", "--ready-file", str(ready), "--exit-with-parent"]
+    if reply_prefix:
+        command += ["--reply-prefix", reply_prefix]
     with open(log_path, "ab") as handle:
         handle.write(f"$ {' '.join(command)}\n".encode())
         handle.flush()
@@ -407,7 +417,8 @@ def stop_server(process: subprocess.Popen, grace_s: float = 10.0) -> None:
 def local_designer(config, model_dir: str | Path, run_dir: str | Path):
     """Yield the config the self-play core should use: ``config`` itself, or, with
     ``baseline.external_serve: base_model``, a copy whose endpoint keys point at a server of the frozen base
-    model ``model_dir`` started here (log: ``<run_dir>/designer_server.log``) and stopped on exit."""
+    model ``model_dir`` started here (log: ``<run_dir>/designer_server.log``) and stopped on exit. A
+    ``designer.response_prefix`` goes to the server (``--reply-prefix``) and is cleared in the copy."""
     from spade.core.env_source import EXTERNAL_MODE, baseline_of
 
     base = baseline_of(config)
@@ -418,10 +429,11 @@ def local_designer(config, model_dir: str | Path, run_dir: str | Path):
         raise ConfigError(f"config key 'baseline.external_serve' is {base.external_serve!r}; allowed: {SERVE_MODES}")
     process, base_url, name = start_server(model_dir, Path(run_dir) / "designer_server.log",
                                            base.external_serve_timeout_s, derive_seed(config.seed, "designer-server"),
-                                           config.designer.max_new_tokens)
+                                           config.designer.max_new_tokens, config.designer.response_prefix)
     try:
         # one request at a time is all the server does; more in flight would only queue against the timeout
         yield replace(config, baseline=replace(base, external_base_url=base_url, external_model=name,
-                                               external_concurrency=1))
+                                               external_concurrency=1),
+                      designer=replace(config.designer, response_prefix=""))
     finally:
         stop_server(process)

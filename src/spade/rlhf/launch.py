@@ -186,14 +186,22 @@ def rehearse(script: Path, run_dir, resume_at: int) -> dict:
     return timings
 
 
-def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_args: str = "--nv") -> dict:
+def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_args: str = "--nv",
+           served: bool = False) -> dict:
     """``spade train --backend openrlhf``: check the node's environment (``spade.rlhf.guards``), prepare the run
     (tickets, run spec), check the command against the installed parser (inside ``image`` when given), write and run
-    the launch script, link the checkpoints and write ``summary.json`` (with what the guards saw)."""
+    the launch script, link the checkpoints and write ``summary.json`` (with what the guards saw). A rehearsal run
+    (``openrlhf.cpu``) with ``baseline.external_serve`` first starts its designer server on this machine, as the local
+    trainer does (``spade.designer.serve.local_designer``; ``served``: it runs already)."""
     from spade.io import atomic_write_json, atomic_write_text
     from spade.provenance import stamp
 
     orl = resolve_openrlhf(config)
+    if orl.cpu and not served:
+        from spade.designer.serve import local_designer
+
+        with local_designer(config, model_dir, run_dir) as config:
+            return launch(config, model_dir, corpus_path, run_dir, image, apptainer_args, served=True)
     if orl.cpu:  # the rehearsal: this path on the CPU, in the integration run's environment (spade.rlhf.cpu)
         if image:
             raise LaunchError(f"--image {image}: openrlhf.cpu (the rehearsal) runs in this Python environment, not "

@@ -1,0 +1,152 @@
+"""The rehearsal's plan and report logic (configs/rehearsal.yaml, spade.rlhf.rehearsal): Snakemake dry runs and
+hand-made reports, nothing trains here (tests/test_rehearsal_run.py trains the CI subset)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from test_workflow_dag import PAPER_RUNS, ROOT, job_stats, jobs, snakemake
+
+from spade.configtools import deep_merge, load_yaml
+from spade.rlhf import rehearsal
+
+FAMILIES = {"qwen3-4b-instruct-2507": ("tiny-qwen3-4b", "qwen3"), "qwen3-8b": ("tiny-qwen3-8b", "qwen3"),
+            "qwen3-30b-a3b-instruct-2507": ("tiny-qwen3-30b-a3b", "qwen3_moe")}
+
+
+def rehearsal_job_config(job: dict, directory: Path) -> dict:
+    path = job["shell"].split(" --config ")[1].split()[0]
+    return yaml.safe_load((directory / path).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("rehearsal_plan")
+    run = snakemake(["rehearsal", "-n", "--configfile", str(ROOT / "configs/rehearsal.yaml"), "--directory",
+                     str(directory)])
+    assert run.returncode == 0, run.stderr[-3000:]
+    return {"directory": directory, "stdout": run.stdout, "jobs": jobs(run.stdout)}
+
+
+def test_the_rehearsal_plans_every_paper_run_through_the_rules_of_all(plan):
+    paper = load_yaml(ROOT / "configs/paper.yaml")["runs"]
+    assert load_yaml(ROOT / "configs/rehearsal.yaml")["runs"] == paper  # the same run files, in the same order
+    trains = {job["wildcards"].removeprefix("run="): job for job in plan["jobs"] if job["rule"] == "train"}
+    assert sorted(trains) == sorted(PAPER_RUNS)
+    stats = job_stats(plan["stdout"])
+    assert stats["rehearsal_report"] == len(PAPER_RUNS) and stats["rehearsal_table"] == 1
+    assert stats["paper_pdf"] == 1 and stats["select_checkpoint"] == len(PAPER_RUNS)
+    for name, job in trains.items():
+        assert " train --backend openrlhf " in job["shell"] and "--image" not in job["shell"]
+        assert job.get("threads") == "2"  # every core: one rehearsal training at a time (its Ray cluster is local)
+
+
+def test_each_run_keeps_its_run_file_and_gets_the_overlay_and_its_familys_tiny_model(plan):
+    overlay = load_yaml(ROOT / "configs/rehearsal/overlay.yaml")
+    for job in (job for job in plan["jobs"] if job["rule"] == "train"):
+        settings = rehearsal_job_config(job, plan["directory"])
+        run_file = load_yaml(ROOT / f"configs/paper/{settings['run_name']}.yaml")
+        tiny, architecture = FAMILIES[run_file["model_card"]]
+        card = load_yaml(ROOT / f"configs/models/{tiny}.yaml")
+        assert settings["model_card"] == run_file["model_card"] and settings["recipe"] == run_file["recipe"]
+        assert settings["model"]["name"] == tiny and settings["model"]["tiny"]["architecture"] == architecture
+        assert settings["model"]["source"] == "tiny-random" and settings["model"]["hf_id"] == ""
+        assert card["tiny"] == settings["model"]["tiny"]
+        assert settings["openrlhf"]["cpu"] is True and settings["openrlhf"]["cpu_resume_at"] == 2
+        assert settings["results_dir"].endswith("results/rehearsal")
+        # the run file's own settings win over nothing but the rehearsal's (overlay < recipe layer < run entry)
+        for section in ("baseline", "eval"):
+            for key, value in (run_file.get(section) or {}).items():
+                if key not in (overlay.get(section) or {}) and key not in ("pool_size", "rlve_path",
+                                                                            "rlve_environments", "external_serve"):
+                    assert settings[section][key] == value, (settings["run_name"], section, key)
+        for role in ("agent", "designer"):  # the recipe's sampling is kept
+            assert "top_k" not in settings.get(role, {}) or settings[role]["top_k"] == run_file[role]["top_k"]
+
+
+def test_the_runs_that_need_a_users_setting_get_the_rehearsals_stand_ins(plan):
+    trains = {job["wildcards"].removeprefix("run="): job for job in plan["jobs"] if job["rule"] == "train"}
+    fixed_ed = rehearsal_job_config(trains["ablation_fixed_ed_30b"], plan["directory"])
+    assert fixed_ed["baseline"]["external_serve"] == "base_model" and fixed_ed["designer"]["response_prefix"]
+    for size in ("4b", "8b", "30b"):
+        rlve = rehearsal_job_config(trains[f"fixed_env_rlve_{size}"], plan["directory"])
+        stand_in = str(ROOT / "tests/fixtures/rlve")
+        assert rlve["baseline"]["rlve_path"] == stand_in and rlve["sandbox"]["read_only_paths"] == [stand_in]
+    tool_use = rehearsal_job_config(trains["spade_tool_use_8b"], plan["directory"])
+    assert "class DigitLedger(ToolUseBaseEnv)" in tool_use["designer"]["response_prefix"]
+
+
+def write_rehearsal(tmp_path, **changes) -> Path:
+    data = deep_merge(load_yaml(ROOT / "configs/rehearsal.yaml"), changes)
+    path = tmp_path / "rehearsal.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"rehearsal": {"models": {"qwen3-8b": None}}}, "model_card 'qwen3-8b' has no tiny model in config key "
+                                                      "'rehearsal.models'"),
+    ({"rehearsal": {"runs": {"no_such_run": {"seed": 1}}}}, "'rehearsal.runs' names ['no_such_run'], which no run"),
+    ({"rehearsal": {"recipes": {"tool_use": {"model": {"name": "x"}}}}}, "'rehearsal.recipes.tool_use' must name a "
+                                                                          "YAML mapping without run_name"),
+    ({"rehearsal": {"surprise": 1}}, "config key 'rehearsal' must be a mapping with 'overlay'"),
+])
+def test_bad_rehearsal_settings_name_the_key(tmp_path, changes, message):
+    config = write_rehearsal(tmp_path, **changes)
+    if changes.get("rehearsal", {}).get("models", {}).get("qwen3-8b", 1) is None:
+        data = yaml.safe_load(config.read_text())
+        del data["rehearsal"]["models"]["qwen3-8b"]
+        config.write_text(yaml.safe_dump(data))
+    run = snakemake(["-n", "--configfile", str(config), "--directory", str(tmp_path)])
+    assert run.returncode != 0 and message in run.stdout + run.stderr, (run.stdout + run.stderr)[-2000:]
+
+
+def test_the_rehearsal_key_needs_a_multi_run_config(tmp_path):
+    config = tmp_path / "one.yaml"
+    config.write_text(yaml.safe_dump({"rehearsal": {"overlay": "configs/rehearsal/overlay.yaml"}}))
+    run = snakemake(["-n", "--configfile", str(ROOT / "configs/default.yaml"), str(config), "--directory",
+                     str(tmp_path)])
+    assert run.returncode != 0 and "'rehearsal' needs a multi-run config" in run.stdout + run.stderr
+
+
+def fake_report(run: str, failed: str | None = None) -> dict:
+    checks = {"checkpoints": {"status": "pass", "result": []},
+              "weight_sync": {"killed": {"status": "pass", "result": []}, "resumed": {"status": "pass", "result": []}},
+              "designer_replay": {"status": "n/a", "why": "selfplay.train_designer is false"}}
+    if failed:
+        checks["weight_sync"]["resumed"] = {"status": "fail", "error": failed}
+    report = {"run": run, "model_card": "qwen3-8b", "model": "tiny-qwen3-8b", "steps": 4,
+              "launches": ["killed", "resumed"], "checks": checks,
+              "signal": {"summary": "0 of 8 agent groups nonzero: plumbing only"}}
+    report["verdict"] = rehearsal.verdict(report)
+    return report
+
+
+def test_the_verdict_counts_applicable_checks_and_the_table_names_every_failure():
+    good, bad = fake_report("a"), fake_report("b", "sync 2: the actor sent weights 1234, the engine holds 5678")
+    assert good["verdict"] == {"passed": 3, "applicable": 3, "failed": []}
+    assert bad["verdict"] == {"passed": 2, "applicable": 3, "failed": ["weight_sync/resumed"]}
+    text = rehearsal.table([good, bad])
+    assert text.startswith("# REHEARSAL") and "| a | qwen3-8b | tiny-qwen3-8b | 4 | killed + resumed | 3 of 3 |" in text
+    assert "- b, weight_sync/resumed: sync 2: the actor sent weights 1234" in text
+    assert text.rstrip().endswith("Verdict: FAILED, 5 of 6 checks hold over 2 runs.")
+    assert rehearsal.table([good]).rstrip().endswith("Verdict: PASSED, 3 of 3 checks hold over 1 runs.")
+
+
+def test_a_killed_launchs_untrained_generation_is_left_out_of_the_trained_advantages(tmp_path):
+    """The killed launch generated step 2 and died before training it: its executor returned those responses, which
+    OpenRLHF never trained. check_trained_advantages(killed_after=2) leaves them out; without it they fail the check
+    (the mutation: seen on spade_games_4b's first rehearsal, '19 executor responses were not trained')."""
+    from spade.rlhf.cpu.checks import IntegrationError, check_trained_advantages
+
+    trained = [{"label": "t:0", "key": "k0", "advantage_min": 0.5, "advantage_max": 0.5}]
+    returned = [{"label": "t:0", "key": "k0", "reward": 0.5, "step": 1},
+                {"label": "t:9", "key": "k9", "reward": -0.5, "step": 2}]
+    for name, rows in (("experiences", trained), ("executor", returned)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert check_trained_advantages(tmp_path, killed_after=2)["samples"] == 1
+    with pytest.raises(IntegrationError, match="1 executor responses were not trained"):
+        check_trained_advantages(tmp_path)
