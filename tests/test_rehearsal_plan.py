@@ -150,3 +150,22 @@ def test_a_killed_launchs_untrained_generation_is_left_out_of_the_trained_advant
     assert check_trained_advantages(tmp_path, killed_after=2)["samples"] == 1
     with pytest.raises(IntegrationError, match="1 executor responses were not trained"):
         check_trained_advantages(tmp_path)
+
+
+def test_a_rehearsal_run_is_never_comparable_and_every_label_says_rehearsal(tmp_path):
+    """A rehearsal run keeps its paper model card: without its `rehearsal` mark its step-0 values would pass for the
+    paper's base-model rows (the mutation: drop the mark, and the 30B base row becomes comparable)."""
+    from spade.paper.scale import PAPER_30B, banner, comparable, off_scale, run_scale
+
+    (tmp_path / "spade_games_30b").mkdir()
+    summary = {"model_card": "qwen3-30b-a3b-instruct-2507", "steps": 4,
+               "rehearsal": {"model": "tiny-qwen3-30b-a3b", "launches": {}}}
+    (tmp_path / "spade_games_30b" / "summary.json").write_text(json.dumps(summary))
+    scale = run_scale(tmp_path, "spade_games_30b")
+    assert not comparable(scale, PAPER_30B, model_only=True)
+    assert scale.label() == "REHEARSAL: tiny-qwen3-30b-a3b standing in for qwen3-30b-a3b-instruct-2507, 4 steps"
+    assert banner(off_scale(tmp_path, ["spade_games_30b"], PAPER_30B, model_only=True), [PAPER_30B]).startswith(
+        "REHEARSAL, NOT COMPARABLE: values of ours come from run spade_games_30b: REHEARSAL: tiny-qwen3-30b-a3b")
+    del summary["rehearsal"]
+    (tmp_path / "spade_games_30b" / "summary.json").write_text(json.dumps(summary))
+    assert comparable(run_scale(tmp_path, "spade_games_30b"), PAPER_30B, model_only=True)  # the unmarked run would

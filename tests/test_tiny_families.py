@@ -281,3 +281,27 @@ def test_native_tool_format_is_supported(none_tokenizer, hybrid_tokenizer, flavo
                                                                  else ""))
     reply = messages[1]["content"]
     assert tool_calls.parse_calls(reply) == [{"name": "get_balance", "arguments": {"account_id": 7}}]
+
+
+def test_a_moe_checkpoint_saved_with_router_logits_on_generates_in_a_padded_batch(prepared, tmp_path):
+    """OpenRLHF's actor saves its MoE checkpoints with output_router_logits true (openrlhf/models/actor.py:202-204).
+    load_model switches it off: with it on, a padded batch's forward pass fails in transformers' load-balancing loss
+    (found by the rehearsal: every evaluation of a 30B checkpoint failed). The mutation, keeping it on, raises."""
+    import json
+    import shutil
+
+    import torch
+
+    folder = tmp_path / "checkpoint"
+    shutil.copytree(prepared["tiny-qwen3-30b-a3b"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "output_router_logits": True}))
+    model, tokenizer = load_model(folder)
+    assert model.config.output_router_logits is False
+    batch = tokenizer(["a b c d e f", "a"], return_tensors="pt", padding=True)
+    settings = {"max_new_tokens": 3, "do_sample": False, "pad_token_id": tokenizer.pad_token_id}
+    with torch.no_grad():
+        assert model.generate(**batch, **settings).shape[1] == batch["input_ids"].shape[1] + 3
+        model.config.output_router_logits = True  # the mutation
+        with pytest.raises(RuntimeError, match="must match the size of tensor b"):  # a decode step with the cache
+            model.generate(**batch, **settings)

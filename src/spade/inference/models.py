@@ -682,6 +682,12 @@ def load_model(folder: str | Path, device: str = "cpu", dtype=None):
     tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype if dtype is not None else "auto")
     model = model.to(device).eval()
+    if getattr(model.config, "output_router_logits", False):
+        # OpenRLHF's actor switches it on for a MoE model and saves it in every checkpoint (openrlhf/models/actor.py:
+        # 202-204); a forward pass then also computes the router's load-balancing loss, which transformers 5.15's
+        # Qwen3-MoE cannot do for a padded batch (load_balancing_loss_func: "size of tensor a (2) must match ...").
+        # Found by the rehearsal: every evaluation of a 30B checkpoint failed. Generation never needs it.
+        model.config.output_router_logits = False
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spade.paper.report import NOT_RUN, ReportInputError
-from spade.paper.scale import PAPER_30B, banner, off_scale
+from spade.paper.scale import PAPER_30B, banner, off_scale, scale_word
 from spade.paper.table_runs import (
     COLUMN_METRICS,
     ResultIndex,
@@ -262,7 +262,7 @@ def build_benchmark_table(spec: BenchmarkTable, mapping: dict, reported_path: st
         if steps:  # a value of ours is shown: name the run(s) and, off the paper's scale, say so
             detail = ", ".join(f"run {run}" for run in entries[key]["runs"]) + f", {detail}"
             if off:
-                detail += "; TOY SCALE: " + "; ".join(s.label() for s in off) + ", not comparable"
+                detail += f"; {scale_word(off)}: " + "; ".join(s.label() for s in off) + ", not comparable"
                 offs += off
                 off_backbones.append(backbone)
         groups.append([Line(labels, OURS, ours_text, detail), Line([""] * len(labels), REPORTED, reported_text),

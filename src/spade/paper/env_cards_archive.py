@@ -81,6 +81,7 @@ class RunArchive:
     total_steps: int | None
     model_card: str | None
     inputs: list = field(default_factory=list)  # every file read
+    rehearsal_model: str | None = None  # a rehearsal run's tiny model (spade.paper.scale.rehearsal_model)
 
     @property
     def envs(self) -> list:
@@ -203,5 +204,7 @@ def load_run(run_dir: str | Path) -> RunArchive:
     envs = [env for _, _, records in sets for env in records]
     rejected, rejected_inputs = _read_rejected(run_dir, envs)
     inputs = [path for _, path, _ in sets] + [p for p in (summary_path, metrics_path) if p.is_file()] + rejected_inputs
+    from spade.paper.scale import rehearsal_model
+
     return RunArchive(str(summary.get("run") or run_dir.name), run_dir, sets, rejected, metrics, total,
-                      summary.get("model_card"), inputs)
+                      summary.get("model_card"), inputs, rehearsal_model(summary))

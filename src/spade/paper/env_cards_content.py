@@ -27,7 +27,7 @@ def scale_note(archive: RunArchive) -> tuple[bool, str]:
     from spade.paper.figures import SIZE_BACKBONES
     from spade.paper.scale import RunScale, banner, comparable
 
-    scale = RunScale(archive.run, archive.model_card, archive.total_steps)
+    scale = RunScale(archive.run, archive.model_card, archive.total_steps, archive.rehearsal_model)
     backbones = list(SIZE_BACKBONES.values())
     matched = [backbone for backbone in backbones if comparable(scale, backbone)]
     if matched:

@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from spade.paper.scale import scale_word
 from spade.paper.report import ReportInputError, read_metrics
 from spade.paper.table_runs import load_table_runs, mapped_runs, run_provenance
 from spade.paper.tables import mean, report_written, write_table
@@ -33,7 +34,7 @@ from spade.paper.tables import mean, report_written, write_table
 def scale_detail(run: str, off: list) -> str:
     """The row detail of a run's values: its name and, off the paper's scale (spade.paper.scale.off_scale), its
     scale."""
-    return f"run {run}" + (f"; TOY SCALE: {off[0].label()}, not comparable" if off else "")
+    return f"run {run}" + (f"; {scale_word(off)}: {off[0].label()}, not comparable" if off else "")
 
 
 _SET_FILE = re.compile(r"^set_(\d+)\.json$")  # as spade.analysis.read_env_sets

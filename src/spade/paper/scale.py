@@ -5,7 +5,10 @@ Qwen3-30B SPADE rows). It is comparable with the paper's only when the run train
 paper's step budget (the recipe's ``selfplay.total_steps``, 400 in Table 5). Every artifact asks ``comparable``
 and, when a value is not, says so visibly (``banner``) and shows no difference against the paper.
 
-A run's scale comes from its ``summary.json`` (``model_card`` and ``steps``, written by both trainers).
+A run's scale comes from its ``summary.json`` (``model_card`` and ``steps``, written by both trainers). A rehearsal
+run (``configs/rehearsal.yaml``: a paper run file on a tiny random model of its backbone's family, on a CPU) keeps its
+paper model card but is never comparable, not even as a base-model row: its summary's ``rehearsal`` marks it, and
+every artifact then says REHEARSAL instead of TOY SCALE.
 """
 
 from __future__ import annotations
@@ -31,11 +34,26 @@ class RunScale:
     run: str
     model_card: str | None  # None: the run's summary.json predates the field (or is missing)
     total_steps: int | None
+    rehearsal_model: str | None = None  # the tiny model a rehearsal run trained (summary.json "rehearsal")
 
     def label(self) -> str:
         model = self.model_card or "model unknown"
         steps = f"{self.total_steps} steps" if self.total_steps is not None else "steps unknown"
+        if self.rehearsal_model is not None:
+            return f"REHEARSAL: {self.rehearsal_model} standing in for {model}, {steps}"
         return f"{model}, {steps}"
+
+
+def scale_word(scales: list) -> str:
+    """How an artifact names values that are not at the paper's scale: REHEARSAL when any comes from a rehearsal
+    run, else TOY SCALE."""
+    return "REHEARSAL" if any(s.rehearsal_model is not None for s in scales) else "TOY SCALE"
+
+
+def rehearsal_model(summary: dict) -> str | None:
+    """The tiny model a rehearsal run's ``summary.json`` names (key ``rehearsal``); None for any other run."""
+    mark = summary.get("rehearsal") if isinstance(summary, dict) else None
+    return str(mark.get("model", "a tiny model")) if isinstance(mark, dict) else None
 
 
 def run_scale(runs_root, run: str) -> RunScale:
@@ -45,12 +63,15 @@ def run_scale(runs_root, run: str) -> RunScale:
     path = Path(runs_root) / run / "summary.json" if runs_root is not None else None
     summary = read_json(path) if path is not None and path.is_file() else {}
     steps = summary.get("steps")
-    return RunScale(run, summary.get("model_card"), int(steps) if isinstance(steps, int) else None)
+    return RunScale(run, summary.get("model_card"), int(steps) if isinstance(steps, int) else None,
+                    rehearsal_model(summary))
 
 
 def comparable(scale: RunScale, backbone: str, model_only: bool = False) -> bool:
     """Did the run train the paper row's ``backbone`` for the paper's step budget? ``model_only``: a base-model row,
     where only the model must match."""
+    if scale.rehearsal_model is not None:
+        return False  # a tiny random model, whatever card it stands in for
     same_model = scale.model_card is not None and scale.model_card.lower() == backbone.lower()
     return same_model and (model_only or scale.total_steps == paper_steps())
 
@@ -68,6 +89,6 @@ def banner(scales: list[RunScale], backbones: list[str]) -> str:
         return ""
     runs = "; ".join(f"run {s.run}: {s.label()}" for s in dict.fromkeys(scales))
     shown = ", ".join(dict.fromkeys(backbones))
-    return (f"TOY SCALE, NOT COMPARABLE: values of ours come from {runs}, not from the paper's setting "
+    return (f"{scale_word(scales)}, NOT COMPARABLE: values of ours come from {runs}, not from the paper's setting "
             f"({shown}, {paper_steps()} steps). They show that the pipeline runs; no difference to the paper is "
             "shown for them.")

@@ -51,11 +51,12 @@ def paper_setting() -> str:
     return f"{', '.join(first)} or {last} for {paper_steps()} steps"
 
 
-def scale_of(run: str, model_card: str | None, steps: int | None) -> tuple[bool, str]:
-    """(toy, label): whether a run of this model card and step count is below the paper's scale, and its label."""
+def scale_of(run: str, model_card: str | None, steps: int | None, rehearsal: str | None = None) -> tuple[bool, str]:
+    """(toy, label): whether a run of this model card and step count (a rehearsal run: the tiny model it trained) is
+    below the paper's scale, and its label."""
     from spade.paper.scale import RunScale, comparable
 
-    scale = RunScale(run, model_card, steps)
+    scale = RunScale(run, model_card, steps, rehearsal)
     return not any(comparable(scale, backbone) for backbone in paper_backbones()), scale.label()
 
 
@@ -81,7 +82,9 @@ def run_facts(runs_root: str | Path, run: str, config_file: str = "", model_card
         steps = summary.get("steps")
         total_steps = steps if isinstance(steps, int) else total_steps
     provenance = (summary or {}).get("provenance") or {}
-    toy, label = scale_of(run, model_card, total_steps)
+    from spade.paper.scale import rehearsal_model
+
+    toy, label = scale_of(run, model_card, total_steps, rehearsal_model(summary or {}))
     return {"name": run, "folder": (runs_root / run).as_posix(), "config_file": str(config_file or ""),
             "config_hash": str(provenance.get("config_hash") or ""), "trained": trained, "scale": label, "toy": toy}
 

@@ -240,7 +240,8 @@ def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_a
                                              apptainer_args=apptainer_args))
     extra = {}
     if orl.cpu:
-        extra["rehearsal"] = rehearse(script, run_dir, orl.cpu_resume_at)
+        # the mark every artifact reads (spade.paper.scale): a tiny model standing in for the run's model card
+        extra["rehearsal"] = {"model": config.model.name, "launches": rehearse(script, run_dir, orl.cpu_resume_at)}
     else:
         done = subprocess.run(["bash", str(script)])
         if done.returncode != 0:

@@ -1,0 +1,134 @@
+"""The rehearsal's CI subset, trained for real: four paper run files, one per family (games on the dense model, games on
+the MoE model, tool use, a fixed-pool baseline), through `snakemake --configfile configs/rehearsal.yaml
+rehearsal_table` in a fresh folder: each run trains through OpenRLHF + vLLM's CPU build + DeepSpeed + Ray (the rule
+`train`, killed after step 2's generation and resumed), and its rehearsal report must pass every check that applies.
+About 10 minutes on 2 cores (the full rehearsal, every run file trained, evaluated and rendered: docs/OPENRLHF.md).
+
+The check functions are the CPU integration run's, each shown failing on a real mutation of the code path in
+tests/test_integration_openrlhf.py. Here each rehearsal-specific reading is shown failing on a tampered copy of a
+real run's records (the test names which)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("deepspeed", reason="the rehearsal trains through deepspeed 0.19.6 (./setup.sh installs it)")
+pytest.importorskip("tensorboard", reason="the rehearsal reads OpenRLHF's TensorBoard logs")
+
+from spade.configtools import load_yaml  # noqa: E402
+from spade.rlhf import rehearsal  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SUBSET = {  # run -> (family, whether its designer trains)
+    "spade_games_4b": ("qwen3", True),
+    "spade_games_30b": ("qwen3_moe", True),
+    "spade_tool_use_8b": ("qwen3", True),
+    "fixed_env_grpo_4b": ("qwen3", False),
+}
+
+
+@pytest.fixture(scope="module")
+def subset(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("rehearsal_subset")
+    data = load_yaml(ROOT / "configs/rehearsal.yaml")
+    data["runs"] = [f"configs/paper/{run}.yaml" for run in SUBSET]
+    data["rehearsal"]["runs"] = {run: v for run, v in data["rehearsal"]["runs"].items() if run in SUBSET}
+    config = directory / "rehearsal_subset.yaml"
+    config.write_text(yaml.safe_dump(data))
+    done = subprocess.run([sys.executable, "-m", "snakemake", "-c2", "--configfile", str(config), "--directory",
+                           str(directory), "rehearsal_table"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = directory / "results" / "rehearsal"
+    reports = {run: json.loads((out / "rehearsal" / f"{run}.json").read_text()) for run in SUBSET}
+    return {"directory": directory, "out": out, "reports": reports, "config": config,
+            "table": (out / "tables" / "rehearsal.md").read_text()}
+
+
+def test_every_run_of_the_subset_passes_every_check_that_applies(subset):
+    assert subset["table"].rstrip().splitlines()[-1].startswith("Verdict: PASSED")
+    for run, (architecture, trains_designer) in SUBSET.items():
+        report = subset["reports"][run]
+        assert report["verdict"]["failed"] == [], (run, report["verdict"])
+        assert report["launches"] == ["killed", "resumed"] and report["steps"] == 4
+        assert report["architecture"] == architecture
+        checks = report["checks"]
+        assert checks["resumed_from_checkpoint"]["status"] == "pass"
+        assert all(checks["real_vllm"][launch]["status"] == "pass" for launch in report["launches"])
+        assert (checks["designer_replay"]["status"] == "pass") == trains_designer
+        assert report["signal"]["carries_signal"], (run, report["signal"])
+        summary = json.loads((subset["out"] / "runs" / run / "summary.json").read_text())
+        assert summary["rehearsal"]["model"].startswith("tiny-qwen3-")
+        assert set(summary["rehearsal"]["launches"]) == {"killed", "resumed"}
+        assert summary["rehearsal"]["launches"]["killed"]["killed"]
+        assert summary["checkpoints"] == ["step_000002", "step_000004"]
+
+
+def test_the_moe_run_synced_its_experts_and_the_tool_use_run_screened_its_designs(subset):
+    moe = json.loads((subset["out"] / "models" / "tiny-qwen3-30b-a3b" / "config.json").read_text())
+    assert moe["model_type"] == "qwen3_moe" and moe["num_local_experts"] > moe["num_experts_per_tok"] > 1
+    rows = subset["reports"]["spade_games_30b"]["checks"]["weight_sync"]["resumed"]["result"]
+    assert rows and all(row["params"] > 0 for row in rows)
+    config = yaml.safe_load(next((subset["out"] / "configs").glob("spade_tool_use_8b-*.yaml")).read_text())
+    assert config["agent"]["enable_thinking"] is True  # the 8B run file's actor thinking switch, kept
+    lines = [json.loads(line) for line in (subset["out"] / "runs" / "spade_tool_use_8b" / "metrics.jsonl")
+             .read_text().splitlines()]
+    assert sum(lines[0]["screen_verdicts"].values()) > 0  # the policy screened the designs (the LLM screen)
+
+
+def report_of(subset, run: str, tmp_path: Path, tamper) -> dict:
+    """The rehearsal report of a copy of ``run``'s folder whose records ``tamper`` changed."""
+    copy = tmp_path / run
+    shutil.copytree(subset["out"] / "runs" / run, copy, symlinks=True)
+    tamper(copy / "rehearsal" / "records")
+    config = next((subset["out"] / "configs").glob(f"{run}-*.yaml"))
+    out = tmp_path / f"{run}.json"
+    assert rehearsal.main(["report", "--config", str(config), "--run-dir", str(copy), "--out", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def rewrite(path: Path, change) -> None:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    path.write_text("".join(json.dumps(change(row)) + "\n" for row in rows))
+
+
+def test_a_sync_the_engine_did_not_receive_fails_the_report(subset, tmp_path):
+    def tamper(records):  # the engine worker received other weights in the resumed launch's second sync
+        rewrite(records / "resumed" / "engine_sync.jsonl",
+                lambda row: {**row, "checksum": "0" * 64} if row["sync"] == 2 else row)
+
+    report = report_of(subset, "spade_games_30b", tmp_path, tamper)
+    # the resume check compares the two launches' syncs, which it no longer trusts
+    assert report["verdict"]["failed"] == ["weight_sync/resumed", "resumed_from_checkpoint"]
+    assert "received [(2, '0000" in report["checks"]["weight_sync"]["resumed"]["error"]
+
+
+def test_a_resume_from_other_weights_fails_the_report(subset, tmp_path):
+    def tamper(records):  # the killed launch's last sync, on both sides, carried other weights than the resumed
+        last = max(json.loads(line)["sync"] for line in (records / "killed" / "actor_sync.jsonl").read_text()
+                   .splitlines())  # launch's first: as if it resumed from another checkpoint
+        for kind in ("actor_sync", "engine_sync"):
+            rewrite(records / "killed" / f"{kind}.jsonl",
+                    lambda row: {**row, "checksum": "f" * 64} if row["sync"] == last else row)
+
+    report = report_of(subset, "spade_games_4b", tmp_path, tamper)
+    assert report["verdict"]["failed"] == ["resumed_from_checkpoint"]
+    assert "the resumed launch first synced weights" in report["checks"]["resumed_from_checkpoint"]["error"]
+
+
+def test_engine_log_probs_off_by_the_processed_amount_fail_the_report(subset, tmp_path):
+    def tamper(records):  # vLLM's processed log-probs: 2.75 nats per token measured on the integration run
+        rewrite(records / "killed" / "experiences.jsonl",
+                lambda row: {**row, "logprob_gap": row["logprob_gap"] + 2.75} if row.get("logprob_gap") is not None
+                else row)
+
+    report = report_of(subset, "spade_tool_use_8b", tmp_path, tamper)
+    assert report["verdict"]["failed"] == ["engine_logprobs/killed"]
+    assert f"> {rehearsal.LOGPROB_TOL}" in report["checks"]["engine_logprobs"]["killed"]["error"]
