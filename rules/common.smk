@@ -158,7 +158,9 @@ def _rehearsal_layers(rehearsal):
     for key in ("recipes", "runs", "models"):
         entries = rehearsal.get(key) or {}
         if not isinstance(entries, dict):
-            raise WorkflowError(f"invalid configuration: config key 'rehearsal.{key}' must be a mapping, got {entries!r}")
+            raise WorkflowError(
+                f"invalid configuration: config key 'rehearsal.{key}' must be a mapping, got {entries!r}"
+            )
         layers[key] = {name: _overlay_settings(f"rehearsal.{key}", name, path) for name, path in entries.items()}
     overlay = _rooted(_overlay_settings("rehearsal", "overlay", rehearsal["overlay"]))
     named = [(f"{key}.{name}", v) for key in ("recipes", "runs") for name, v in layers[key].items()]
@@ -190,9 +192,13 @@ def _rooted(settings):
             section[key] = {k: repo_path(v) if isinstance(v, str) else v for k, v in value.items()}
 
     evals = settings.get("eval") or {}
-    for section, key in ((settings.get("baseline"), "rlve_path"), (settings.get("sandbox"), "read_only_paths"),
-                         (evals.get("aime"), "paths"), (evals.get("gpqa_diamond"), "path"),
-                         (evals.get("livecodebench"), "path")):
+    for section, key in (
+        (settings.get("baseline"), "rlve_path"),
+        (settings.get("sandbox"), "read_only_paths"),
+        (evals.get("aime"), "paths"),
+        (evals.get("gpqa_diamond"), "path"),
+        (evals.get("livecodebench"), "path"),
+    ):
         root(section, key)
     return settings
 

@@ -229,3 +229,21 @@ def test_a_fixed_external_designer_step_runs_against_the_served_base_model(tiny_
     pid = json.loads((tmp_path / "run/designer_server.ready.json").read_text())["pid"]
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_a_reply_prefix_opens_every_reply_and_ends_every_prompt(tiny_model):
+    """`--reply-prefix` (the rehearsal's fixed external designer): the reply is the prefix followed by the backend's
+    continuation of the chat prompt with the prefix's tokens appended, as designer.response_prefix opens the policy's
+    own designs. The config accepts a response prefix for the external designer only with our own server."""
+    model, tokenizer = tiny_model
+    prefix = "```python\nclass Game:\n    # note:"
+    service = DesignerService(model, tokenizer, NAME, default_max_tokens=6, seed=123, reply_prefix=prefix)
+    reply = service.complete({"model": NAME, "messages": CHAT, "seed": 5, "max_tokens": 7})
+    prompt = chat_prompt_ids(tokenizer, CHAT) + tokenizer.encode(prefix, add_special_tokens=False)
+    (expected,) = HFBackend(model, tokenizer).generate([prompt], SamplingParams(1.0, 1.0, 7), [5])
+    assert reply["choices"][0]["message"]["content"] == prefix + expected.text
+    assert reply["usage"]["prompt_tokens"] == len(prompt)
+    opened = {"designer": {"response_prefix": prefix}}
+    load_config(overrides={**SERVE_RUN, **opened})  # our server opens it
+    with pytest.raises(ConfigError, match=r"cannot be given an opened reply \(only our own server"):
+        load_config(overrides={**SERVE_RUN, **opened, "baseline": {**SERVE_RUN["baseline"], "external_serve": ""}})
