@@ -45,7 +45,8 @@ def test_the_rehearsal_plans_every_paper_run_through_the_rules_of_all(plan):
 
 
 def test_each_run_keeps_its_run_file_and_gets_the_overlay_and_its_familys_tiny_model(plan):
-    overlay = load_yaml(ROOT / "configs/rehearsal/overlay.yaml")
+    layers = load_yaml(ROOT / "configs/rehearsal.yaml")["rehearsal"]
+    overlay = load_yaml(ROOT / layers["overlay"])
     for job in (job for job in plan["jobs"] if job["rule"] == "train"):
         settings = rehearsal_job_config(job, plan["directory"])
         run_file = load_yaml(ROOT / f"configs/paper/{settings['run_name']}.yaml")
@@ -57,11 +58,13 @@ def test_each_run_keeps_its_run_file_and_gets_the_overlay_and_its_familys_tiny_m
         assert card["tiny"] == settings["model"]["tiny"]
         assert settings["openrlhf"]["cpu"] is True and settings["openrlhf"]["cpu_resume_at"] == 2
         assert settings["results_dir"].endswith("results/rehearsal")
-        # the run file's own settings win over nothing but the rehearsal's (overlay < recipe layer < run entry)
-        for section in ("baseline", "eval"):
+        # the run file's own settings give way only to the rehearsal's layers (overlay < recipe layer < run entry)
+        recipe = layers["recipes"].get(run_file["recipe"])
+        changed = deep_merge(deep_merge(overlay, load_yaml(ROOT / recipe) if recipe else {}),
+                             layers["runs"].get(settings["run_name"], {}))
+        for section in ("baseline", "eval", "selfplay", "designer", "agent", "reward", "memory", "corpus"):
             for key, value in (run_file.get(section) or {}).items():
-                if key not in (overlay.get(section) or {}) and key not in ("pool_size", "rlve_path",
-                                                                            "rlve_environments", "external_serve"):
+                if key not in (changed.get(section) or {}):
                     assert settings[section][key] == value, (settings["run_name"], section, key)
         for role in ("agent", "designer"):  # the recipe's sampling is kept
             assert "top_k" not in settings.get(role, {}) or settings[role]["top_k"] == run_file[role]["top_k"]
@@ -169,3 +172,30 @@ def test_a_rehearsal_run_is_never_comparable_and_every_label_says_rehearsal(tmp_
     del summary["rehearsal"]
     (tmp_path / "spade_games_30b" / "summary.json").write_text(json.dumps(summary))
     assert comparable(run_scale(tmp_path, "spade_games_30b"), PAPER_30B, model_only=True)  # the unmarked run would
+
+
+def test_a_rehearsal_training_starts_over_but_keeps_the_base_models_evaluations(tmp_path, monkeypatch):
+    """A rerun after a killed or failed attempt trains from step 0 (its kill and resume are its own): launch removes
+    the attempt's files, but not eval/, where the base model's results (step 0) were written before training."""
+    import spade.designer.serve as serve
+    from spade.config import load_config
+    from spade.rlhf import launch
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args):
+        raise Stop
+
+    monkeypatch.setattr(serve, "local_designer", stop)
+    run_dir = tmp_path / "run"
+    for path in ("metrics.jsonl", "openrlhf/ckpt/latest", "rehearsal/records/killed/actor_sync.jsonl",
+                 "eval/aime/step_000000.json"):
+        (run_dir / path).parent.mkdir(parents=True, exist_ok=True)
+        (run_dir / path).write_text("x")
+    config = load_config(ROOT / "configs/default.yaml", ROOT / "configs/integration/openrlhf_cpu.yaml",
+                         overrides={"openrlhf": {"cpu": True, "cpu_resume_at": 2}})
+    with pytest.raises(Stop):
+        launch.launch(config, tmp_path / "model", None, run_dir)
+    assert sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*")) == [
+        "eval", "eval/aime", "eval/aime/step_000000.json"]

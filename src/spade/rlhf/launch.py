@@ -200,6 +200,13 @@ def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_a
     if orl.cpu and not served:
         from spade.designer.serve import local_designer
 
+        earlier = [path for path in Path(run_dir).glob("*") if path.name != "eval"]  # eval/: the base model's results
+        if earlier:  # an attempt that was killed or failed: a rehearsal trains from step 0, its kill and resume its own
+            print(f"rehearsal: removing the earlier attempt's {sorted(p.name for p in earlier)} from {run_dir}",
+                  flush=True)
+            for path in earlier:
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+
         with local_designer(config, model_dir, run_dir) as config:
             return launch(config, model_dir, corpus_path, run_dir, image, apptainer_args, served=True)
     if orl.cpu:  # the rehearsal: this path on the CPU, in the integration run's environment (spade.rlhf.cpu)
