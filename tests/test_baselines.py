@@ -402,8 +402,8 @@ def test_rlve_adapter_renders_runnable_environments(tmp_path, monkeypatch):
     config = config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root), "rlve_difficulty": 1,
                                               "rlve_curriculum": "fixed", "rlve_environments": ["all"]}})
     source = RLVESource(config)
-    assert source.identifiers == ["Broken", "Capped", "Parity"]  # NoController has no difficulty schedule
-    entry = source.entries()[2]
+    assert source.identifiers == ["Broken", "Capped", "DigitEcho", "Parity"]  # NoController: no difficulty schedule
+    entry = source.entries()[3]
     assert (entry.name, entry.skill, entry.origin) == ("Parity", "rlve", "rlve:Parity")
     env = exec_rendered(entry.code, monkeypatch)["RlveParity"]()
     prompt, info = env.reset(seed=3)

@@ -199,3 +199,59 @@ def test_a_rehearsal_training_starts_over_but_keeps_the_base_models_evaluations(
         launch.launch(config, tmp_path / "model", None, run_dir)
     assert sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*")) == [
         "eval", "eval/aime", "eval/aime/step_000000.json"]
+
+
+def write_records(folder: Path, **kinds) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for kind, rows in kinds.items():
+        (folder / f"{kind}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return folder
+
+
+def test_a_tie_at_the_first_greedy_token_skips_that_sync_but_not_every_sync(tmp_path):
+    """Seen on spade_tool_use_4b: after one sync the actor's two best first tokens tied exactly (margin 0.0) and the
+    engine took the other; nothing of that probe can be compared. One such sync is allowed, all of them fail, and a
+    parting where the actor's margin is wide fails as before."""
+    from spade.rlhf.cpu.checks import IntegrationError, check_greedy_after_sync
+
+    actor = [{"sync": 1, "tokens": [5, 6], "logprobs": [-1.0, -2.0], "margins": [0.4, 0.4]},
+             {"sync": 2, "tokens": [7, 8], "logprobs": [-1.0, -2.0], "margins": [0.0, 0.4]}]
+    engine = [{"sync": 1, "engine": 0, "tokens": [5, 6], "logprobs": [-1.01, -2.01]},
+              {"sync": 2, "engine": 0, "tokens": [9, 8], "logprobs": [-1.0, -2.0]}]
+    rows = check_greedy_after_sync(write_records(tmp_path / "one_tie", actor_greedy=actor, engine_greedy=engine))
+    assert [row["tokens_compared"] for row in rows] == [2, 0]
+    with pytest.raises(IntegrationError, match="nothing was compared"):
+        check_greedy_after_sync(write_records(tmp_path / "all_ties", actor_greedy=actor[1:], engine_greedy=engine[1:]))
+    wide = [dict(actor[1], margins=[0.9, 0.4])]
+    with pytest.raises(IntegrationError, match="margin of 0.9000 .* does not compute with the actor's weights"):
+        check_greedy_after_sync(write_records(tmp_path / "wide", actor_greedy=wide, engine_greedy=engine[1:]))
+
+
+def test_the_rehearsals_engine_log_prob_check_bounds_each_sample_and_their_mean(tmp_path):
+    from spade.rlhf.cpu.checks import IntegrationError, check_engine_logprobs
+
+    def samples(gaps):
+        return [{"batch": 1, "label": f"t:{i}", "designer": False, "logprob_gap": gap} for i, gap in enumerate(gaps)]
+
+    noisy = write_records(tmp_path / "noisy", experiences=samples([0.26] + [0.01] * 30))  # one short MoE sample
+    assert check_engine_logprobs(noisy, rehearsal.LOGPROB_TOL, rehearsal.MEAN_LOGPROB_TOL)["max_gap"] == 0.26
+    shifted = write_records(tmp_path / "shifted", experiences=samples([0.3] * 31))  # every sample moved
+    with pytest.raises(IntegrationError, match="mean .* 0.3000 over 31 fresh samples > 0.05"):
+        check_engine_logprobs(shifted, rehearsal.LOGPROB_TOL, rehearsal.MEAN_LOGPROB_TOL)
+
+
+def test_identical_syncs_fail_unless_the_run_had_no_signal(tmp_path):
+    """A rehearsal run whose advantages were all 0 (the RLVE stand-in's Parity alone) moves no bf16 weight: its
+    syncs are identical, which is no fault of the sync; the checksums must still agree."""
+    from spade.rlhf.cpu.checks import IntegrationError, check_weight_sync
+
+    actor = [{"sync": s, "params": 2, "checksum": "same"} for s in (1, 2)]
+    engine = [{"sync": s, "worker": 7, "params": 2, "checksum": "same"} for s in (1, 2)]
+    records = write_records(tmp_path / "still", actor_sync=actor, engine_sync=engine)
+    with pytest.raises(IntegrationError, match="did not change the policy"):
+        check_weight_sync(records, 2)
+    assert len(check_weight_sync(records, 2, require_change=False)) == 2
+    wrong = write_records(tmp_path / "wrong", actor_sync=actor, engine_sync=[dict(engine[0], checksum="other"),
+                                                                               engine[1]])
+    with pytest.raises(IntegrationError, match="engine worker 7 received"):
+        check_weight_sync(wrong, 2, require_change=False)

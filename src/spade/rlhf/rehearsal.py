@@ -27,10 +27,12 @@ PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "n/a"
 # The engine-vs-actor tolerances of the rehearsal's tiny Qwen3 models. The CPU integration run's (0.02, its tiny
 # Llama) is below their noise floor: with nothing synced, vLLM's CPU kernels and torch (both bf16) disagree on a
 # sampled token's log-prob by up to 0.077 (tiny-qwen3-8b) and 0.27 (tiny-qwen3-30b-a3b: an expert chosen otherwise
-# at a near-tie of the router), median 0.004-0.006 (`scripts/engine_noise_floor.py`). A weight that did not arrive, or
-# log-probs of another distribution (vLLM's processed ones: 2.75 nats per token on the integration run), are an
-# order of magnitude above these.
-LOGPROB_TOL = 0.2  # mean |engine - actor| over a fresh sample's action tokens (check_engine_logprobs)
+# at a near-tie of the router), median 0.004-0.006 (`scripts/engine_noise_floor.py`); over a whole launch's fresh
+# samples the mean stayed at or below 0.029 in every rehearsal run (a short sample reached 0.26). A weight that did
+# not arrive, or log-probs of another distribution (vLLM's processed ones: 2.75 nats per token on the integration
+# run), move every sample by far more.
+LOGPROB_TOL = 0.5  # mean |engine - actor| over one fresh sample's action tokens (check_engine_logprobs)
+MEAN_LOGPROB_TOL = 0.05  # the same, averaged over a launch's fresh samples
 GREEDY_TOL = 0.5  # per greedy token, and the actor's margin under which the continuations may part (greedy check)
 
 
@@ -65,9 +67,11 @@ def run_report(config, run_dir: Path) -> dict:
     found["rewards"] = _outcome(checks.check_rewards, run_dir, steps, config.train.global_batch)
     found["finite_diagnostics"] = _outcome(checks.check_finite, run_dir, steps)
     found["live_metrics"] = _outcome(checks.check_live_metrics, run_dir, config.run_name)
+    signal = _signal(records, launches, trains_designer)
+    moved = signal["carries_signal"]  # all-zero advantages move no weight: the checks that need a move do not apply
     expected_syncs = {"full": steps, "killed": None, "resumed": 1 + steps - orl.cpu_resume_at}
-    found["weight_sync"] = {name: _outcome(checks.check_weight_sync, records / name, expected_syncs[name])
-                            for name in launches}
+    found["weight_sync"] = {name: _outcome(checks.check_weight_sync, records / name, expected_syncs[name],
+                                           require_change=moved) for name in launches}
     if orl.cpu_resume_at:
         synced = {name: found["weight_sync"][name].get("result") for name in launches}
         found["resumed_from_checkpoint"] = (
@@ -81,18 +85,19 @@ def run_report(config, run_dir: Path) -> dict:
     found["greedy_after_sync"] = {name: _outcome(checks.check_greedy_after_sync, records / name, GREEDY_TOL)
                                   for name in launches}
     if logprob_temperature(config) == config.agent.temperature:
-        found["engine_logprobs"] = {name: _outcome(checks.check_engine_logprobs, records / name, LOGPROB_TOL)
-                                    for name in launches}
+        found["engine_logprobs"] = {name: _outcome(checks.check_engine_logprobs, records / name, LOGPROB_TOL,
+                                                   MEAN_LOGPROB_TOL) for name in launches}
     else:
         found["engine_logprobs"] = _not_applicable(
             f"train.logprob_temperature {logprob_temperature(config)} differs from the agent's sampling temperature "
             f"{config.agent.temperature}: the actor's log-probs differ from the engine's by design")
-    found["params_moved"] = _outcome(checks.check_params_moved, records / launches[0])
+    found["params_moved"] = (_outcome(checks.check_params_moved, records / launches[0]) if moved else
+                             _not_applicable("no group had a nonzero advantage: plumbing only, nothing moves"))
     if trains_designer:
         found["designer_replay"] = _outcome(checks.check_designer_replay, run_dir, sp.regen_interval, steps)
     else:
         found["designer_replay"] = _not_applicable("selfplay.train_designer is false: no designer samples")
-    report["signal"] = _signal(records, launches, trains_designer)
+    report["signal"] = signal
     report["verdict"] = verdict(report)
     return report
 
