@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 class SessionError(RuntimeError):
-    """A launch ran past its time limit."""
+    """A launch ran past its time limit, or this process was told to stop (SIGTERM, SIGHUP)."""
 
 
 def metrics_lines(run_dir: Path) -> list:
@@ -38,6 +38,11 @@ def run_session(cmd: list, env: dict, run_dir: Path, log=None, kill_after_step: 
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT if log is not None else None,
                             start_new_session=True, cwd=cwd)
     killed = False
+
+    def stopped(signum, frame):  # SIGTERM (Snakemake, scancel): end the session too, which is in no process group
+        raise SessionError(f"stopped by signal {signum} while training in {run_dir}")  # of ours (the finally below)
+
+    previous = {sig: signal.signal(sig, stopped) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         while proc.poll() is None:
             if time.monotonic() - started > timeout_s:
@@ -52,6 +57,8 @@ def run_session(cmd: list, env: dict, run_dir: Path, log=None, kill_after_step: 
             time.sleep(0.1)
         proc.wait()
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if proc.poll() is None or killed:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)  # Ray's daemons and workers are in the same session
