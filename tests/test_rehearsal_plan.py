@@ -255,3 +255,37 @@ def test_identical_syncs_fail_unless_the_run_had_no_signal(tmp_path):
                                                                                engine[1]])
     with pytest.raises(IntegrationError, match="engine worker 7 received"):
         check_weight_sync(wrong, 2, require_change=False)
+
+
+def test_a_stopped_launch_takes_its_whole_session_with_it(tmp_path):
+    """SIGTERM to the training process (Snakemake stopping, scancel) ends the launch's own session too: Ray's daemons
+    live there, in no process group of ours. The mutation, no handler, left them running (seen once)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    code = ("import sys; from spade.rlhf.cpu.session import run_session; "
+            f"run_session(['bash', '-c', 'sleep 300 & echo $! > {pid_file}; wait'], {{}}, {str(tmp_path)!r}, "
+            "timeout_s=600)")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 60
+    while not (pid_file.is_file() and pid_file.read_text().endswith("\n")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    os.kill(child, 0)  # the session's sleep runs
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(30) != 0
+
+    def alive(pid: int) -> bool:  # a killed process not yet reaped by init is a zombie: dead
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 10
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(child)
