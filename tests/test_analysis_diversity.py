@@ -125,6 +125,10 @@ def test_tsne_shape_and_seed():
     assert np.allclose(a, b)
     with pytest.raises(ValueError, match="at least 4"):
         tsne_2d(x[:3])
+    # identical embeddings (a rehearsal's designs differed in a comment only): refused with a message, where scikit-
+    # learn's PCA initialisation divided by their zero variance and its t-SNE then crashed the process (segfault)
+    with pytest.raises(ValueError, match="at least 2 distinct embeddings, got 6 identical ones"):
+        tsne_2d(np.ones((6, 5)))
 
 
 def test_environment_texts_from_archives():

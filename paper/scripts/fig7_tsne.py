@@ -45,6 +45,10 @@ def draw_tsne(ctx: FigureContext):
         no_data(ax, "valid environments of the mapped runs")
         return fig
     x = embed(texts, ctx.embedding, seed)
+    if len(np.unique(x, axis=0)) < 2:  # tsne_2d refuses them: nothing to lay out
+        ctx.miss(f"the {len(texts)} sampled environments have identical {ctx.embedding} embeddings")
+        no_data(ax, "distinct environments of the mapped runs")
+        return fig
     points = tsne_2d(x, seed=seed)
     for i, label, run in dict.fromkeys(owner):
         members = np.array([k for k, o in enumerate(owner) if o[0] == i])

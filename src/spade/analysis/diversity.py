@@ -274,6 +274,9 @@ def tsne_2d(embeddings, seed: int = 0, perplexity: float = 30.0, metric: str = "
     x = _matrix("embeddings", embeddings)
     if len(x) < 4:
         raise ValueError(f"t-SNE needs at least 4 embeddings, got {len(x)}")
+    if len(np.unique(x, axis=0)) < 2:  # PCA initialisation divides by their variance: NaNs, then scikit-learn 1.8's
+        # t-SNE crashed the process (a segfault, found by the rehearsal, whose designs differed in a comment only)
+        raise ValueError(f"t-SNE needs at least 2 distinct embeddings, got {len(x)} identical ones")
     if isinstance(perplexity, bool) or not isinstance(perplexity, (int, float)) or not perplexity > 0:
         raise ValueError(f"perplexity must be a positive number, got {perplexity!r}")
     perplexity = min(float(perplexity), (len(x) - 1) / 3.0)
