@@ -289,3 +289,17 @@ def test_a_stopped_launch_takes_its_whole_session_with_it(tmp_path):
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(child)
+
+
+def test_padding_responses_are_left_out_of_the_engine_log_prob_check(tmp_path):
+    """All pads of an empty slot are one token at one position: a MoE router near-tie there repeats in each (seen
+    at 0.25-0.93 in ablation_no_memory_30b's rehearsal); they train nothing. The mutation, counting them, fails."""
+    from spade.rlhf.cpu.checks import IntegrationError, check_engine_logprobs
+
+    rows = ([{"batch": 1, "label": "t:7", "designer": False, "pad": True, "logprob_gap": 0.93}] * 8
+            + [{"batch": 1, "label": "t:6", "designer": False, "pad": False, "logprob_gap": 0.02}] * 24)
+    records = write_records(tmp_path / "pads", experiences=rows)
+    assert check_engine_logprobs(records, rehearsal.LOGPROB_TOL, rehearsal.MEAN_LOGPROB_TOL)["samples"] == 24
+    counted = write_records(tmp_path / "counted", experiences=[dict(row, pad=False) for row in rows])
+    with pytest.raises(IntegrationError, match="0.9300 over its action tokens > 0.5"):
+        check_engine_logprobs(counted, rehearsal.LOGPROB_TOL, rehearsal.MEAN_LOGPROB_TOL)

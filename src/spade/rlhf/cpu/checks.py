@@ -507,8 +507,11 @@ def check_engine_logprobs(records: Path, tol: float = ENGINE_LOGPROB_TOL, mean_t
     ``logprobs_diff`` is the actor against the reference model (``experience_maker.py:211``), not the engine.
     ``mean_tol``: also the mean over the samples at most this (a model whose noise reaches ``tol`` on a few short
     samples, where a weight that did not arrive moves every sample)."""
+    # padding responses (an empty slot's) are left out: they train nothing (advantage 0), and all of a slot's pads
+    # are one token at one position (spade.rlhf.plan.pad_response), so one router near-tie of a MoE model repeats
+    # in every one of them (seen: 8 pads at 0.25-0.93 in ablation_no_memory_30b's rehearsal, its samples at 0.027)
     rows = [row for row in read_records(records, "experiences")
-            if row.get("logprob_gap") is not None and row.get("designer") is False]
+            if row.get("logprob_gap") is not None and row.get("designer") is False and not row.get("pad")]
     if not rows:
         raise IntegrationError(f"{records}: no fresh sample with rollout and actor log-probs in experiences.jsonl")
     worst = max(rows, key=lambda row: row["logprob_gap"])

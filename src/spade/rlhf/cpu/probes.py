@@ -321,7 +321,8 @@ def patch_experience_maker(module) -> None:
                     "advantage_max": float(advantages.max()) if len(advantages) else None,
                     "reward": float(experience.info["reward"][i]), "logprob_gap": gap,
                     "designer": bool(float(experience.info["spade_designer"][i])) if "spade_designer" in
-                    experience.info else None})
+                    experience.info else None,
+                    "pad": bool(float(experience.info["spade_pad"][i])) if "spade_pad" in experience.info else None})
         return experiences
 
     cls.compute_advantages_and_returns = compute_advantages_and_returns
