@@ -60,7 +60,7 @@ def run_report(config, run_dir: Path) -> dict:
     trains_designer = sp.train_designer
     found = {}
     report = {"run": config.run_name, "model_card": config.model_card, "model": config.model.name,
-              "architecture": config.model.tiny.architecture if hasattr(config.model.tiny, "architecture") else "",
+              "architecture": config.model.tiny.architecture,
               "steps": steps, "launches": launches, "resume_at": orl.cpu_resume_at, "checks": found}
     found["real_vllm"] = {name: _outcome(checks.check_real_vllm, records / name) for name in launches}
     found["checkpoints"] = _outcome(checks.check_checkpoints, run_dir, sp.checkpoint_steps())
