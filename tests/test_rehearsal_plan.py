@@ -166,9 +166,10 @@ def test_a_rehearsal_run_is_never_comparable_and_every_label_says_rehearsal(tmp_
     (tmp_path / "spade_games_30b" / "summary.json").write_text(json.dumps(summary))
     scale = run_scale(tmp_path, "spade_games_30b")
     assert not comparable(scale, PAPER_30B, model_only=True)
-    assert scale.label() == "REHEARSAL: tiny-qwen3-30b-a3b standing in for qwen3-30b-a3b-instruct-2507, 4 steps"
+    assert scale.label() == ("tiny-qwen3-30b-a3b, a rehearsal's tiny model standing in for "
+                             "qwen3-30b-a3b-instruct-2507, 4 steps")
     assert banner(off_scale(tmp_path, ["spade_games_30b"], PAPER_30B, model_only=True), [PAPER_30B]).startswith(
-        "REHEARSAL, NOT COMPARABLE: values of ours come from run spade_games_30b: REHEARSAL: tiny-qwen3-30b-a3b")
+        "REHEARSAL, NOT COMPARABLE: values of ours come from run spade_games_30b: tiny-qwen3-30b-a3b, a rehearsal's")
     del summary["rehearsal"]
     (tmp_path / "spade_games_30b" / "summary.json").write_text(json.dumps(summary))
     assert comparable(run_scale(tmp_path, "spade_games_30b"), PAPER_30B, model_only=True)  # the unmarked run would

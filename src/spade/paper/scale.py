@@ -40,7 +40,7 @@ class RunScale:
         model = self.model_card or "model unknown"
         steps = f"{self.total_steps} steps" if self.total_steps is not None else "steps unknown"
         if self.rehearsal_model is not None:
-            return f"REHEARSAL: {self.rehearsal_model} standing in for {model}, {steps}"
+            return f"{self.rehearsal_model}, a rehearsal's tiny model standing in for {model}, {steps}"
         return f"{model}, {steps}"
 
 
