@@ -105,16 +105,8 @@ def run_report(config, run_dir: Path) -> dict:
 def _signal(records: Path, launches: list, trains_designer: bool) -> dict:
     """What the run trained on: agent groups with a nonzero advantage (``check_nonzero_groups``'s count, without its
     threshold) and, where the designer trains, its nonzero advantages (``check_designer_advantages``)."""
-    from collections import defaultdict
-
-    groups = defaultdict(bool)
-    for name in launches:
-        for row in checks.read_records(records / name, "experiences"):
-            if not row.get("designer"):
-                key = (name, row["batch"], row["group"])
-                groups[key] |= any(abs(v or 0.0) > checks.ADVANTAGE_TOL
-                                   for v in (row["advantage_min"], row["advantage_max"]))
-    signal = {"agent_groups": len(groups), "agent_groups_nonzero": sum(groups.values())}
+    groups = [moved for name in launches for moved in checks.advantage_groups(records / name, agent_only=True).values()]
+    signal = {"agent_groups": len(groups), "agent_groups_nonzero": sum(groups)}
     if trains_designer:
         designer = {name: _outcome(checks.check_designer_advantages, records / name) for name in launches}
         signal["designer"] = designer

@@ -188,15 +188,24 @@ def check_checkpoints(run_dir: Path, steps: list) -> list:
     return [f"global_step{s}_hf" for s in steps]
 
 
+def advantage_groups(records: Path, agent_only: bool = False) -> dict:
+    """{(batch, group): whether any advantage of that OpenRLHF prompt group is nonzero}, as the trainer holds them
+    (``experiences.jsonl``); ``agent_only``: the designer samples left out."""
+    groups: dict = defaultdict(bool)
+    for row in read_records(records, "experiences"):
+        if not (agent_only and row.get("designer")):
+            groups[(row["batch"], row["group"])] |= any(abs(v or 0.0) > ADVANTAGE_TOL
+                                                        for v in (row["advantage_min"], row["advantage_max"]))
+    return groups
+
+
 def check_nonzero_groups(records: Path) -> dict:
     """At least half of OpenRLHF's prompt groups (one per ticket, ``n_samples_per_prompt`` responses) have a nonzero
     advantage, as the trainer holds them: otherwise the run trains on nothing and its other checks prove little."""
-    groups: dict = defaultdict(list)
-    for row in read_records(records, "experiences"):
-        groups[(row["batch"], row["group"])] += [row["advantage_min"] or 0.0, row["advantage_max"] or 0.0]
+    groups = advantage_groups(records)
     if not groups:
         raise IntegrationError(f"{records}: no experiences.jsonl (was SPADE_CPU_RECORDS set?)")
-    nonzero = sorted(key for key, values in groups.items() if any(abs(v) > ADVANTAGE_TOL for v in values))
+    nonzero = sorted(key for key, moved in groups.items() if moved)
     share = len(nonzero) / len(groups)
     if share < NONZERO_GROUP_SHARE:
         raise IntegrationError(f"{records}: {len(nonzero)} of {len(groups)} groups have a nonzero advantage "
