@@ -26,9 +26,9 @@ from spade.rlhf.launch import rehearsal_records
 PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "n/a"
 # The engine-vs-actor tolerances of the rehearsal's tiny Qwen3 models. The CPU integration run's (0.02, its tiny
 # Llama) is below their noise floor: with nothing synced, vLLM's CPU kernels and torch (both bf16) disagree on a
-# sampled token's log-prob by up to 0.077 (tiny-qwen3-8b) and 0.27 (tiny-qwen3-30b-a3b: an expert chosen otherwise
-# at a near-tie of the router), median 0.004-0.006 (`scripts/engine_noise_floor.py`); over a whole launch's fresh
-# samples the mean stayed at or below 0.029 in every rehearsal run (a short sample reached 0.26). A weight that did
+# sampled token's log-prob by up to 0.054 (tiny-qwen3-8b) and 0.53 (tiny-qwen3-30b-a3b: an expert chosen otherwise
+# at a near-tie of the router), median 0.005-0.007 (`scripts/engine_noise_floor.py`; another draw: 0.077, 0.27);
+# over a whole launch's fresh samples the mean stayed at or below 0.029 in every rehearsal run (a short sample reached 0.26). A weight that did
 # not arrive, or log-probs of another distribution (vLLM's processed ones: 2.75 nats per token on the integration
 # run), move every sample by far more.
 LOGPROB_TOL = 0.5  # mean |engine - actor| over one fresh sample's action tokens (check_engine_logprobs)
