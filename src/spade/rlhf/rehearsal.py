@@ -28,9 +28,9 @@ PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "n/a"
 # Llama) is below their noise floor: with nothing synced, vLLM's CPU kernels and torch (both bf16) disagree on a
 # sampled token's log-prob by up to 0.054 (tiny-qwen3-8b) and 0.53 (tiny-qwen3-30b-a3b: an expert chosen otherwise
 # at a near-tie of the router), median 0.005-0.007 (`scripts/engine_noise_floor.py`; another draw: 0.077, 0.27);
-# over a whole launch's fresh samples the mean stayed at or below 0.029 in every rehearsal run (a short sample reached 0.26). A weight that did
-# not arrive, or log-probs of another distribution (vLLM's processed ones: 2.75 nats per token on the integration
-# run), move every sample by far more.
+# over a whole launch's fresh samples the mean stayed at or below 0.029 in every rehearsal run (a short sample
+# reached 0.26). A weight that did not arrive, or log-probs of another distribution (vLLM's processed ones: 2.75 nats
+# per token on the integration run), move every sample by far more.
 LOGPROB_TOL = 0.5  # mean |engine - actor| over one fresh sample's action tokens (check_engine_logprobs)
 MEAN_LOGPROB_TOL = 0.05  # the same, averaged over a launch's fresh samples
 GREEDY_TOL = 0.5  # per greedy token, and the actor's margin under which the continuations may part (greedy check)
