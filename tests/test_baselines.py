@@ -563,7 +563,8 @@ def test_rlve_redraws_the_set_every_window_and_excludes_broken_environments(tiny
 
 def test_check_rlve_command_reports_each_environment(tmp_path, visible_rlve, capsys):
     """`spade env check-rlve` validates the checkout's environments as a run renders them, per top difficulty, and
-    exits 1 naming the ones that fail (Broken has no parameters; Capped none above level 0)."""
+    exits 1 naming the ones that fail (Broken has no parameters; Capped none above level 0; DigitEcho and Parity
+    pass at both)."""
     import yaml
 
     from spade.cli import main
@@ -577,11 +578,11 @@ def test_check_rlve_command_reports_each_environment(tmp_path, visible_rlve, cap
     out = tmp_path / "report.json"
     assert main(["env", "check-rlve", "--config", str(config), "--levels", "0", "1", "--out", str(out)]) == 1
     report = json.loads(out.read_text())
-    assert report["checked"] == ["Broken", "Capped", "Parity"] and report["window"] == 1
-    assert report["counts"]["0"] == {"ok": 2, "load_failed": 1} and report["counts"]["1"] == {"ok": 1, "load_failed": 2}
+    assert report["checked"] == ["Broken", "Capped", "DigitEcho", "Parity"] and report["window"] == 1
+    assert report["counts"]["0"] == {"ok": 3, "load_failed": 1} and report["counts"]["1"] == {"ok": 2, "load_failed": 2}
     assert sorted((row["identifier"], row["level"]) for row in report["failed"]) == [("Broken", 0), ("Broken", 1),
                                                                                      ("Capped", 1)]
-    assert "top difficulty 1: load_failed 2, ok 1" in capsys.readouterr().out
+    assert "top difficulty 1: load_failed 2, ok 2" in capsys.readouterr().out
 
 
 # ----- issue 32: the reference's Fixed-env RLVE setup (cmd/games/train_fixed_rlve_{4b,8b,30b}.sh) ----------------
@@ -658,7 +659,7 @@ def test_rlve_named_set_is_used_and_a_missing_member_is_named(tmp_path):
     assert [e.origin for e in source.entries()] == [f"rlve:{name}" for name in OFFICIAL16]
     everything = RLVESource(config_with(FIXED, {"baseline": {"mode": "rlve", "rlve_path": str(root),
                                                              "rlve_environments": ["all"]}}))
-    assert len(everything.identifiers) == 16 + 3  # + Broken, Capped, Parity
+    assert len(everything.identifiers) == 16 + 4  # + Broken, Capped, DigitEcho, Parity
 
 
 def test_rlve_rendered_file_draws_the_groups_problem_from_its_problem_seed(tmp_path, monkeypatch):

@@ -109,12 +109,23 @@ def test_designer_prefix_is_prompt_tokens_and_part_of_the_validated_code(pool, t
     assert not plain_slot.valid and len(plain_invalid) == 1
 
 
-def test_an_external_designer_refuses_a_designer_prefix():
-    overlay = {"baseline": {"mode": "fixed_external_designer", "external_serve": "base_model", "pool_size": 4},
-               "selfplay": {"train_designer": False}}
-    load_config("configs/default.yaml", overrides=overlay)  # fine without a prefix
+def test_an_external_designer_refuses_a_designer_prefix_unless_our_server_opens_it():
+    """An external model's chat API cannot be given an opened reply, so baseline.mode fixed_external_designer over
+    external_base_url refuses designer.response_prefix; our own server (baseline.external_serve, spade serve-designer
+    --reply-prefix) opens it, so there the prefix is allowed; a response_template is refused either way."""
+    served = {"baseline": {"mode": "fixed_external_designer", "external_serve": "base_model", "pool_size": 4},
+              "selfplay": {"train_designer": False}}
+    remote = {"baseline": {"mode": "fixed_external_designer", "external_serve": "",
+                           "external_base_url": "http://127.0.0.1:9/v1", "external_model": "m", "pool_size": 4},
+              "selfplay": {"train_designer": False}}
+    prefix = {"designer": {"response_prefix": "```python\n"}}
+    load_config("configs/default.yaml", overrides=remote)  # fine without a prefix
+    config = load_config("configs/default.yaml", overrides={**served, **prefix})
+    assert config.designer.response_prefix == "```python\n"
     with pytest.raises(ConfigError, match="designer.response_prefix.*fixed_external_designer.*set designer"):
-        load_config("configs/default.yaml", overrides={**overlay, "designer": {"response_prefix": "```python\n"}})
+        load_config("configs/default.yaml", overrides={**remote, **prefix})
+    with pytest.raises(ConfigError, match="designer.response_template.*fixed_external_designer.*set designer"):
+        load_config("configs/default.yaml", overrides={**served, "designer": {"response_template": "copy_span"}})
 
 
 def test_paper_configs_leave_the_prefixes_off():
