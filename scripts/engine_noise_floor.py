@@ -6,8 +6,12 @@ patch in 'reference' mode, as every engine of ours runs it), recomputes each sam
 transformers in bf16 (sdpa, as OpenRLHF's actor) at the same temperature, and prints the per-token |gap| quantiles
 as one JSON line. Both sides read the same weights from disk, so every gap is the two bf16 computations' own.
 
-Usage: .venv/bin/python scripts/engine_noise_floor.py MODEL_FOLDER   (a prepared model, e.g. results/rehearsal/models/
-tiny-qwen3-30b-a3b; one engine per process: vLLM's MoE layers cannot start a second one in the same process)
+With a second folder (ACTOR_FOLDER: a checkpoint trained from MODEL_FOLDER) the actor reads those weights and the
+engine keeps MODEL_FOLDER's: the gaps the checks see when a weight sync did not arrive, their signal.
+
+Usage: .venv/bin/python scripts/engine_noise_floor.py MODEL_FOLDER [ACTOR_FOLDER]   (a prepared model, e.g.
+results/rehearsal/models/tiny-qwen3-30b-a3b, and e.g. results/rehearsal/runs/spade_games_30b/checkpoints/step_000004;
+one engine per process: vLLM's MoE layers cannot start a second one in the same process)
 """
 
 import json
@@ -17,7 +21,7 @@ import sys
 PROMPTS, PROMPT_TOKENS, NEW_TOKENS, TEMPERATURE = 16, 12, 24, 0.6
 
 
-def main(folder: str) -> dict:
+def main(folder: str, actor_folder: str | None = None) -> dict:
     from spade.rlhf import vllm_cpu
 
     vllm_cpu.activate()
@@ -33,7 +37,7 @@ def main(folder: str) -> dict:
     prompts = [[random.Random(s).randrange(vocab) for _ in range(PROMPT_TOKENS)] for s in range(PROMPTS)]
     params = SamplingParams(temperature=TEMPERATURE, top_k=20, top_p=0.95, max_tokens=NEW_TOKENS, logprobs=0, seed=1)
     outputs = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
-    actor = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, attn_implementation="sdpa").eval()
+    actor = AutoModelForCausalLM.from_pretrained(actor_folder or folder, dtype=torch.bfloat16, attn_implementation="sdpa").eval()
     gaps = []
     for prompt, output in zip(prompts, outputs):
         sample = output.outputs[0]
@@ -44,9 +48,9 @@ def main(folder: str) -> dict:
             gaps.append(abs(float(logprobs[len(prompt) + j - 1, token]) - sample.logprobs[j][token].logprob))
     gaps.sort()
     n = len(gaps)
-    return {"model": folder, "tokens": n, "median": gaps[n // 2], "p90": gaps[int(n * 0.9)],
+    return {"model": folder, "actor": actor_folder or folder, "tokens": n, "mean": sum(gaps) / n, "median": gaps[n // 2], "p90": gaps[int(n * 0.9)],
             "p99": gaps[int(n * 0.99)], "max": gaps[-1], "over_0.02": sum(g > 0.02 for g in gaps)}
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1])))
+    print(json.dumps(main(*sys.argv[1:3])))

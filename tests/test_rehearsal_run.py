@@ -123,6 +123,16 @@ def test_a_resume_from_other_weights_fails_the_report(subset, tmp_path):
     assert "the resumed launch first synced weights" in report["checks"]["resumed_from_checkpoint"]["error"]
 
 
+def test_greedy_log_probs_a_little_off_on_every_token_fail_the_report(subset, tmp_path):
+    def tamper(records):  # every greedy token of the MoE engine 0.3 apart from the actor's: under the per-token
+        rewrite(records / "resumed" / "engine_greedy.jsonl",  # tolerance (1.0), not under the launch's mean (0.1)
+                lambda row: {**row, "logprobs": [value - 0.3 for value in row["logprobs"]]})
+
+    report = report_of(subset, "spade_games_30b", tmp_path, tamper)
+    assert report["verdict"]["failed"] == ["greedy_after_sync/resumed"]
+    assert f"> {rehearsal.GREEDY_MEAN_TOL}" in report["checks"]["greedy_after_sync"]["resumed"]["error"]
+
+
 def test_engine_log_probs_off_by_the_processed_amount_fail_the_report(subset, tmp_path):
     def tamper(records):  # vLLM's processed log-probs: 2.75 nats per token measured on the integration run
         rewrite(records / "killed" / "experiences.jsonl",

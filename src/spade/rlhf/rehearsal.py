@@ -33,7 +33,13 @@ PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "n/a"
 # per token on the integration run), move every sample by far more.
 LOGPROB_TOL = 0.5  # mean |engine - actor| over one fresh sample's action tokens (check_engine_logprobs)
 MEAN_LOGPROB_TOL = 0.05  # the same, averaged over a launch's fresh samples
-GREEDY_TOL = 0.5  # per greedy token, and the actor's margin under which the continuations may part (greedy check)
+# Per greedy token, and the actor's margin under which the continuations may part (greedy check), by architecture:
+# the MoE's floor reaches 0.53 at a router near-tie, so 1.0 there. Its power is in the launch's mean: with nothing
+# synced 0.018 (MoE) and 0.014 (dense) per token; with a step-2 checkpoint as the actor and the base weights in the
+# engine (the weights did not arrive) 0.80 and 0.75 (`scripts/engine_noise_floor.py MODEL CHECKPOINT`).
+GREEDY_TOL = {"qwen3_moe": 1.0}
+GREEDY_TOL_DEFAULT = 0.5
+GREEDY_MEAN_TOL = 0.1  # the mean gap over every greedy token a launch compared
 
 
 def _outcome(function, *args, **kwargs) -> dict:
@@ -82,8 +88,9 @@ def run_report(config, run_dir: Path) -> dict:
     killed_after = {"killed": orl.cpu_resume_at}
     found["trained_advantages"] = {name: _outcome(checks.check_trained_advantages, records / name,
                                                   killed_after.get(name)) for name in launches}
-    found["greedy_after_sync"] = {name: _outcome(checks.check_greedy_after_sync, records / name, GREEDY_TOL)
-                                  for name in launches}
+    greedy_tol = GREEDY_TOL.get(config.model.tiny.architecture, GREEDY_TOL_DEFAULT)
+    found["greedy_after_sync"] = {name: _outcome(checks.check_greedy_after_sync, records / name, greedy_tol,
+                                                 GREEDY_MEAN_TOL) for name in launches}
     if logprob_temperature(config) == config.agent.temperature:
         found["engine_logprobs"] = {name: _outcome(checks.check_engine_logprobs, records / name, LOGPROB_TOL,
                                                    MEAN_LOGPROB_TOL) for name in launches}
