@@ -37,6 +37,14 @@ include: "rules/preflight.smk"
 include: "rules/rehearsal.smk"
 
 
+onstart:
+    # under `--executor slurm`: stop before the first sbatch when the plugin's status queries cannot work (a cluster
+    # without accounting would otherwise hang forever; spade.cluster.status)
+    from spade.cluster.status import check_status_queries
+
+    check_status_queries(workflow)
+
+
 rule all:
     """The configured runs (the toy run by default) and the library check; for a multi-run config (configs/paper.yaml)
     also every run's suite and selected checkpoint, the pending runs (which fail, saying what they need) and the paper

