@@ -139,6 +139,21 @@ def test_the_preflight_refuses_a_config_that_is_not_one_openrlhf_node(tmp_path):
         preflight.run(tmp_path, (*preflight.CONFIGS, two))
 
 
+def test_a_node_without_gpus_stops_the_preflight_with_what_it_found(tmp_path, monkeypatch):
+    """Before the guards, the MoE step and the model download: a node whose torch sees fewer CUDA devices than
+    openrlhf.gpus_per_node (a CPU node; the local SLURM's fake GPUs) stops with that, and report.json says so."""
+    facts = {"packages": {"torch": "2.13.0+cpu"}, "gpus": None, "cuda_devices": 0}
+    monkeypatch.setattr(preflight, "versions", lambda: facts)
+    monkeypatch.setattr(preflight, "moe_step", lambda *a, **k: pytest.fail("the MoE step ran on a node without GPUs"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7")
+    with pytest.raises(IntegrationError, match=r"this node has 0 CUDA device\(s\) that torch 2.13.0\+cpu can use "
+                                               r"\(nvidia-smi: none; CUDA_VISIBLE_DEVICES='0,1,2,3,4,5,6,7'\), and the "
+                                               r"preflight trains on openrlhf.gpus_per_node = 8"):
+        preflight.run(tmp_path)
+    assert json.loads((tmp_path / "report.json").read_text())["failed"] == "no GPUs"
+    preflight.require_gpus(tmp_path, {**facts, "cuda_devices": 8}, 8)  # enough: nothing raised
+
+
 def test_the_training_command_and_environment(tmp_path):
     cmd = preflight.train_command(preflight.CONFIGS, tmp_path / "model", tmp_path / "run", "img.sif", "--nv --bind /x")
     assert cmd[1:6] == ["-m", "spade.cli", "train", "--backend", "openrlhf"]

@@ -128,6 +128,26 @@ def image_versions(image: str, apptainer_args: str, run=subprocess.run) -> dict:
     return json.loads(done.stdout)
 
 
+def require_gpus(out: Path, facts: dict, wanted: int) -> None:
+    """The point where the preflight needs real GPUs: torch on this node must see ``wanted`` CUDA devices
+    (openrlhf.gpus_per_node). A node without them (a CPU node, a SLURM job whose GPUs are not real, as on the local
+    cluster of scripts/local_slurm.sh) writes ``report.json`` and stops with what it found, before any model
+    download or engine start."""
+    from spade.io import atomic_write_json
+
+    seen = facts.get("cuda_devices") or 0
+    if seen >= wanted:
+        return
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    atomic_write_json(out / "report.json", {"failed": "no GPUs", "cuda_devices": seen, "wanted": wanted,
+                                            "cuda_visible_devices": visible, "gpus": facts.get("gpus")})
+    raise IntegrationError(
+        f"this node has {seen} CUDA device(s) that torch {facts['packages'].get('torch')} can use "
+        f"(nvidia-smi: {facts.get('gpus') or 'none'}; CUDA_VISIBLE_DEVICES={visible!r}), and the preflight trains on "
+        f"openrlhf.gpus_per_node = {wanted}. Run it on a GPU node of the cluster (snakemake --profile slurm "
+        f"preflight); {out / 'versions.json'} records what this node has")
+
+
 def run_guards(config, out: Path, facts: dict, env: dict, ptrace_scope: Path = PTRACE_SCOPE,
                pid_max: Path = PID_MAX) -> list:
     """The environment guards for the training's environment ``env`` on this node, with the vLLM and NCCL versions
@@ -183,6 +203,7 @@ def run(out: Path, configs=CONFIGS, image: str = "", apptainer_args: str = "--nv
     out.mkdir(parents=True, exist_ok=True)
     facts = image_versions(image, apptainer_args) if image else versions()
     atomic_write_json(out / "versions.json", facts)
+    require_gpus(out, facts, placement.gpus_per_node)
     records, run_dir = out / "records", out / "run"
     guards = run_guards(config, out, facts, environment(records))
     moe = moe_step(out, image, apptainer_args)
