@@ -11,9 +11,9 @@ rule preflight:
     returned, finite KL diagnostics) and versions.json the node's GPU, driver, CUDA, NCCL, InfiniBand and packages.
     """
     input:
-        PREFLIGHT_CONFIGS,
-        "configs/models/qwen3-0.6b.yaml",
-        "configs/openrlhf/qwen3-0.6b.yaml",
+        [repo_path(path) for path in PREFLIGHT_CONFIGS],  # from the repository root, so that --directory works
+        repo_path("configs/models/qwen3-0.6b.yaml"),
+        repo_path("configs/openrlhf/qwen3-0.6b.yaml"),
     output:
         report=f"{OUT.preflight_dir}/report.json",
         versions=f"{OUT.preflight_dir}/versions.json",

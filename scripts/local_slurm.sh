@@ -31,6 +31,7 @@ set -euo pipefail
 export PATH="$PATH:/usr/sbin:/sbin"
 
 STATE="${SPADE_SLURM_DIR:-/tmp/spade-slurm}"
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ETC=/etc/slurm
 HEADER="# Written by spade scripts/local_slurm.sh; regenerated at each start (do not edit)."
 CLUSTER=spade
@@ -56,7 +57,7 @@ alive() {
   local pid arg0
   pid="$(pid_of "$1")"
   [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-  arg0="$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n 1)" || return 1
+  arg0="$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | head -n 1)" || return 1
   [ "$(basename -- "$arg0")" = "$(binary_of "$1")" ]
 }
 # the daemons a mode runs, in start order
@@ -411,6 +412,19 @@ start() {
     alive "$name" || fail_start "$name is not running" "$name"
   done
   say "started in $(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}') s (accounting=$accounting, nodes=$nodes; partitions $GPU_PARTITION, $CPU_PARTITION; account $([ "$accounting" = 1 ] && echo "$ACCOUNT" || echo none); state and logs in $STATE)"
+  write_profile
+}
+
+# the cluster profile with the local overlay (profiles/local_slurm.yaml), at $STATE/profile (spade.cluster.profile)
+write_profile() {
+  local python="$REPO/.venv/bin/python" status=""
+  if [ ! -x "$python" ]; then
+    say "no $python (run ./setup.sh): the local profile is not written"
+    return 0
+  fi
+  PYTHONPATH="$REPO/src${PYTHONPATH:+:$PYTHONPATH}" "$python" -m spade.cluster.profile "$STATE/profile" >/dev/null
+  [ "$ACCOUNTING" = 1 ] || status=" --slurm-status-command squeue"
+  say "profile: snakemake --profile $STATE/profile$status --configfile <config> <target>   (docs/CLUSTER.md)"
 }
 
 # stop the daemons of the pid files (either mode); "quiet" keeps it short (used by a failed start)
@@ -441,7 +455,7 @@ do_stop() {
         sleep 0.5
       fi
       [ -n "$quiet" ] || say "stopped $name (pid $pid)"
-    elif [ -n "$pid" ] && [ -n "$(tr -d '\0' <"/proc/$pid/cmdline" 2>/dev/null)" ]; then  # (empty: exited, unreaped)
+    elif [ -n "$pid" ] && [ -n "$(tr -d '\0' 2>/dev/null <"/proc/$pid/cmdline")" ]; then  # (empty: exited, unreaped)
       echo "local_slurm.sh: pid $pid of $name's pid file now runs something else; not touched" >&2
     fi
     rm -f "$STATE/pids/$name.pid"

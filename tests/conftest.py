@@ -28,6 +28,16 @@ def pool():
         yield shared
 
 
+@pytest.fixture(scope="session")
+def slurm():
+    """The local SLURM cluster (tests/slurm_cluster.py): started at first use, stopped at the end of the session."""
+    from slurm_cluster import start_cluster
+
+    cluster = start_cluster()
+    yield cluster
+    cluster.script("stop", "--purge")
+
+
 def env_source(body: str, name: str = "Env") -> str:
     """A minimal valid game environment whose ``step`` body is ``body`` (indented 8 spaces)."""
     return f'''

@@ -1,5 +1,5 @@
 """No silent skips under CI (issue 30): with SPADE_NO_SKIP=1 (set by .ci/run) a test that skips for a reason that set-up
-could have helped (a package setup.sh installs, Chromium under SPADE_BROWSER=1, TeX under SPADE_LATEX=1) fails instead,
+could have helped (a package setup.sh installs, Chromium under SPADE_BROWSER=1, TeX under SPADE_LATEX=1, SLURM under SPADE_SLURM=1) fails instead,
 so a broken set-up turns the suite red rather than shrinking it. Only the skips listed in UNAVOIDABLE stay skips.
 
 A pytest plugin (registered by tests/conftest.py); ``skip_verdict`` is the pure decision, tested by hand."""
@@ -23,6 +23,7 @@ UNAVOIDABLE = {
 OPT_IN = {
     r"pdflatex": "SPADE_LATEX",
     r"chromium": "SPADE_BROWSER",
+    r"slurm": "SPADE_SLURM",
 }
 
 

@@ -61,16 +61,26 @@ def test_declared_and_allocated_are_compared_field_by_field():
     assert want == {"partition": "spade-gpu", "account": "spade-local", "nodes": 2, "gpus": 16, "minutes": 2880,
                     "mem_mb": 480000, "min_cpus": 128, "exclusive": True}
     got = {"Partition": "spade-gpu", "Account": "spade-local", "NNodes": "2", "Timelimit": "2-00:00:00",
+           "ReqTRES": "billing=2,cpu=2,gres/gpu=16,mem=960000M,node=2",
            "AllocTRES": "billing=128,cpu=128,gres/gpu=16,mem=960000M,node=2"}
     assert allocations.problems(job, want, got) == []
-    one_node = {**got, "NNodes": "1", "AllocTRES": "cpu=64,gres/gpu=8,mem=480000M,node=1"}
+    one_node = {**got, "NNodes": "1", "ReqTRES": "cpu=1,gres/gpu=8,mem=480000M,node=1",
+                "AllocTRES": "cpu=64,gres/gpu=8,mem=480000M,node=1"}
     assert allocations.problems(job, want, one_node) == [
         "job 12 (rule train, spade_games_30b): nodes 1, declared 2",
         "job 12 (rule train, spade_games_30b): gpus 8, declared 16",
-        "job 12 (rule train, spade_games_30b): 64 CPUs, declared at least 128",
-        "job 12 (rule train, spade_games_30b): memory 480000M, declared 480000 MB per node x 2"]
+        "job 12 (rule train, spade_games_30b): 8 GPUs allocated, declared 16",
+        "job 12 (rule train, spade_games_30b): 64 CPUs allocated, declared at least 128",
+        "job 12 (rule train, spade_games_30b): memory 480000M allocated, declared 480000 MB per node x 2"]
     evaluate = allocations.declared(local, "evaluate")
     assert (evaluate["gpus"], evaluate["min_cpus"], evaluate["minutes"]) == (1, 16, 240)
+    one_gpu = {"Partition": "spade-gpu", "Account": "spade-local", "NNodes": "1", "Timelimit": "04:00:00",
+               "ReqTRES": "billing=1,cpu=1,gres/gpu=1,mem=125G,node=1",
+               "AllocTRES": "billing=16,cpu=16,gres/gpu=1,mem=125G,node=1"}
+    assert allocations.problems(job, evaluate, one_gpu) == []  # sacct's own rows of an evaluate job
+    more = {**one_gpu, "AllocTRES": "billing=16,cpu=32,gres/gpu=2,mem=125G,node=1"}  # not exclusive: exactly
+    assert [text.split(": ", 1)[1] for text in allocations.problems(job, evaluate, more)] == [
+        "2 GPUs allocated, declared 1", "32 CPUs allocated, declared 16"]
     cpu_job = allocations.declared(local, "select_checkpoint")
     assert (cpu_job["partition"], cpu_job["gpus"], cpu_job["mem_mb"], cpu_job["minutes"]) == ("spade-cpu", 0, 4000, 30)
 

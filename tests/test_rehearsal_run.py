@@ -35,20 +35,29 @@ SUBSET = {  # run -> (family, whether its designer trains)
 
 
 @pytest.fixture(scope="module")
-def subset(tmp_path_factory):
+def subset(tmp_path_factory, request):
+    """The subset's rehearsal_table, submitted through the cluster profile to the local SLURM (tests/slurm_cluster.py)
+    where its packages are installed (CI: SPADE_SLURM=1), else with Snakemake's local executor."""
     directory = tmp_path_factory.mktemp("rehearsal_subset")
     data = load_yaml(ROOT / "configs/rehearsal.yaml")
     data["runs"] = [f"configs/paper/{run}.yaml" for run in SUBSET]
     data["rehearsal"]["runs"] = {run: v for run, v in data["rehearsal"]["runs"].items() if run in SUBSET}
     config = directory / "rehearsal_subset.yaml"
     config.write_text(yaml.safe_dump(data))
-    done = subprocess.run([sys.executable, "-m", "snakemake", "-c2", "--configfile", str(config), "--directory",
-                           str(directory), "rehearsal_table"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=1800)
+    try:
+        slurm = request.getfixturevalue("slurm")
+    except pytest.skip.Exception:
+        slurm = None
+    target = ["--configfile", str(config), "--", "rehearsal_table"]
+    if slurm is not None:
+        done = slurm.snakemake(directory, *target, timeout=2400)
+    else:
+        done = subprocess.run(["timeout", "-s", "KILL", "2400", sys.executable, "-m", "snakemake", "-c2",
+                               "--directory", str(directory), *target], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = directory / "results" / "rehearsal"
     reports = {run: json.loads((out / "rehearsal" / f"{run}.json").read_text()) for run in SUBSET}
-    return {"directory": directory, "out": out, "reports": reports, "config": config,
+    return {"directory": directory, "out": out, "reports": reports, "config": config, "slurm": slurm,
             "table": (out / "tables" / "rehearsal.md").read_text()}
 
 
@@ -81,6 +90,33 @@ def test_the_moe_run_synced_its_experts_and_the_tool_use_run_screened_its_design
     lines = [json.loads(line) for line in (subset["out"] / "runs" / "spade_tool_use_8b" / "metrics.jsonl")
              .read_text().splitlines()]
     assert sum(lines[0]["screen_verdicts"].values()) > 0  # the policy screened the designs (the LLM screen)
+
+
+def test_through_slurm_each_train_job_got_its_runs_placement_and_started_ray_with_srun(subset):
+    """(Local SLURM only.) Every job got what the cluster profile and, for `train`, its run's OpenRLHF placement
+    declare (one node, openrlhf.gpus_per_node GPUs; spade.cluster.allocations), and each train job's launch script
+    started its Ray node as a job step (srun) inside the allocation, as on a cluster."""
+    if subset["slurm"] is None:
+        pytest.skip("the subset ran without the local slurm cluster (SPADE_SLURM=1 ./setup.sh installs it)")
+    from spade.cluster import allocations
+    from spade.config import load_config
+    from spade.rlhf.config import resolve_openrlhf
+
+    def placement(job):
+        if job.rule != "train":
+            return 1, 0
+        orl = resolve_openrlhf(load_config(next((subset["out"] / "configs").glob(f"{job.wildcards}-*.yaml"))))
+        return orl.num_nodes, orl.gpus_per_node
+
+    profile = yaml.safe_load((subset["slurm"].profile / "config.yaml").read_text())
+    rows = allocations.check(subset["directory"], profile, placement)
+    trains = [row for row in rows if row["rule"] == "train"]
+    assert sorted(row["wildcards"] for row in trains) == sorted(SUBSET)
+    assert all("gres/gpu=1," in row["allocated"]["ReqTRES"] for row in trains)
+    for row in trains:
+        steps = subprocess.run(["sacct", "-n", "-P", "-j", row["job_id"], "-o", "JobID,JobName"], capture_output=True,
+                               text=True, timeout=60, check=True).stdout.split()
+        assert any(step.split("|")[1] == "ray" for step in steps if "." in step.split("|")[0]), (row, steps)
 
 
 def report_of(subset, run: str, tmp_path: Path, tamper) -> dict:
