@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-SACCT_FIELDS = ("JobID", "JobName", "Partition", "Account", "NNodes", "AllocTRES", "Timelimit", "State")
+SACCT_FIELDS = ("JobID", "JobName", "Partition", "Account", "NNodes", "ReqTRES", "AllocTRES", "Timelimit", "State")
 LOG_DIR = Path(".snakemake") / "slurm_logs"
 
 
@@ -101,17 +101,21 @@ def declared(profile: dict, rule: str, nodes: int = 1, gpus_per_node: int = 0) -
 
 
 def problems(job: SlurmJob, want: dict, got: dict) -> list[str]:
-    """Each difference between ``want`` (``declared``) and ``got`` (a ``sacct`` row), as a sentence."""
-    alloc = tres(got["AllocTRES"])
+    """Each difference between ``want`` (``declared``) and ``got`` (a ``sacct`` row), as a sentence. The GPUs asked
+    (ReqTRES) must be the declared ones; a job of ``--exclusive`` is then given its nodes' every CPU and GPU
+    (AllocTRES at least the declared), any other job exactly what it declared (CPUs: ``cpus_per_gpu`` x GPUs)."""
+    asked, alloc = tres(got["ReqTRES"]), tres(got["AllocTRES"])
     seen = {"partition": got["Partition"], "account": got["Account"], "nodes": int(got["NNodes"]),
-            "gpus": int(alloc.get("gres/gpu", 0)), "minutes": minutes(got["Timelimit"])}
+            "gpus": int(asked.get("gres/gpu", 0)), "minutes": minutes(got["Timelimit"])}
     found = [f"{key} {seen[key]!r}, declared {want[key]!r}" for key in seen if seen[key] != want[key]]
-    cpus = int(alloc.get("cpu", 0))
-    if cpus < want["min_cpus"]:
-        found.append(f"{cpus} CPUs, declared at least {want['min_cpus']}")
+    gpus, cpus = int(alloc.get("gres/gpu", 0)), int(alloc.get("cpu", 0))
+    if gpus < want["gpus"] or (gpus != want["gpus"] and not want["exclusive"]):
+        found.append(f"{gpus} GPUs allocated, declared {want['gpus']}")
+    if cpus < want["min_cpus"] or (want["gpus"] and cpus != want["min_cpus"] and not want["exclusive"]):
+        found.append(f"{cpus} CPUs allocated, declared {'at least ' if want['exclusive'] else ''}{want['min_cpus']}")
     mem = megabytes(alloc.get("mem", "0"))
-    if mem < want["mem_mb"] * want["nodes"]:
-        found.append(f"memory {alloc.get('mem')}, declared {want['mem_mb']} MB per node x {want['nodes']}")
+    if mem != want["mem_mb"] * want["nodes"]:
+        found.append(f"memory {alloc.get('mem')} allocated, declared {want['mem_mb']} MB per node x {want['nodes']}")
     return [f"job {job.job_id} (rule {job.rule}, {job.wildcards or 'no wildcards'}): {text}" for text in found]
 
 
