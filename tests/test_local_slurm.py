@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -150,3 +151,30 @@ def test_without_accounting_the_profile_runs_and_a_sacct_status_command_stops_at
         assert "slurm-status-command: squeue" in output and "has been submitted" not in output
     finally:
         slurm.restart()
+
+
+def test_a_killed_launch_inside_a_job_leaves_no_job_step_behind(slurm, tmp_path):
+    """The rehearsal kills a launch mid-run and starts the next one in the same job. Its Ray nodes are job steps
+    (srun), whose processes outlive a killed srun client; run_session cancels the steps the killed session started
+    (without it the next launch found the killed one's Ray head on its port: seen in the rehearsal under this
+    cluster)."""
+    tmp_path.chmod(0o755)
+    job = tmp_path / "job.sh"
+    job.write_text(f"""#!/bin/bash
+cd {tmp_path}
+{sys.executable} - <<'PY'
+import json, os, subprocess
+from spade.rlhf.cpu.session import run_session
+script = "srun --overlap -n1 -J probe sleep 300 & sleep 3; echo '{{}}' >> metrics.jsonl; echo '{{}}' >> metrics.jsonl; wait"
+result = run_session(["bash", "-c", script], dict(os.environ), ".", kill_after_step=1, timeout_s=120)
+steps = subprocess.run(["squeue", "-h", "-s", "-j", os.environ["SLURM_JOB_ID"], "-o", "%i %j"], capture_output=True,
+                       text=True).stdout.split("\\n")
+json.dump({{"result": result, "steps": [line for line in steps if line]}}, open("out.json", "w"))
+PY
+""")
+    done = subprocess.run(["timeout", "-s", "KILL", "300", "sbatch", "--wait", "-p", "spade-cpu", "-A", "spade-local",
+                           "-o", str(tmp_path / "slurm.out"), str(job)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr + (tmp_path / "slurm.out").read_text()
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["result"]["killed"] and len(out["result"]["steps_cancelled"]) == 1, out
+    assert [step.split()[1] for step in out["steps"]] == ["batch"], out  # the probe step is gone
