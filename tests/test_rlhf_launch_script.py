@@ -64,6 +64,11 @@ FAKE_TOOL=scontrol log "$@"
 [ "$1 $2" = "show hostnames" ] || exit 1
 printf '%s\n' $FAKE_NODES
 ''',
+    # squeue -h -j JOB -o "%N %C %D": the allocation's node list, CPUs in all and node count, as the controller has it
+    "squeue": r'''
+FAKE_TOOL=squeue log "$@"
+echo "$FAKE_SQUEUE"
+''',
     # apptainer exec [options] IMAGE command...: run the command "inside" the image
     "apptainer": r'''
 FAKE_TOOL=apptainer log "$@"
@@ -151,8 +156,11 @@ def run_script(tmp_path, config, env: dict, image: str = "containers/spade-gpu.s
     return done, calls
 
 
-SLURM_2 = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "gpu[01-02]", "SLURMD_NODENAME": "gpu01",
-           "SLURM_JOB_CPUS_PER_NODE": "64(x2)", "FAKE_NODES": "gpu01 gpu02"}
+# the environment of the rule's job step, as the executor plugin's `srun -n1` gives it (seen on a real SLURM 22.05 with
+# two nodes): SLURM_JOB_NODELIST names the step's one node, SLURMD_NODENAME and SLURM_JOB_CPUS_PER_NODE are unset;
+# the allocation's nodes and CPUs come from the controller (squeue)
+SLURM_2 = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "gpu01", "SLURM_STEP_NODELIST": "gpu01",
+           "SLURM_NODELIST": "gpu[01-02]", "FAKE_SQUEUE": "gpu[01-02] 128 2", "FAKE_NODES": "gpu01 gpu02"}
 
 
 @pytest.fixture(scope="module")
@@ -220,8 +228,8 @@ def test_the_driver_waits_for_a_worker_node_that_starts_late(tmp_path, config_30
 
 
 def test_two_node_launch_refuses_a_smaller_allocation_and_no_slurm(tmp_path, config_30b):
-    done, calls = run_script(tmp_path, config_30b, {**SLURM_2, "FAKE_NODES": "gpu01"})
-    assert done.returncode == 2 and "the allocation has 1 node(s), openrlhf.num_nodes wants 2" in done.stderr
+    done, calls = run_script(tmp_path, config_30b, {**SLURM_2, "FAKE_SQUEUE": "gpu01 64 1", "FAKE_NODES": "gpu01"})
+    assert done.returncode == 2 and "the allocation has 1 node(s) (gpu01), openrlhf.num_nodes wants 2" in done.stderr
     assert not [c for c in calls if c["tool"] in ("ray", "python")]
     for log in ("calls.jsonl", "calls.jsonl.cluster"):
         (tmp_path / log).unlink(missing_ok=True)
@@ -262,7 +270,7 @@ def test_ray_job_submit_carries_the_run_environment(tmp_path):
 def test_single_node_in_slurm_binds_the_head_to_the_gpus(tmp_path):
     config = load_config(CONFIG_DIR / "paper" / "spade_games_4b.yaml")
     env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "gpu07", "SLURMD_NODENAME": "gpu07",
-           "SLURM_JOB_CPUS_PER_NODE": "96", "FAKE_NODES": "gpu07"}
+           "SLURM_JOB_CPUS_PER_NODE": "96", "FAKE_SQUEUE": "gpu07 96 1", "FAKE_NODES": "gpu07"}
     done, calls = run_script(tmp_path, config, env)
     assert done.returncode == 0, done.stderr
     (srun,) = [c for c in calls if c["tool"] == "srun"]

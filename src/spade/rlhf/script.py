@@ -166,14 +166,17 @@ engine(s) x TP {orl.vllm_tensor_parallel_size}; colocate_all {orl.colocate_all_m
         if [ -n "${{SLURM_JOB_ID:-}}" ]; then
           # one srun step per Ray node, bound to the node's GPUs, CPUs and memory (the job step this script runs in
           # has only what Snakemake's job step asked for); --overlap: steps share the job's resources
-          mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+          # the allocation's nodes and CPUs from the controller: inside Snakemake's job step (the executor plugin runs
+          # the rule with srun) SLURM_JOB_NODELIST is that step's one node and SLURM_JOB_CPUS_PER_NODE and
+          # SLURMD_NODENAME are unset (seen on a real SLURM 22.05, scripts/local_slurm.sh --nodes 2)
+          read -r JOB_NODES JOB_CPUS JOB_NNODES < <(squeue -h -j "$SLURM_JOB_ID" -o "%N %C %D")
+          mapfile -t NODES < <(scontrol show hostnames "$JOB_NODES")
           if [ "${{#NODES[@]}}" -lt "$NODES_WANTED" ]; then
-            echo "the allocation has ${{#NODES[@]}} node(s), openrlhf.num_nodes wants $NODES_WANTED" >&2
+            echo "the allocation has ${{#NODES[@]}} node(s) ($JOB_NODES), openrlhf.num_nodes wants $NODES_WANTED" >&2
             exit 2
           fi
-          HERE=${{SLURMD_NODENAME:-$(hostname -s)}}
-          CPUS_PER_NODE=${{SLURM_JOB_CPUS_PER_NODE:-$(nproc)}}  # e.g. "64(x2)" or "64,32": this node's count first
-          CPUS_PER_NODE=${{CPUS_PER_NODE%%[(,]*}}
+          HERE=${{SLURMD_NODENAME:-${{SLURM_STEP_NODELIST:-$(hostname -s)}}}}  # this step's one node
+          CPUS_PER_NODE=$((JOB_CPUS / JOB_NNODES))
           STEP=(srun --overlap --nodes=1 --ntasks=1 --cpus-per-task="$CPUS_PER_NODE" --gres=gpu:"$GPUS_PER_NODE" --mem=0)
           WORKERS=()
           for node in "${{NODES[@]}}"; do if [ "$node" != "$HERE" ]; then WORKERS+=("$node"); fi; done
