@@ -26,6 +26,7 @@ from spade.configtools import load_yaml  # noqa: E402
 from spade.rlhf import rehearsal  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+TWO_NODES = "spade_games_30b"  # under the local SLURM: trained on two nodes (openrlhf.num_nodes 2), as on a cluster
 SUBSET = {  # run -> (family, whether its designer trains)
     "spade_games_4b": ("qwen3", True),
     "spade_games_30b": ("qwen3_moe", True),
@@ -42,15 +43,21 @@ def subset(tmp_path_factory, request):
     data = load_yaml(ROOT / "configs/rehearsal.yaml")
     data["runs"] = [f"configs/paper/{run}.yaml" for run in SUBSET]
     data["rehearsal"]["runs"] = {run: v for run, v in data["rehearsal"]["runs"].items() if run in SUBSET}
-    config = directory / "rehearsal_subset.yaml"
-    config.write_text(yaml.safe_dump(data))
     try:
         slurm = request.getfixturevalue("slurm")
     except pytest.skip.Exception:
         slurm = None
+    if slurm is not None:  # two nodes, as the paper's 30B placement asks: its run trains on both
+        data["rehearsal"]["runs"].setdefault(TWO_NODES, {})["openrlhf"] = {"num_nodes": 2}
+    config = directory / "rehearsal_subset.yaml"
+    config.write_text(yaml.safe_dump(data))
     target = ["--configfile", str(config), "--", "rehearsal_table"]
     if slurm is not None:
-        done = slurm.snakemake(directory, *target, timeout=2400)
+        slurm.restart("--nodes", "2")  # scripts/local_slurm.sh: two slurmd on this machine, n1 and n2
+        try:
+            done = slurm.snakemake(directory, *target, timeout=2400)
+        finally:
+            slurm.restart()
     else:
         done = subprocess.run(["timeout", "-s", "KILL", "2400", sys.executable, "-m", "snakemake", "-c2",
                                "--directory", str(directory), *target], cwd=ROOT, capture_output=True, text=True)
@@ -94,8 +101,9 @@ def test_the_moe_run_synced_its_experts_and_the_tool_use_run_screened_its_design
 
 def test_through_slurm_each_train_job_got_its_runs_placement_and_started_ray_with_srun(subset):
     """(Local SLURM only.) Every job got what the cluster profile and, for `train`, its run's OpenRLHF placement
-    declare (one node, openrlhf.gpus_per_node GPUs; spade.cluster.allocations), and each train job's launch script
-    started its Ray node as a job step (srun) inside the allocation, as on a cluster."""
+    declare (openrlhf.num_nodes nodes with openrlhf.gpus_per_node GPUs each; spade.cluster.allocations), and each
+    train job's launch script started one Ray node per node of its allocation as a job step (srun): the 30B run's
+    on both nodes, as the paper's two-node placement does on a cluster."""
     if subset["slurm"] is None:
         pytest.skip("the subset ran without the local slurm cluster (SPADE_SLURM=1 ./setup.sh installs it)")
     from spade.cluster import allocations
@@ -114,9 +122,13 @@ def test_through_slurm_each_train_job_got_its_runs_placement_and_started_ray_wit
     assert sorted(row["wildcards"] for row in trains) == sorted(SUBSET)
     assert all("gres/gpu=1," in row["allocated"]["ReqTRES"] for row in trains)
     for row in trains:
-        steps = subprocess.run(["sacct", "-n", "-P", "-j", row["job_id"], "-o", "JobID,JobName"], capture_output=True,
-                               text=True, timeout=60, check=True).stdout.split()
-        assert any(step.split("|")[1] == "ray" for step in steps if "." in step.split("|")[0]), (row, steps)
+        steps = [line.split("|") for line in subprocess.run(
+            ["sacct", "-n", "-P", "-j", row["job_id"], "-o", "JobID,JobName,NodeList"], capture_output=True, text=True,
+            timeout=60, check=True).stdout.split()]
+        ray_nodes = {node for step, name, node in steps if "." in step and name in ("ray", "bash")}
+        two = row["wildcards"] == TWO_NODES
+        assert int(row["allocated"]["NNodes"]) == (2 if two else 1), row
+        assert len(ray_nodes) == (2 if two else 1), (row, steps)  # a head (ray), and a worker (bash -c) per node
 
 
 def report_of(subset, run: str, tmp_path: Path, tamper) -> dict:

@@ -215,7 +215,8 @@ def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_a
                               "in an image; drop --image or set openrlhf.cpu: false")
         from spade.rlhf.cpu import environment
 
-        os.environ.update(environment())  # what the checks below, the launch script and every Ray process inherit
+        os.environ.update(environment(nodes=orl.num_nodes))  # what the checks below, the launch script and every Ray
+        # process inherit
     runtime = _runtime(run_dir, model_dir, corpus_path, image, apptainer_args)
     # on the CPU the vLLM build is on PYTHONPATH only, so the modules are looked for by a fresh interpreter
     missing = missing_gpu_modules(runtime if image or orl.cpu else None)

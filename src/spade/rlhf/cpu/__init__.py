@@ -25,10 +25,11 @@ from pathlib import Path
 SITE = Path(__file__).resolve().parent / "site"
 
 
-def environment(base: dict | None = None) -> dict:
+def environment(base: dict | None = None, nodes: int = 1) -> dict:
     """The process environment of the CPU run: ``site/`` first on ``PYTHONPATH`` (patches, flash_attn helpers), the
     real vLLM's folder after it with its CPU settings (``spade.rlhf.vllm_cpu``), DeepSpeed's CPU accelerator, Ray
-    kept on this machine."""
+    kept on this machine unless the run asks for more ``nodes`` (a rehearsal on the two slurmd of
+    ``scripts/local_slurm.sh start --nodes 2``, whose worker node must be let join)."""
     from spade.rlhf import vllm_cpu
 
     env = dict(os.environ if base is None else base)
@@ -36,7 +37,7 @@ def environment(base: dict | None = None) -> dict:
     env = vllm_cpu.environment({**env, "PYTHONPATH": os.pathsep.join(paths)})
     env.update({
         "DS_ACCELERATOR": "cpu",  # DeepSpeed's CPU accelerator: gloo process groups, no IPEX needed
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1" if nodes > 1 else "0",  # Ray's switch for worker nodes joining
         "RAY_DISABLE_USAGE_STATS": "1",
         "TOKENIZERS_PARALLELISM": "false",
         "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"),  # several actors share 2 cores
