@@ -120,7 +120,9 @@ def test_through_slurm_each_train_job_got_its_runs_placement_and_started_ray_wit
     rows = allocations.check(subset["directory"], profile, placement)
     trains = [row for row in rows if row["rule"] == "train"]
     assert sorted(row["wildcards"] for row in trains) == sorted(SUBSET)
-    assert all("gres/gpu=1," in row["allocated"]["ReqTRES"] for row in trains)
+    # one (fake) GPU per node asked, as the rehearsal's placement says (the profile's --exclusive then gives all 8)
+    assert all(allocations.tres(row["allocated"]["ReqTRES"])["gres/gpu"] == row["allocated"]["NNodes"]
+               for row in trains), trains
     for row in trains:
         steps = [line.split("|") for line in subprocess.run(
             ["sacct", "-n", "-P", "-j", row["job_id"], "-o", "JobID,JobName,NodeList"], capture_output=True, text=True,
