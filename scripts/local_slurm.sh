@@ -166,9 +166,10 @@ write_configs() {  # accounting, nodes
   local accounting="$1" nodes="$2" nodelist i
   install -d -m 755 "$ETC"
   # Node claims: 2 x 32 cores and 500,000 MB, what the profile's train job asks one node for (8 GPUs x 8 CPUs, 480,000
-  # MB, 48 h, --exclusive); an evaluate job asks 1 GPU x 16 CPUs, 128,000 MB, 4 h, so three run at once on this machine
-  # of 2 real cores (claims are not checked against the hardware: SlurmdParameters=config_overrides). 8 GPUs: character devices of NVIDIA's
-  # major number 195 (slurmd drops a GPU without a device file); nothing ever opens them.
+  # MB, 48 h, --exclusive); an evaluate job asks 1 GPU x 16 CPUs, 128,000 MB, 4 h, so three run at once on this
+  # machine of 2 real cores (claims are not checked against the hardware: SlurmdParameters=config_overrides).
+  # 8 GPUs: character devices of NVIDIA's major number 195 (slurmd drops a GPU without a device file); nothing ever
+  # opens them.
   local node_attrs="CPUs=64 Sockets=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=500000 Gres=gpu:8 State=UNKNOWN"
   {
     echo "$HEADER"

@@ -97,7 +97,8 @@ def test_a_cancelled_train_job_is_resubmitted_and_resumes_from_its_checkpoint(sl
     steps = [json.loads(line)["step"] for line in
              (workdir / "results" / "runs" / "tiny_cut" / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(16))
-    resubmitted = [job for job in allocations.slurm_jobs(workdir) if job.rule == "train" and job.wildcards == "tiny_cut"]
+    resubmitted = [job for job in allocations.slurm_jobs(workdir)
+                   if job.rule == "train" and job.wildcards == "tiny_cut"]
     assert len(resubmitted) == len(jobs) + 1
 
 
@@ -165,7 +166,8 @@ cd {tmp_path}
 {sys.executable} - <<'PY'
 import json, os, subprocess
 from spade.rlhf.cpu.session import run_session
-script = "srun --overlap -n1 -J probe sleep 300 & sleep 3; echo '{{}}' >> metrics.jsonl; echo '{{}}' >> metrics.jsonl; wait"
+script = ("srun --overlap -n1 -J probe sleep 300 & sleep 3; "
+          "echo '{{}}' >> metrics.jsonl; echo '{{}}' >> metrics.jsonl; wait")
 result = run_session(["bash", "-c", script], dict(os.environ), ".", kill_after_step=1, timeout_s=120)
 steps = subprocess.run(["squeue", "-h", "-s", "-j", os.environ["SLURM_JOB_ID"], "-o", "%i %j"], capture_output=True,
                        text=True).stdout.split("\\n")
