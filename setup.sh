@@ -85,27 +85,29 @@ fi
 "${PIP[@]}" --no-deps cffconvert==2.0.0 pykwalify==1.8.0 ruamel.yaml==0.19.1
 # the SLURM executor for `snakemake --profile slurm` (its declared dependencies are already met by our pins)
 "${PIP[@]}" --no-deps snakemake-executor-plugin-slurm==2.8.0 snakemake-executor-plugin-slurm-jobstep==0.6.1
+# The optional Debian/Ubuntu packages below: `apt_install VARIABLE WHAT PACKAGE...` installs them with apt-get as root
+# (refreshing the package lists only when the first try fails), or stops naming the variable and what to install.
+apt_install() {
+  local variable="$1" what="$2"
+  shift 2
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "setup.sh: $variable=1 installs $* with apt-get as root; install $what yourself here" >&2
+    exit 1
+  fi
+  apt-get install -y -qq --no-install-recommends "$@" >/dev/null \
+    || { apt-get update -qq && apt-get install -y -qq --no-install-recommends "$@" >/dev/null; }
+}
 # SPADE_LATEX=1: also a LaTeX engine, for `snakemake paper`'s PDF and tests/test_paper_pdf.py (TeX Live from the
 # Debian/Ubuntu packages, about 25 s; needs apt-get as root), with latexmk, the default of config key paper.latex_engine
 TEXLIVE=(texlive-latex-base texlive-latex-recommended texlive-fonts-recommended latexmk)
 if [ "${SPADE_LATEX:-0}" = 1 ] && ! { command -v pdflatex && command -v latexmk; } >/dev/null 2>&1; then
-  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    echo "setup.sh: SPADE_LATEX=1 installs ${TEXLIVE[*]} with apt-get as root; install TeX Live yourself here" >&2
-    exit 1
-  fi
-  apt-get install -y -qq --no-install-recommends "${TEXLIVE[@]}" >/dev/null \
-    || { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${TEXLIVE[@]}" >/dev/null; }
+  apt_install SPADE_LATEX "TeX Live" "${TEXLIVE[@]}"
   echo "setup.sh: installed $(pdflatex --version | head -n 1), $(latexmk --version | grep -m1 -o 'Version.*')"
 fi
 # SPADE_BROWSER=1: also Chromium (the Debian/Ubuntu package; needs apt-get as root), for the headless check of the
 # environment pages (python -m spade.browser_check, tests/test_env_browser.py, which is skipped without it)
 if [ "${SPADE_BROWSER:-0}" = 1 ] && ! { command -v chromium || command -v chromium-browser; } >/dev/null 2>&1; then
-  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    echo "setup.sh: SPADE_BROWSER=1 installs chromium with apt-get as root; install Chromium yourself here" >&2
-    exit 1
-  fi
-  apt-get install -y -qq --no-install-recommends chromium >/dev/null \
-    || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+  apt_install SPADE_BROWSER Chromium chromium
   echo "setup.sh: installed $(chromium --version 2>/dev/null | head -n 1)"
 fi
 # SPADE_SLURM=1: also SLURM 22.05 with accounting from the Debian packages (about 12 s; needs apt-get as root), for
@@ -114,12 +116,7 @@ fi
 SLURM_PACKAGES=(slurmctld slurmd slurm-client munge mariadb-server slurmdbd)
 if [ "${SPADE_SLURM:-0}" = 1 ] && ! ( PATH="$PATH:/usr/sbin:/sbin"
     for b in slurmctld slurmd sbatch munged slurmdbd mariadbd; do command -v "$b" || exit 1; done ) >/dev/null 2>&1; then
-  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    echo "setup.sh: SPADE_SLURM=1 installs ${SLURM_PACKAGES[*]} with apt-get as root; install SLURM yourself here" >&2
-    exit 1
-  fi
-  apt-get install -y -qq --no-install-recommends "${SLURM_PACKAGES[@]}" >/dev/null \
-    || { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${SLURM_PACKAGES[@]}" >/dev/null; }
+  apt_install SPADE_SLURM SLURM "${SLURM_PACKAGES[@]}"
   echo "setup.sh: installed $(/usr/sbin/slurmctld -V), $(/usr/sbin/mariadbd --version | grep -o 'Ver [^ ]*')"
 fi
 .venv/bin/python - <<'PY'
