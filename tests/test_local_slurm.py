@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from spade.cluster import allocations
+from test_pipeline import TINY  # the tiny toy config of the local pipeline test
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = (ROOT / "tests" / "test_pipeline.py").read_text().split('TINY = """', 1)[1].split('"""', 1)[0]
 SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)\.")
 
 
