@@ -22,6 +22,25 @@ def pytest_sessionstart(session):
         pytest.exit(f"the tests need the bwrap sandbox (user namespaces), which cannot start here: {exc}", 3)
 
 
+# The suite runs in two processes (pyproject addopts: -n 2 --dist loadgroup --no-loadscope-reorder), each test file
+# a unit of work that one process runs whole (its module fixtures, such as test_pipeline's toy run, are made once).
+# These files run in one process, one after another, ahead of every other file: the first two share the local SLURM
+# cluster (one per machine), and all three train through OpenRLHF, Ray, vLLM and DeepSpeed (two such trainings at
+# once besides the other process would slow each other past their timeouts on 2 cores). Together they are the suite's
+# longest path (about 30 min alone), so they start first while the other process takes every other file.
+ENGINE_FILES = ("test_local_slurm.py", "test_rehearsal_run.py", "test_integration_openrlhf.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Group the tests for pytest-xdist's loadgroup (read after this hook): ENGINE_FILES as one group, moved to the
+    front, and every other file as a group of its own."""
+    for item in items:
+        name = item.path.name
+        item.add_marker(pytest.mark.xdist_group("engines" if name in ENGINE_FILES else name.removesuffix(".py")))
+    items.sort(key=lambda item: item.path.name not in ENGINE_FILES)  # stable: each file keeps its order
+
+
 @pytest.fixture(scope="session")
 def pool():
     with SandboxPool(SandboxConfig(workers=2, limits=FAST_LIMITS)) as shared:
