@@ -320,3 +320,16 @@ def test_snakemake_env_cards_on_the_paper_config_trains_nothing(tmp_path):
     plan, jobs = _plan_env_cards(tmp_path, "configs/paper.yaml", "spade_games_30b", 400)
     assert sorted(rule for rule, _ in jobs if rule != "env_cards") == ["env_cards_of_run"]
     assert "wildcards: run=spade_games_30b" in plan and "--max-turns 25 " in plan
+
+
+def test_a_rehearsal_runs_pages_say_rehearsal_not_toy_scale(pool, tmp_path):
+    """A rehearsal run (summary.json "rehearsal": a paper run file on a tiny model) keeps its paper model card: its badge
+    says REHEARSAL, as its banner does. Mutation: the badge's fixed 'TOY SCALE' of before fails the first assert."""
+    run_dir = build_run(pool, tmp_path / "runs" / "spade_games_4b", model_card="qwen3-4b-instruct-2507", steps=4)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (run_dir / "summary.json").write_text(json.dumps({**summary, "rehearsal": {"model": "tiny-qwen3-4b"}}))
+    archive = env_cards_archive.load_run(run_dir)
+    page = env_cards_pages.render_cards_html(archive, env_cards_content.pick_cards(archive),
+                                             env_cards_content.no_replay(archive.envs), "environments.html", None)
+    assert '<span class="badge toy">REHEARSAL</span>' in page and "TOY SCALE" not in page
+    assert env_cards_content.scale_note(archive)[1].startswith("REHEARSAL")

@@ -43,7 +43,8 @@ import sys
 from pathlib import Path
 
 from spade.paper.env_cards_archive import load_run
-from spade.paper.env_cards_content import no_replay, pick_cards, replay_first_observations, scale_note
+from spade.paper.env_cards_content import (no_replay, pick_cards, replay_first_observations, scale_note,
+                                           scale_word_of)
 from spade.paper.env_cards_figure import render_figure
 from spade.paper.env_cards_pages import render_browser_html, render_cards_html
 from spade.paper.report import ReportInputError, run_script, sidecar_path, write_json_atomic
@@ -99,7 +100,7 @@ def render_run(run_dir: str | Path, figure: str | Path, cards_html: str | Path, 
                                not_recorded=not_recorded, replay_max_turns=max_turns if replay else None)
     write_json_atomic(sidecar_path(figure), record)
     return {"figure": outputs, "cards_html": cards_html, "browser_html": browser_html, "toy": toy,
-            "environments": len(archive.envs), "rejected": len(archive.rejected)}
+            "scale_word": scale_word_of(archive), "environments": len(archive.envs), "rejected": len(archive.rejected)}
 
 
 def main(argv=None) -> None:
@@ -117,7 +118,7 @@ def main(argv=None) -> None:
         parser.error(f"--max-turns must be >= 1, got {args.max_turns}")
     done = render_run(args.run_dir, args.figure, args.cards_html, args.browser_html, args.max_turns,
                       replay=not args.no_replay)
-    scale = "toy scale" if done["toy"] else "paper scale"
+    scale = done["scale_word"].lower() if done["toy"] else "paper scale"
     print(f"{args.run_dir}: {done['environments']} environment slots, {done['rejected']} rejected candidates "
           f"({scale})")
     for path in [*done["figure"], done["cards_html"], done["browser_html"]]:

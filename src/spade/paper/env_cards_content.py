@@ -35,6 +35,14 @@ def scale_note(archive: RunArchive) -> tuple[bool, str]:
     return True, banner([scale], backbones)
 
 
+def scale_word_of(archive: RunArchive) -> str:
+    """The word of a run off the paper's scale, as its banner says it: REHEARSAL for a rehearsal run, else TOY
+    SCALE (``spade.paper.scale.scale_word``)."""
+    from spade.paper.scale import RunScale, scale_word
+
+    return scale_word([RunScale(archive.run, archive.model_card, archive.total_steps, archive.rehearsal_model)])
+
+
 # ----- what a card shows ---------------------------------------------------------------------------------
 def phase_windows(total_steps: int) -> list:
     """[(phase, first step, end step)]: the run's steps cut into thirds (end exclusive)."""

@@ -15,8 +15,8 @@ import json
 
 from spade.paper.env_cards_archive import EnvRecord, Rejection, RunArchive
 from spade.paper.env_cards_content import (NOT_RECORDED, attempt_stage, card_fields, code_stats, corpus_text,
-                                           empty_phase_text, finite_number, observation_text, scale_note, set_diagnosis,
-                                           stage_text, steps_label, window_stats)
+                                           empty_phase_text, finite_number, observation_text, scale_note, scale_word_of,
+                                           set_diagnosis, stage_text, steps_label, window_stats)
 
 HIGHLIGHT_STYLE = "friendly"
 
@@ -98,7 +98,8 @@ def _page(title: str, body_attrs: dict, body: str, script: str = "") -> str:
 
 def _header(archive: RunArchive, title: str, links: str) -> str:
     toy, note = scale_note(archive)
-    badge = '<span class="badge toy">TOY SCALE</span>' if toy else '<span class="badge">paper scale</span>'
+    badge = (f'<span class="badge toy">{_e(scale_word_of(archive))}</span>' if toy
+             else '<span class="badge">paper scale</span>')
     scale = (f"{_e(archive.model_card or 'model unknown')}, "
              f"{_e(archive.total_steps if archive.total_steps is not None else 'unknown')} steps")
     return (f'<header class="top"><h1>{_e(title)}</h1><div>{badge}<span class="muted">run <strong>{_e(archive.run)}</strong> '
