@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from spade.sandbox import SandboxConfig, SandboxLimits, SandboxPool
@@ -22,23 +24,37 @@ def pytest_sessionstart(session):
         pytest.exit(f"the tests need the bwrap sandbox (user namespaces), which cannot start here: {exc}", 3)
 
 
-# The suite runs in two processes (pyproject addopts: -n 2 --dist loadgroup --no-loadscope-reorder), each test file
-# a unit of work that one process runs whole (its module fixtures, such as test_pipeline's toy run, are made once).
-# These files run in one process, one after another, ahead of every other file: the first two share the local SLURM
-# cluster (one per machine), and all three train through OpenRLHF, Ray, vLLM and DeepSpeed (two such trainings at
-# once besides the other process would slow each other past their timeouts on 2 cores). Together they are the suite's
-# longest path (about 30 min alone), so they start first while the other process takes every other file.
+# The suite runs in two processes (pyproject addopts: -n 2), each test file a unit of work that one process runs whole
+# (its module fixtures, such as test_pipeline's toy run, are made once). These files run in one process, one after
+# another, ahead of every other file: the first two share the local SLURM cluster (one per machine), and all three
+# train through OpenRLHF, Ray, vLLM and DeepSpeed. Together they are the suite's longest path (about 30 min alone), so
+# they start first while the other process takes the other files in turn.
 ENGINE_FILES = ("test_local_slurm.py", "test_rehearsal_run.py", "test_integration_openrlhf.py")
 
 
-@pytest.hookimpl(tryfirst=True)
+def work_unit(nodeid: str) -> str:
+    """The unit of work of a test for the two processes: its file, or 'engines' for the ENGINE_FILES."""
+    path = nodeid.split("::", 1)[0]
+    return "engines" if Path(path).name in ENGINE_FILES else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scheduling by scope, with work_unit as the scope, in collection order (the units are not
+    reordered by size). Not `--dist loadgroup`: pytest-xdist 3.8 marks a group in the test's node id, which pytest 9.2
+    no longer reads from the attribute it sets, so every test became a unit of its own."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return FileUnits(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Group the tests for pytest-xdist's loadgroup (read after this hook): ENGINE_FILES as one group, moved to the
-    front, and every other file as a group of its own."""
-    for item in items:
-        name = item.path.name
-        item.add_marker(pytest.mark.xdist_group("engines" if name in ENGINE_FILES else name.removesuffix(".py")))
-    items.sort(key=lambda item: item.path.name not in ENGINE_FILES)  # stable: each file keeps its order
+    """The ENGINE_FILES' tests first (a stable sort: every file keeps its order), so their unit starts at once."""
+    items.sort(key=lambda item: item.path.name not in ENGINE_FILES)
 
 
 @pytest.fixture(scope="session")
