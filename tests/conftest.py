@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -25,11 +27,12 @@ def pytest_sessionstart(session):
 
 
 # The suite runs in two processes (pyproject addopts: -n 2), each test file a unit of work that one process runs whole
-# (its module fixtures, such as test_pipeline's toy run, are made once). These files run in one process, one after
-# another, ahead of every other file: the first two share the local SLURM cluster (one per machine), and all three
-# train through OpenRLHF, Ray, vLLM and DeepSpeed. Together they are the suite's longest path (about 30 min alone), so
-# they start first while the other process takes the other files in turn.
-ENGINE_FILES = ("test_local_slurm.py", "test_rehearsal_run.py", "test_integration_openrlhf.py")
+# (its module fixtures are made once). These files run in one process, one after another, ahead of every other file:
+# three share the local SLURM cluster (one per machine) and the toy run made through it (``tiny_default``), and the
+# CPU integration run trains through OpenRLHF, Ray and vLLM as the rehearsal does (kept apart from it: two such
+# trainings beside the other process would crowd 2 cores). Together they are the suite's longest path, so they start
+# first while the other process takes the other files in turn.
+ENGINE_FILES = ("test_integration_openrlhf.py", "test_local_slurm.py", "test_pipeline.py", "test_rehearsal_run.py")
 
 
 def work_unit(nodeid: str) -> str:
@@ -71,6 +74,32 @@ def slurm():
     cluster = start_cluster()
     yield cluster
     cluster.script("stop", "--purge")
+
+
+@pytest.fixture(scope="session")
+def tiny_default(tmp_path_factory, request):
+    """The default target of test_pipeline's TINY config in a scratch folder, made once for tests/test_pipeline.py and
+    tests/test_local_slurm.py: through the cluster profile on the local SLURM where it runs (CI: SPADE_SLURM=1), else
+    with Snakemake's local executor (the README's command). (folder, the finished snakemake process, the cluster or
+    None)."""
+    from test_pipeline import ROOT, SNAKEMAKE, TINY
+
+    base = tmp_path_factory.mktemp("pipeline")
+    (base / "tiny.yaml").write_text(TINY)
+    try:
+        slurm = request.getfixturevalue("slurm")
+    except pytest.skip.Exception:
+        slurm = None
+    started = time.monotonic()
+    if slurm is not None:
+        done = slurm.snakemake(base, "--configfile", str(ROOT / "configs/default.yaml"), str(base / "tiny.yaml"))
+    else:
+        done = subprocess.run(["timeout", "-s", "KILL", "1500", *SNAKEMAKE, str(base / "tiny.yaml"), "--directory",
+                               str(base)], capture_output=True, text=True, cwd=ROOT)
+    where = "through the local SLURM" if slurm is not None else "with the local executor"
+    print(f"the tiny toy's default target {where}: {time.monotonic() - started:.0f} s")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
+    return base, done, slurm
 
 
 def env_source(body: str, name: str = "Env") -> str:

@@ -16,7 +16,6 @@ import pytest
 import yaml
 
 from spade.cluster import allocations
-from test_pipeline import TINY  # the tiny toy config of the local pipeline test
 
 pytestmark = pytest.mark.slow
 
@@ -29,14 +28,11 @@ def profile_of(slurm) -> dict:
 
 
 @pytest.fixture(scope="module")
-def toy(slurm, tmp_path_factory):
-    """The default target of the tiny toy config (tests/test_pipeline.py), every job through sbatch."""
-    workdir = tmp_path_factory.mktemp("toy_slurm")
-    (workdir / "tiny.yaml").write_text(TINY)
-    started = time.monotonic()
-    done = slurm.snakemake(workdir, "--configfile", str(ROOT / "configs/default.yaml"), str(workdir / "tiny.yaml"))
-    print(f"the toy's default target through the local SLURM: {time.monotonic() - started:.0f} s")
-    assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
+def toy(slurm, tiny_default):
+    """The default target of the tiny toy config (tests/test_pipeline.py), every job through sbatch: conftest's
+    ``tiny_default``, which test_pipeline.py's checks read too."""
+    workdir, done, cluster = tiny_default
+    assert cluster is slurm
     return {"workdir": workdir, "done": done}
 
 

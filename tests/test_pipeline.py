@@ -68,15 +68,12 @@ mechanism_check:  # the default target's mechanism check, 4 steps per run here (
 
 
 @pytest.fixture(scope="module")
-def tiny_pipeline(tmp_path_factory):
-    """The default target, then `eval_toy`, of the tiny config in a scratch folder, run once for the tests of this
-    module: (folder, the snakemake command of the config, the two finished processes)."""
-    base = tmp_path_factory.mktemp("pipeline")
-    tiny = base / "tiny.yaml"
-    tiny.write_text(TINY)
-    command = SNAKEMAKE + [str(tiny), "--directory", str(base)]
-    default = subprocess.run(command, capture_output=True, text=True, timeout=900)
-    assert default.returncode == 0, (default.stdout + default.stderr)[-4000:]
+def tiny_pipeline(tiny_default):
+    """The default target of the tiny config (conftest's ``tiny_default``: through the local SLURM in CI, where
+    tests/test_local_slurm.py checks its jobs, else with the local executor), then `eval_toy` with the local executor
+    in the same folder: (folder, the local snakemake command of the config, the two finished processes)."""
+    base, default, _ = tiny_default
+    command = SNAKEMAKE + [str(base / "tiny.yaml"), "--directory", str(base)]
     suite = subprocess.run(command + ["eval_toy"], capture_output=True, text=True, timeout=900)
     assert suite.returncode == 0, (suite.stdout + suite.stderr)[-4000:]
     return base, command, default, suite
