@@ -25,9 +25,9 @@ NOT_RECORDED = "not recorded"
 def scale_note(archive: RunArchive) -> tuple[bool, str]:
     """(toy, text): whether the run is off the paper's scale, and the sentence every artifact shows about it."""
     from spade.paper.figures import SIZE_BACKBONES
-    from spade.paper.scale import RunScale, banner, comparable
+    from spade.paper.scale import banner, comparable
 
-    scale = RunScale(archive.run, archive.model_card, archive.total_steps, archive.rehearsal_model)
+    scale = _run_scale(archive)
     backbones = list(SIZE_BACKBONES.values())
     matched = [backbone for backbone in backbones if comparable(scale, backbone)]
     if matched:
@@ -38,9 +38,16 @@ def scale_note(archive: RunArchive) -> tuple[bool, str]:
 def scale_word_of(archive: RunArchive) -> str:
     """The word of a run off the paper's scale, as its banner says it: REHEARSAL for a rehearsal run, else TOY
     SCALE (``spade.paper.scale.scale_word``)."""
-    from spade.paper.scale import RunScale, scale_word
+    from spade.paper.scale import scale_word
 
-    return scale_word([RunScale(archive.run, archive.model_card, archive.total_steps, archive.rehearsal_model)])
+    return scale_word([_run_scale(archive)])
+
+
+def _run_scale(archive: RunArchive):
+    """The run's ``spade.paper.scale.RunScale``, from its archive."""
+    from spade.paper.scale import RunScale
+
+    return RunScale(archive.run, archive.model_card, archive.total_steps, archive.rehearsal_model)
 
 
 # ----- what a card shows ---------------------------------------------------------------------------------
