@@ -4,12 +4,14 @@ mutations of the designer update it must catch, each in a short real run (tests/
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from spade.analysis.mechanism import (Round, design_rounds, integrity, digit_accuracy, nonzero_rounds, properties,
@@ -164,9 +166,9 @@ def prepared(tmp_path_factory):
     return tmp, config, model
 
 
-def train(prepared, mutation: str) -> Path:
+def train(prepared, mutation: str, name: str | None = None) -> Path:
     tmp, config, model = prepared
-    run_dir = tmp / mutation
+    run_dir = tmp / (name or mutation)
     done = subprocess.run([PYTHON, str(ROOT / "tests/mechanism_mutants.py"), mutation, "train", "--backend", "local",
                            "--config", str(config), "--model", str(model), "--corpus", "", "--run-dir", str(run_dir)],
                           cwd=ROOT, capture_output=True, text=True)
@@ -179,14 +181,63 @@ def verdict(run_dir: Path, config: Path) -> tuple[list, tuple]:
     return integrity(read_sets(run_dir), metrics, load_config(config), trained=True), nonzero_rounds(metrics)
 
 
-def test_unmutated_run_passes_the_integrity_rows(prepared):
-    run_dir = train(prepared, "none")
+@pytest.fixture(scope="module")
+def unmutated(prepared) -> Path:
+    return train(prepared, "none")
+
+
+def test_unmutated_run_passes_the_integrity_rows(prepared, unmutated):
+    run_dir = unmutated
     failures, (nonzero, trained) = verdict(run_dir, prepared[1])
     assert failures == []
     assert trained == 3 and nonzero >= 2  # sets 0, 2 and 4 trained; the template's rewards differ within a set
     rounds = design_rounds(read_sets(run_dir), MARKER)
     assert [r.step for r in rounds] == [0, 2, 4]
     assert all(r.mean_need is not None and r.accuracy is not None for r in rounds)
+
+
+def wall_clock(key: str) -> bool:
+    """The fields that time the work (phase seconds, tokens per second, a validation's milliseconds): the only
+    ones that may differ between two runs of one config."""
+    return key.endswith(("_seconds", "_per_s", "elapsed_ms"))
+
+
+def without_clock(value):
+    """``value`` (parsed JSON) with every ``wall_clock`` field removed, at any depth."""
+    if isinstance(value, dict):
+        return {k: without_clock(v) for k, v in value.items() if not wall_clock(k)}
+    if isinstance(value, list):
+        return [without_clock(v) for v in value]
+    return value
+
+
+def test_two_runs_of_one_config_agree_bit_for_bit(prepared, unmutated):
+    """train.deterministic (issue 48): the same config trained twice on one machine gives the same metrics at every
+    step, the same environment sets and the same final weights and optimizer state, bit for bit. Mutation seen
+    failing: the option's default set to false (torch's atomic index_put backward; the runs parted at step 3)."""
+    again = train(prepared, "none", name="none_again")
+    first, second = read_metrics(unmutated / "metrics.jsonl"), read_metrics(again / "metrics.jsonl")
+    assert len(first) == len(second) == 6
+    for a, b in zip(first, second):
+        differ = sorted(k for k in a.keys() | b.keys() if not wall_clock(k) and a.get(k) != b.get(k))
+        assert not differ, (a["step"], {k: (a.get(k), b.get(k)) for k in differ})
+    sets = sorted(p.name for p in (unmutated / "envs").glob("set_*.json"))
+    assert sets and sets == sorted(p.name for p in (again / "envs").glob("set_*.json"))
+    for name in sets:
+        read = (json.loads((run / "envs" / name).read_text()) for run in (unmutated, again))
+        assert without_clock(next(read)) == without_clock(next(read)), name
+    from safetensors.torch import load_file
+
+    final = "checkpoints/step_000006"
+    weights = load_file(unmutated / final / "model.safetensors"), load_file(again / final / "model.safetensors")
+    assert weights[0].keys() == weights[1].keys()
+    for key in weights[0]:
+        assert torch.equal(weights[0][key], weights[1][key]), key
+    states = [torch.load(run / final / "optimizer.pt", weights_only=True)["state"] for run in (unmutated, again)]
+    assert states[0] and states[0].keys() == states[1].keys()
+    for param in states[0]:
+        for key, value in states[0][param].items():
+            assert torch.equal(value, states[1][param][key]), (param, key)
 
 
 @pytest.mark.parametrize("mutation", MUTATIONS)

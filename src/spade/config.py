@@ -240,6 +240,14 @@ class TrainConfig:
     global_batch: int = option(192, "Samples per optimizer step (paper: 192).", min=1)
     micro_batch: int = option(4, "Samples per forward/backward pass (gradient accumulation).", min=1)
     max_grad_norm: float = option(1.0, "Gradient clipping norm (not stated in the paper).", min=0.0)
+    deterministic: bool = option(
+        True, "Run the local trainer with torch's deterministic kernels (torch.use_deterministic_algorithms), so that "
+        "one config gives the same metrics, weights and tables bit for bit on one machine and thread count. Why: on the "
+        "CPU the backward of indexing with repeated indices (index_put with accumulate; sequence_logprobs' shared "
+        "forward pass of a design prompt makes one) adds with atomics from every thread in whatever order they "
+        "arrive, so two runs of one config parted in the last bits from their first training step (issue 48); the "
+        "deterministic kernel adds in order. On cuda an op without a "
+        "deterministic kernel warns instead of stopping the run. false: torch's defaults.")
     device: str = option(
         "auto", "Where the local trainer (`spade train`) runs: its model, batches, KL reference model, HF generation "
         "backend and the checkpoints it resumes from (loaded onto this device whichever device wrote them). "

@@ -61,6 +61,20 @@ def train_dtype(train_config, device: torch.device) -> torch.dtype:
     return getattr(torch, name)
 
 
+def use_deterministic_kernels(enabled: bool, device: torch.device) -> None:
+    """``train.deterministic``: torch's deterministic kernels for this process, or its defaults.
+
+    On the CPU the one kernel of our step that is not deterministic is index_put with accumulate, the backward of
+    ``hidden[inverse, :-1]`` in ``sequence_logprobs`` (several samples read one row): with more than one thread it
+    adds with atomics in arrival order (ATen ``IndexKernel.cpp``, taken only when deterministic algorithms are off).
+    Found by hashing every aten op's output in two runs of one config: the first op that differed. cuBLAS needs
+    its workspace fixed for repeatable matmuls before CUDA starts; on cuda an op with no deterministic kernel warns
+    (``warn_only``) rather than stopping a run that the CPU tests cannot reach."""
+    if enabled and device.type == "cuda":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(enabled, warn_only=enabled and device.type != "cpu")
+
+
 def _pad(rows: list, value) -> torch.Tensor:
     width = max(len(r) for r in rows)
     return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows])
@@ -369,6 +383,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     require_backends(config)  # a missing tensorboard/wandb package stops the run here, before any model loads
     device = train_device(config.train)  # a 'cuda' without a GPU stops the run here
     torch.manual_seed(config.seed)
+    use_deterministic_kernels(config.train.deterministic, device)
     key = resume_key(config, model_dir)
     latest = _latest_checkpoint(run_dir)
     saved = json.loads((latest / "trainer_state.json").read_text()) if latest is not None else None
