@@ -11,9 +11,11 @@
 # the run's own (a mapping, or the path of a YAML file holding one), one extra run per entry (the ablations and
 # baselines at toy scale). They are trained and evaluated only for the target `toy_ablations` and the paper artifacts
 # that map them, never for the default target. The key `toy_tool_use` works the same way for the tool-use toy
-# (configs/toy_tool_use.yaml; target `toy_tool_use`). The key `learning_check` too, but its runs are main runs: the
-# default target trains and reports them. The key `mechanism_check` adds runs the default target trains but does not
-# evaluate: the mechanism check reads their training records only (results/tables/mechanism_check.md, issue 39).
+# (configs/toy_tool_use.yaml; target `toy_tool_use`), and the key `learning_check` for the learning check (target
+# `learning_check`, results/tables/learning_check.md; in the default target until issue 48). The key
+# `mechanism_check` adds runs the default target trains and evaluates on their own held-out benchmark only
+# (mechanism_check_heldout): the mechanism check reads their training records and those results
+# (results/tables/mechanism_check.md, issues 39 and 48).
 # RUNS maps each configured run's name to its typed config; every run-level rule (train, evaluate,
 # select_checkpoint, ...) reads its run's own config through the `run` wildcard. MAIN_RUNS are the runs of the
 # default target (`all`), the results and suite tables and `eval_toy`: every run of a multi-run config, the run
@@ -340,10 +342,10 @@ def _extra_runs(key):
     return list(typed)
 
 
-# `learning_check` (configs/default.yaml): short extra runs of the default target on a task a tiny model learns
-# (spade.envs.checks), so the default run shows whether training moves anything at all (issue 16)
-LEARNING_CHECKS = _extra_runs("learning_check")
 MAIN_RUNS = list(RUNS)
+# `learning_check` (configs/default.yaml): short extra runs on a task a tiny model learns (spade.envs.checks), which
+# show whether training moves anything at all (issue 16); target `learning_check`
+LEARNING_CHECKS = _extra_runs("learning_check")
 # `mechanism_check` (configs/default.yaml): SPADE runs whose designer writes an environment's difficulty, each seed
 # with its control (no designer training); the default target trains them and tables what their records show
 MECHANISM_CHECKS = _extra_runs("mechanism_check")
@@ -354,7 +356,7 @@ TOY_ABLATIONS = _extra_runs("toy_ablations")
 # (Snakemake knows its targets only after parsing). Any other mapped run is read as it is, if it exists, and its
 # files' fingerprint is a param: so `snakemake paper` on the toy config renders in minutes with those rows "not run",
 # and picks them up once `snakemake toy_ablations` / `snakemake toy_tool_use` has made them.
-PAPER_BUILT_RUNS = [run for run in MAIN_RUNS if run not in LEARNING_CHECKS]  # no paper artifact maps a check
+PAPER_BUILT_RUNS = list(MAIN_RUNS)
 PAPER_BUILT_RUNS += TOY_TOOL_USE if "toy_tool_use" in sys.argv[1:] else []
 PAPER_BUILT_RUNS += TOY_ABLATIONS if "toy_ablations" in sys.argv[1:] else []
 
@@ -484,7 +486,14 @@ def train_threads(wildcards):
     turn it into the job step's --cpus-per-task, which fails on a GPU node with fewer cores (issue 31). A CPU run (the
     toy) uses every core Snakemake has, as does a rehearsal run (openrlhf.cpu), whose Ray cluster is local: two would
     share its ports."""
+    if wildcards.run in MECHANISM_CHECKS:
+        return 1  # a tiny model: one thread each, so two of the six runs train at once on 2 cores (issue 48)
     return 1 if is_gpu_run(wildcards.run) and not OPENRLHF[wildcards.run].cpu else workflow.cores
+
+
+def eval_threads(wildcards):
+    """Threads of an `evaluate` job: 1 for a mechanism run's (a tiny model), else every core Snakemake has."""
+    return 1 if wildcards.run in MECHANISM_CHECKS else workflow.cores
 
 
 def train_resources():
@@ -646,7 +655,6 @@ def run_outputs():
     return (
         [OUT.results_table]
         + [path for run in MAIN_RUNS for path in (OUT.run_table(run), OUT.training_figure(run))]
-        + ([LEARNING_CHECK_TABLE] if LEARNING_CHECKS else [])
         + ([MECHANISM_CHECK_TABLE, MECHANISM_CHECK_FIGURE] if MECHANISM_CHECKS else [])
     )
 
@@ -663,6 +671,24 @@ def mechanism_pairs():
             f"seeds {sorted(control)} over {len(MECHANISM_CHECKS)} runs"
         )
     return [(trained[seed], control[seed]) for seed in sorted(trained)]
+
+
+from spade.analysis.mechanism import HELDOUT_BENCHMARK as MECHANISM_HELDOUT  # scores the mechanism runs (issue 48)
+
+
+def mechanism_heldout_results():
+    """The `mechanism_check_heldout` results the mechanism check reads (paper/scripts/table_mechanism_check.py finds
+    them in the run folders): every mechanism run's at its last checkpoint, and the base model's, which every
+    mechanism run starts from, evaluated once as the first trained run's step 0."""
+    pairs = mechanism_pairs()
+    if not pairs:  # a config without mechanism runs (the rule is then never asked for)
+        return []
+    last = [
+        OUT.eval_file(run, RUNS[run].selfplay.checkpoint_steps()[-1], MECHANISM_HELDOUT)
+        for pair in pairs
+        for run in pair
+    ]
+    return [OUT.eval_file(pairs[0][0], 0, MECHANISM_HELDOUT)] + last
 
 
 def learning_check_results(which):
@@ -730,12 +756,9 @@ BENCHMARK_PATTERN = "|".join(BENCHMARKS)  # the `benchmark` wildcard's constrain
 
 
 def fidelity_outputs():
-    """Designer fidelity of every main run (not the learning checks): its base model and its last checkpoint."""
+    """Designer fidelity of every main run: its base model and its last checkpoint."""
     return [
-        OUT.fidelity_file(run, step)
-        for run in MAIN_RUNS
-        if run not in LEARNING_CHECKS
-        for step in (0, RUNS[run].selfplay.checkpoint_steps()[-1])
+        OUT.fidelity_file(run, step) for run in MAIN_RUNS for step in (0, RUNS[run].selfplay.checkpoint_steps()[-1])
     ]
 
 

@@ -24,7 +24,7 @@ rule evaluate:
         GPU_ENV
     container:
         GPU_CONTAINER
-    threads: workflow.cores
+    threads: eval_threads
     params:
         model=checkpoint_folder,
         config=eval_config_hash,

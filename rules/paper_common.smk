@@ -264,7 +264,7 @@ TOY_TOOL_USE_NUMBERS = ["tool_use_gain"]
 
 def toy_ablation_outputs():
     """The runs' suites (curves, eval.final at the last checkpoint), the two tables, the figures and the comparison."""
-    files = [path for run in RUNS if run not in TOY_TOOL_USE for path in run_suite_files(run)]
+    files = [path for run in MAIN_RUNS + TOY_ABLATIONS for path in run_suite_files(run)]
     files += [path for table in TOY_ABLATION_TABLES for path in paper_table_files(table).values()]
     files += [
         path for figure in TOY_ABLATION_FIGURES for path in paper_figure_files(PAPER_FIGURE_STEMS[figure]).values()

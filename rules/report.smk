@@ -67,6 +67,14 @@ rule learning_check_table:
         "> {log} 2>&1"
 
 
+rule learning_check:
+    """The learning check (config key `learning_check`): its runs trained, evaluated at step 0 and at their last
+    checkpoint, and results/tables/learning_check.md. Not in the default target since issue 48 (the mechanism
+    check's held-out evaluation shows learning there)."""
+    input:
+        LEARNING_CHECK_TABLE if LEARNING_CHECKS else [],
+
+
 rule training_figure:
     input:
         script=script("fig_toy_training.py"),
@@ -90,12 +98,14 @@ rule training_figure:
 
 
 rule mechanism_check_table:
-    """The mechanism check (issue 39): the recipe's rewards and the delayed designer update in every mechanism run,
-    then the trained designer against its control on each seed (config key `mechanism_check`)."""
+    """The mechanism check (issues 39, 48): the recipe's rewards and the delayed designer update in every mechanism run,
+    then the trained designer against its control on each seed (config key `mechanism_check`), in training and on
+    held-out rows at the last checkpoint."""
     input:
         script=script("table_mechanism_check.py"),
         trained=[OUT.run_summary(trained) for trained, _ in mechanism_pairs()],
         control=[OUT.run_summary(control) for _, control in mechanism_pairs()],
+        heldout=mechanism_heldout_results(),  # read from the run folders by the script
     output:
         table=reported(MECHANISM_CHECK_TABLE, "mechanism_check_table", "Run", "mechanism check"),
         rounds=MECHANISM_CHECK_TABLE.replace(".md", ".rounds.json"),

@@ -58,8 +58,34 @@ def wrong_set() -> None:
     SelfPlay.close_set = close_set
 
 
+def uniform_designer() -> None:
+    """The designed difficulty drawn uniformly from 1-4 (a seeded generator), whatever the designer's policy says: each
+    design reply's one token is replaced by a digit's (its samples still train, with the drawn token)."""
+    import random
+    from dataclasses import replace
+
+    from spade.core.design import EnvironmentDesign
+
+    original, draws = EnvironmentDesign._generate, random.Random(0)
+
+    def _generate(self, chats, params, seed, prefix=""):
+        prompts, generations = original(self, chats, params, seed, prefix)
+        if not prefix:  # hints and screens keep the policy's replies
+            return prompts, generations
+        drawn = []
+        for generation in generations:
+            digit = draws.choice("1234")
+            ids = self.designer_chat.encode(digit)
+            drawn.append(replace(generation, text=prefix + digit, completion_ids=ids,
+                                 logprobs=list(generation.logprobs[:len(ids)])))
+        return prompts, drawn
+
+    EnvironmentDesign._generate = _generate
+
+
 MUTATIONS = {"none": lambda: None, "zero_advantages": zero_advantages, "band_outside": band_outside,
-             "flip_regret": flip_regret, "drop_designer": drop_designer, "wrong_set": wrong_set}
+             "flip_regret": flip_regret, "drop_designer": drop_designer, "wrong_set": wrong_set,
+             "uniform_designer": uniform_designer}
 
 
 if __name__ == "__main__":

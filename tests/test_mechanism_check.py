@@ -14,9 +14,9 @@ import pytest
 import torch
 import yaml
 
-from spade.analysis.mechanism import (Round, design_rounds, integrity, digit_accuracy, nonzero_rounds, properties,
-                                      read_sets, recipe_regret, recipe_reward, slot_need, spearman, win_chance,
-                                      stratified_bootstrap)
+from spade.analysis.mechanism import (MechanismInputError, Round, _mean, bootstrap, design_rounds, digit_accuracy,
+                                      halves, heldout_rows, integrity, nonzero_rounds, properties, read_sets,
+                                      recipe_regret, recipe_reward, slot_need, win_chance)
 from spade.config import RewardConfig, load_config
 from spade.configtools import deep_merge
 from spade.core import rewards
@@ -86,6 +86,42 @@ def test_copy_span_chance_matches_its_docstring_and_win_chance():
         assert won == wins and won / 256 == pytest.approx(win_chance(0.25, need))
 
 
+def test_copy_span_holds_out_rows_training_never_draws():
+    """32 of the 256 rows are held out, each digit 8 times per position; training draws none of them, the held-out
+    split only them, and the evaluation's instance i plays the i-th at the difficulty it names."""
+    namespace = {}
+    exec(compile(check_source("copy_span", "test"), "copy_span", "exec"), namespace)
+    held, env_class = namespace["HELD_OUT"], namespace["CopySpan"]
+    assert len(held) == len(set(held)) == 32
+    assert all(sorted(row[i] for row in held) == sorted("1234" * 8) for i in range(4))
+    train, heldout = env_class(), env_class(split="heldout")
+    for seed in range(2000):
+        train.reset(seed=seed), heldout.reset(seed=seed)
+        assert train.row not in held and heldout.row in held
+    assert len({env_class().reset(seed=s)[0] for s in range(2000)}) == 256 - 32  # every other row is drawn
+    env = env_class(split="heldout", need=4, instance=33)
+    observation, info = env.reset(seed=0)
+    assert env.row == held[1] and info == {"need": 4} and observation.startswith("Copy the row, at least 4 digits")
+    assert env.step(held[1][:3] + "0")[1] < 1.0  # NEED 4 asks for every digit
+    with pytest.raises(ValueError, match="split must be 'train' or 'heldout', got 'test'"):
+        env_class(split="test")
+
+
+def test_heldout_benchmark_items_cover_every_need():
+    from spade.configtools import ConfigError
+    from spade.evals.heldout import MechanismCheckHeldout, MechanismCheckHeldoutConfig
+
+    items = MechanismCheckHeldout(MechanismCheckHeldoutConfig()).items()
+    assert len(items) == 4 * 32 and items[0].id == "need1/000" and items[-1].id == "need4/031"
+    assert {item.group for item in items} == {"need1", "need2", "need3", "need4"}
+    source, kind, kwargs = MechanismCheckHeldout(MechanismCheckHeldoutConfig())._item_environment(items[-1])
+    assert source == check_source("copy_span", "test") and kwargs == {"split": "heldout", "need": 4, "instance": 31}
+    with pytest.raises(ConfigError, match=r"eval.mechanism_check_heldout.needs.*got \[0, 2\]"):
+        MechanismCheckHeldout(MechanismCheckHeldoutConfig(needs=[0, 2])).items()
+    with pytest.raises(ConfigError, match=r"eval.mechanism_check_heldout.environment.*'symbol_copy'.*\['copy_span'\]"):
+        MechanismCheckHeldout(MechanismCheckHeldoutConfig(environment="symbol_copy")).items()
+
+
 def test_digit_accuracy_is_the_maximum_likelihood():
     assert win_chance(0.25, 1) == pytest.approx(1 - 0.75 ** 4) and win_chance(0.6, 4) == pytest.approx(0.6 ** 4)
     assert win_chance(0.5, 2) == pytest.approx(11 / 16)  # 6 + 4 + 1 of the 16 equally likely rows of right/wrong
@@ -100,14 +136,12 @@ def test_digit_accuracy_is_the_maximum_likelihood():
     assert digit_accuracy([(1, 100, 100)]) == 0.999
 
 
-def test_spearman_and_bootstrap():
-    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
-    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
-    assert spearman([1, 1, 1], [1, 2, 3]) is None
-    diff, low, high = stratified_bootstrap([([0.1, 0.2, 0.1], [0.5, 0.6, 0.55])])
+def test_bootstrap_and_halves():
+    diff, low, high = bootstrap(lambda lists: _mean(lists[1]) - _mean(lists[0]), [[0.1, 0.2, 0.1], [0.5, 0.6, 0.55]])
     assert diff == pytest.approx(0.55 - 0.4 / 3) and 0 < low <= diff <= high
-    diff, low, high = stratified_bootstrap([([0.1, 0.9], [0.1, 0.9])])
+    diff, low, high = bootstrap(lambda lists: _mean(lists[1]) - _mean(lists[0]), [[0.1, 0.9], [0.1, 0.9]])
     assert diff == 0 and low < 0 < high
+    assert halves([1, 2, 3, 4, 5]) == ([1, 2], [3, 4, 5]) and halves([1]) == ([1], [1])
 
 
 def _round(step, needs, win_rates, rewards_, plays=()):
@@ -115,24 +149,42 @@ def _round(step, needs, win_rates, rewards_, plays=()):
 
 
 def test_properties_on_hand_made_rounds():
-    """A designer whose reward rises and whose sets hold learnable environments, with difficulty rising with the agent's
-    accuracy, passes; its control's sets hold none; each property then fails on its own breakage."""
-    trained = [_round(2 * i, [1 + i // 4] * 2, [0.5, 0.5 if i > 3 else 0.9], [0.1 * i] * 2, plays=[(1, 4 + i, 20)])
-               for i in range(12)]  # the agent's wins at NEED 1 rise round by round
-    control = [_round(2 * i, [4, 4], [0.0, 0.0], [0.0, 0.0]) for i in range(12)]
+    """A designer whose sets stay learnable and whose difficulty rises with the agent's accuracy passes against a
+    control whose sets are not learnable; each property then fails on its own breakage."""
+    wins = lambda i: 4 + i  # the agent's wins at NEED 1 (of 20) rise round by round
+    trained = [_round(2 * i, [1 + i // 4] * 2, [0.5, 0.5 if i > 3 else 0.9], [0.4 + 0.01 * i] * 2,
+                      plays=[(1, wins(i), 20)]) for i in range(12)]
+    control = [_round(2 * i, [2, 2], [0.0, 0.0], [0.1, 0.1], plays=[(1, wins(i), 20)]) for i in range(12)]
     metrics = [{"step": 2 * i + 2, "designer_batch_sets": [2 * i], "designer_batch_nonzero": 2} for i in range(12)]
     rows, ok = properties({0: (trained, metrics)}, {0: (control, [])})
     assert ok, rows
+    assert [name[:3] for name, *_ in rows] == ["1. ", "(a)", "(b)", "(c)"]
     zero = [{**line, "designer_batch_nonzero": 0} for line in metrics]
-    flat = [_round(r.step, r.needs, r.win_rates, [0.5, 0.5], r.plays) for r in trained]
+    settled = [_round(r.step, [2, 2], r.win_rates, r.rewards, r.plays) for r in trained]  # one NEED throughout
     falling = [_round(r.step, trained[-1 - i].needs, r.win_rates, r.rewards, r.plays)
                for i, r in enumerate(trained)]  # the agent's accuracy rises, the designed difficulty falls
-    for broken, failing in (({0: (trained, zero)}, "1."), ({0: (flat, metrics)}, "2."),
-                            ({0: (falling, metrics)}, "4.")):
+    for broken, failing in (({0: (trained, zero)}, "1."), ({0: (settled, metrics)}, "(c)"),
+                            ({0: (falling, metrics)}, "(c)")):
         rows, ok = properties(broken, {0: (control, [])})
         assert not ok and any(name.startswith(failing) and not holds for name, *_, holds in rows), rows
     rows, ok = properties({0: (trained, metrics)}, {0: (trained, [])})  # a control as good as the designer
-    assert not ok and any(name.startswith("3.") and not holds for name, *_, holds in rows)
+    assert {name[:3] for name, *_, holds in rows if not holds} == {"(a)", "(b)", "(c)"}, rows
+
+
+def test_heldout_rows_pair_items_and_pool_seeds():
+    """(d): per seed the paired difference is above 0; pooled, its interval resampling items within seeds excludes 0;
+    a seed with the control ahead fails its row, and items that differ between runs stop the check."""
+    ids = [f"need{n}/{i:03d}" for n in (1, 2) for i in range(20)]
+    base = dict.fromkeys(ids, 0.0)
+    control = {i: float(k % 4 == 0) for k, i in enumerate(ids)}  # a quarter won
+    trained = {i: float(k % 2 == 0) for k, i in enumerate(ids)}  # a half won, those of the control among them
+    rows, ok = heldout_rows({0: trained, 1: trained}, {0: control, 1: control}, base)
+    assert ok and [row[1] for row in rows] == [0, 1, "all"], rows
+    assert rows[-1][2] == "+0.250" and "the controls learnt +0.250 over the base model" in rows[-1][3]
+    rows, ok = heldout_rows({0: trained, 1: control}, {0: control, 1: trained}, base)
+    assert not ok and [row[-1] for row in rows] == [True, False, False], rows
+    with pytest.raises(MechanismInputError, match="same items"):
+        heldout_rows({0: trained}, {0: dict(list(control.items())[1:])}, base)
 
 
 def test_nonzero_rounds_counts_trained_sets():
@@ -251,6 +303,18 @@ def test_each_mutation_fails_the_check(prepared, mutation):
         "wrong_set": any("delayed update" in f for f in failures),
     }
     assert caught[mutation], (failures, nonzero, trained)
+
+
+def test_a_designer_drawing_its_difficulty_uniformly_fails_a_and_c(prepared):
+    """Issue 48's added mutation: the designed NEED drawn uniformly (its samples still train) holds no more learnable
+    environments than the control's (a), and its difficulty does not rise (c)."""
+    tmp, _, model = prepared
+    uniform = train(prepared, "uniform_designer")
+    control = train((tmp, mechanism_config(tmp, train_designer=False), model), "none", name="control")
+    runs = [(design_rounds(read_sets(run), MARKER), read_metrics(run / "metrics.jsonl")) for run in (uniform, control)]
+    assert {slot_need for r in runs[0][0] for slot_need in r.needs} <= {1, 2, 3, 4}
+    rows, ok = properties({0: runs[0]}, {0: runs[1]})
+    assert {name[:3] for name, *_, holds in rows if not holds} >= {"(a)", "(c)"}, rows
 
 
 def test_control_config_differs_only_in_designer_training(tmp_path):

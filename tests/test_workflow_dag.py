@@ -64,41 +64,64 @@ def resources(job: dict) -> dict:
 
 def test_default_plan_is_the_toy_pipeline(tmp_path):
     """`snakemake -n` (the default config) in an empty folder plans the toy exactly: 4 steps, checkpoints every 2 -> steps 0, 2, 4 on
-    the one during-training benchmark; the local trainer with the toy config and no GPU resources. And the learning
-    check (issues 16, 30): the tiny model after its format warm-up, three seeds, 200 steps each, evaluated at steps 0
-    and 200 on its own held-out benchmark, and their table."""
+    the one during-training benchmark; the local trainer with the toy config and no GPU resources. And the mechanism
+    check (issues 39, 48): six runs of the tiny model, one thread each, evaluated on their held-out benchmark at their
+    last checkpoint, and the base model once. The learning check is not in it (issue 48; target `learning_check`)."""
     run = snakemake(["-n", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)])
     assert run.returncode == 0, run.stderr[-3000:]
-    assert job_stats(run.stdout) == {"build_corpus": 1, "library_check": 1, "prepare_model": 3, "evaluate": 9,
-                                     "train": 10, "results_table": 1, "run_table": 4, "training_figure": 4,
-                                     "learning_check_table": 1, "mechanism_check_table": 1,
-                                     "mechanism_check_figure": 1, "all": 1}
+    assert job_stats(run.stdout) == {"build_corpus": 1, "library_check": 1, "prepare_model": 2, "evaluate": 10,
+                                     "train": 7, "results_table": 1, "run_table": 1, "training_figure": 1,
+                                     "mechanism_check_table": 1, "mechanism_check_figure": 1, "all": 1}
     planned = jobs(run.stdout)
     trains = {job["wildcards"]: job for job in planned if job["rule"] == "train"}
-    train, check = trains["run=toy"], trains["run=toy_learning_check_s1"]
+    train, mechanism = trains["run=toy"], trains["run=toy_mechanism_control_s1"]
     # each job reads its run's config from a file: the command stays one short readable line
     assert "train --backend local --config results/configs/toy-" in train["shell"]
-    assert "--config results/configs/toy_learning_check_s1-" in check["shell"]
+    assert "--config results/configs/toy_mechanism_control_s1-" in mechanism["shell"]
     for job in planned:
         assert "{" not in job["shell"] and len(job["shell"]) < 1000, job["shell"]
     for key in ("toy_ablations", "learning_check", "mechanism_check"):  # workflow keys: a run's own config never
         # carries them
-        assert key not in job_config(train, tmp_path) and key not in job_config(check, tmp_path)
+        assert key not in job_config(train, tmp_path) and key not in job_config(mechanism, tmp_path)
     assert job_config(train, tmp_path)["run_name"] == "toy" and "--run-dir results/runs/toy " in train["shell"]
+    assert job_config(mechanism, tmp_path)["seed"] == 1
+    assert not job_config(mechanism, tmp_path)["selfplay"]["train_designer"]
+    assert "gres" not in resources(train) and "gpu" not in resources(train)
+    # the dry run names a job's threads when they are more than 1: two mechanism runs train at once on 2 cores
+    assert train["threads"] == "2" and "threads" not in mechanism
+    evaluations = {job["wildcards"]: job for job in planned if job["rule"] == "evaluate"}
+    assert sorted(evaluations) == sorted(
+        [f"run=toy, benchmark=heldout_library, step={step}" for step in ("000000", "000002", "000004")]
+        + ["run=toy_mechanism_s0, benchmark=mechanism_check_heldout, step=000000"]
+        + [f"run=toy_mechanism{arm}_s{seed}, benchmark=mechanism_check_heldout, step=000060" for seed in range(3)
+           for arm in ("", "_control")])
+    assert "threads" not in evaluations["run=toy_mechanism_s2, benchmark=mechanism_check_heldout, step=000060"]
+    assert evaluations["run=toy, benchmark=heldout_library, step=000002"]["threads"] == "2"
+    models = {job["wildcards"]: job for job in planned if job["rule"] == "prepare_model"}
+    assert sorted(models) == ["card=smollm2-135m", "card=tiny-random-spade"]
+    for card, job in models.items():  # each folder is built from the config of a run of its own card
+        assert job_config(job, tmp_path)["model_card"] == card.removeprefix("card="), card
+    assert "pending_run" not in run.stdout
+
+
+def test_learning_check_target_plans_its_three_runs(tmp_path):
+    """`snakemake learning_check -n` (issues 16, 30): the tiny model after its format warm-up, three seeds, 200 steps
+    each, evaluated at steps 0 and 200 on its own held-out benchmark, and their table; nothing of the toy."""
+    run = snakemake(["-n", "learning_check", "--configfile", str(ROOT / "configs/default.yaml"), "--directory",
+                     str(tmp_path)])
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert job_stats(run.stdout) == {"prepare_model": 1, "evaluate": 6, "train": 3, "learning_check_table": 1,
+                                     "learning_check": 1}
+    planned = jobs(run.stdout)
+    check = next(job for job in planned if job["rule"] == "train" and job["wildcards"] == "run=toy_learning_check_s1")
+    assert "--config results/configs/toy_learning_check_s1-" in check["shell"]
     assert job_config(check, tmp_path)["model_card"] == "tiny-random-copy"
     assert job_config(check, tmp_path)["agent"]["prompt_style"] == "bare"
     assert job_config(check, tmp_path)["baseline"]["pool_source"] == "checks"
     assert job_config(check, tmp_path)["seed"] == 1 and job_config(check, tmp_path)["baseline"]["pool_envs"] == ["symbol_copy"]
-    assert "gres" not in resources(train) and "gpu" not in resources(train)
     steps = sorted(job["wildcards"] for job in planned if job["rule"] == "evaluate")
-    assert steps == [f"run=toy, benchmark=heldout_library, step={step}" for step in ("000000", "000002", "000004")] + [
-        f"run=toy_learning_check_s{seed}, benchmark=learning_check, step={step:06d}" for seed in range(3)
-        for step in (0, 200)]
-    models = {job["wildcards"]: job for job in planned if job["rule"] == "prepare_model"}
-    assert sorted(models) == ["card=smollm2-135m", "card=tiny-random-copy", "card=tiny-random-spade"]
-    for card, job in models.items():  # each folder is built from the config of a run of its own card
-        assert job_config(job, tmp_path)["model_card"] == card.removeprefix("card="), card
-    assert "pending_run" not in run.stdout
+    assert steps == [f"run=toy_learning_check_s{seed}, benchmark=learning_check, step={step:06d}" for seed in range(3)
+                     for step in (0, 200)]
 
 
 def test_deployed_environments_are_used_only_by_the_rules_that_declare_one(tmp_path):
@@ -148,13 +171,13 @@ def test_toy_ablations_plan_every_mode_and_the_ablation_artifacts(tmp_path):
                      str(tmp_path)])
     assert run.returncode == 0, run.stderr[-3000:]
     stats = job_stats(run.stdout)
-    assert stats["train"] == 4 + len(ablations)  # and the toy and its learning checks (main runs: the results table)
+    assert stats["train"] == 1 + len(ablations)  # and the toy (the main run: the results table)
     for name in ("paper_table3", "paper_table6", "paper_fig6", "paper_fig10", "paper_fig11", "paper_fig13",
                  "paper_fig14", "paper_fig18", "paper_env_sources_table", "paper_env_sources_figure", "toy_ablations"):
         assert stats[name] == 1, name
     planned = jobs(run.stdout)
     trains = {job["wildcards"].removeprefix("run="): job for job in planned if job["rule"] == "train"}
-    assert sorted(trains) == sorted(["toy", *(f"toy_learning_check_s{seed}" for seed in range(3)), *ablations])
+    assert sorted(trains) == sorted(["toy", *ablations])
     assert '"memory": {"enabled": false, "n_positive": 1}' in config_text(trains["toy_no_memory"], tmp_path)
     assert '"reward": "ema_lp"' in config_text(trains["toy_ema_lp"], tmp_path)
     assert '"ema_lp"' not in config_text(trains["toy"], tmp_path)
@@ -181,8 +204,7 @@ def test_paper_on_the_toy_trains_only_the_toy(tmp_path):
     ablations = yaml.safe_load((ROOT / "configs/default.yaml").read_text())["toy_ablations"]
     full = snakemake(["-n", "toy_ablations", "--configfile", str(ROOT / "configs/default.yaml"), "--directory",
                       str(tmp_path)])
-    checks = yaml.safe_load((ROOT / "configs/default.yaml").read_text())["learning_check"]
-    assert job_stats(full.stdout)["train"] == 1 + len(checks) + len(ablations)  # main runs (toy, checks), ablations
+    assert job_stats(full.stdout)["train"] == 1 + len(ablations)  # the main run (toy) and the ablations
 
 
 def test_toy_tool_use_plans_the_tool_use_run_and_table_2(tmp_path):

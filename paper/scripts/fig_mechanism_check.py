@@ -1,5 +1,6 @@
-"""The mechanism check's figure (issue 39), in the style of the paper's Figures 6 and 11: per design round, the
-designer reward, the learnable share and the designed difficulty, trained designer against its control, each seed.
+"""The mechanism check's figure (issues 39, 48), in the style of the paper's Figures 6 and 11: per design round, the
+designer reward, the learnable share, the designed difficulty and the agent's accuracy, trained designer against its
+control, each seed; below, the held-out win rate at each NEED of the last checkpoints and of the base model.
 
     python paper/scripts/fig_mechanism_check.py --rounds results/tables/mechanism_check.rounds.json \
         --out results/figures/mechanism_check.pdf
@@ -34,8 +35,8 @@ def main(argv=None) -> None:
     require_files(args.rounds)
     data = json.loads(args.rounds.read_text(encoding="utf-8"))
     seeds = sorted(data["trained"])
-    fig, axes = plt.subplots(len(PANELS), len(seeds), figsize=(3.2 * len(seeds), 2.0 * len(PANELS)), squeeze=False,
-                             sharex=True)
+    fig, axes = plt.subplots(len(PANELS) + 1, len(seeds), figsize=(3.2 * len(seeds), 2.0 * (len(PANELS) + 1)),
+                             squeeze=False)
     for column, seed in enumerate(seeds):
         for row, (key, label) in enumerate(PANELS):
             ax = axes[row][column]
@@ -51,6 +52,17 @@ def main(argv=None) -> None:
                 ax.set_ylabel(label)
             if row == len(PANELS) - 1:
                 ax.set_xlabel("design step")
+        ax = axes[len(PANELS)][column]
+        base = data["heldout"]["base"]
+        ax.plot([int(n) for n in base], list(base.values()), ls=":", marker=".", color="black", label="base model")
+        for arm, colour in (("trained", "tab:blue"), ("control", "tab:gray")):
+            rates = data["heldout"][arm][seed]
+            ax.plot([int(n) for n in rates], list(rates.values()), marker="o", lw=1, color=colour, label=arm)
+        ax.set_xlabel("NEED (held-out rows, last checkpoint)")
+        ax.set_ylim(-0.02, 1.02)
+        if column == 0:
+            ax.set_ylabel("held-out win rate")
+            ax.legend(fontsize=6)
     fig.suptitle(f"Mechanism check ({'passed' if data['passed'] else 'FAILED'}): trained designer vs control", fontsize=9)
     fig.tight_layout()
     paths = save_figure(fig, args.out)

@@ -5,9 +5,11 @@
         --configs <job config of each trained run, then of each control run> --out results/tables/mechanism_check.md
 
 Reads each run's environment-set archives and metrics (spade.analysis.mechanism): the integrity of the recipe's
-designer rewards and of the delayed designer update in every run, then the four properties of issue 39 (designer
-samples with a nonzero advantage, designer reward rising, learnable share above the control's, designed difficulty
-following the agent's accuracy). Each row says whether it holds; the last row is the verdict. A failed check is
+designer rewards and of the delayed designer update in every run, then the properties of issues 39 and 48 (designer
+samples with a nonzero advantage; (a) learnable share, (b) designer reward, second half, above the control's; (c)
+designed difficulty rising with the agent), and (d) the held-out win rate of the last checkpoints, trained against
+control, item by item: each run's ``mechanism_check_heldout`` result at its last checkpoint and the first trained
+run's at step 0 (the base model every run starts from), found in the run folders (``spade.paths.ResultPaths``). Each row says whether it holds; the last row is the verdict. A failed check is
 written, not raised: the table is the report (the process exits 0 unless an input is missing or malformed).
 Writes the Markdown table, a booktabs LaTeX table next to it, a JSON of the per-round series the figure draws
 (``<stem>.rounds.json``) and a provenance sidecar.
@@ -16,6 +18,7 @@ Writes the Markdown table, a booktabs LaTeX table next to it, a JSON of the per-
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -45,9 +48,41 @@ def load_runs(dirs: list, configs: list) -> dict:
     return out
 
 
-def mechanism_rows(trained: dict, control: dict) -> tuple[list, bool]:
-    """Rows (check, seed, value, detail, verdict) and the overall verdict."""
-    from spade.analysis.mechanism import integrity, properties
+def read_scores(path: Path) -> dict:
+    """{item id: score} of one evaluation result (its item records, named by the result's ``items_file``)."""
+    result = json.loads(path.read_text())
+    items = path.parent / result["items_file"]
+    require_files(items)
+    return {record["id"]: record["score"] for record in map(json.loads, items.read_text().splitlines())}
+
+
+def heldout_result(run_dir: Path, step: int) -> Path:
+    """The ``mechanism_check_heldout`` result of the run in ``run_dir`` at ``step``."""
+    from spade.analysis.mechanism import HELDOUT_BENCHMARK
+    from spade.paths import ResultPaths
+
+    return Path(ResultPaths(str(run_dir.parent.parent)).eval_file(run_dir.name, step, HELDOUT_BENCHMARK))
+
+
+def heldout_scores(dirs: list, runs: dict) -> dict:
+    """seed -> {item id: score} of each run's last checkpoint (``runs``: ``load_runs`` of ``dirs``)."""
+    by_name = {Path(d).name: Path(d) for d in dirs}
+    return {seed: read_scores(heldout_result(by_name[name], config.selfplay.checkpoint_steps()[-1]))
+            for seed, (name, config, *_) in runs.items()}
+
+
+def by_need(scores: dict) -> dict:
+    """{NEED: win rate} of held-out scores ({item id 'need<N>/<i>': score})."""
+    groups = {}
+    for item, score in scores.items():
+        groups.setdefault(int(item.split("/")[0].removeprefix("need")), []).append(score)
+    return {need: sum(values) / len(values) for need, values in sorted(groups.items())}
+
+
+def mechanism_rows(trained: dict, control: dict, heldout: tuple) -> tuple[list, bool]:
+    """Rows (check, seed, value, detail, verdict) and the overall verdict. ``heldout``: (trained, control, base)
+    held-out scores (``heldout_rows``)."""
+    from spade.analysis.mechanism import heldout_rows, integrity, properties
 
     rows, ok = [], True
     for runs, is_trained in ((trained, True), (control, False)):
@@ -60,8 +95,9 @@ def mechanism_rows(trained: dict, control: dict) -> tuple[list, bool]:
                                  "recipe's, every designer sample trained k steps after its set"), not failures))
     found, holds = properties({s: (v[4], v[3]) for s, v in trained.items()},
                               {s: (v[4], v[3]) for s, v in control.items()})
-    ok &= holds
-    rows += [(name, str(seed), value, detail, verdict) for name, seed, value, detail, verdict in found]
+    more, held = heldout_rows(*heldout)
+    ok &= holds and held
+    rows += [(name, str(seed), value, detail, verdict) for name, seed, value, detail, verdict in found + more]
     return rows, ok
 
 
@@ -81,15 +117,20 @@ def main(argv=None) -> None:
                         help="job config of each trained run, then of each control run")
     parser.add_argument("--out", type=Path, required=True, help="Markdown file to write (.tex goes next to it)")
     args = parser.parse_args(argv)
-    if len(args.configs) != len(args.trained) + len(args.control) or len(args.trained) != len(args.control):
-        raise ReportInputError(f"--trained ({len(args.trained)}) and --control ({len(args.control)}) need one run per "
-                               f"seed each, and --configs one file per run ({len(args.configs)} given)")
-    require_files(*args.configs, *[d / "metrics.jsonl" for d in [*args.trained, *args.control]])
     n = len(args.trained)
+    if len(args.configs) != len(args.trained) + len(args.control) or len(args.control) != n:
+        raise ReportInputError(f"--trained ({n}) and --control ({len(args.control)}) need one run per seed each, and "
+                               f"--configs one file per run ({len(args.configs)} given)")
+    require_files(*args.configs, *[d / "metrics.jsonl" for d in [*args.trained, *args.control]])
     trained, control = load_runs(args.trained, args.configs[:n]), load_runs(args.control, args.configs[n:])
     if sorted(trained) != sorted(control):
         raise ReportInputError(f"trained seeds {sorted(trained)} and control seeds {sorted(control)} differ")
-    rows, ok = mechanism_rows(trained, control)
+    base = heldout_result(args.trained[0], 0)
+    heldout_files = [base] + [heldout_result(Path(d), config.selfplay.checkpoint_steps()[-1]) for d, (_, config, *_)
+                              in zip([*args.trained, *args.control], [*trained.values(), *control.values()])]
+    require_files(*heldout_files)
+    heldout = (heldout_scores(args.trained, trained), heldout_scores(args.control, control), read_scores(base))
+    rows, ok = mechanism_rows(trained, control, heldout)
     table = [(f"{name} [seed {seed}]", value, f"{'HOLDS' if verdict else 'FAILS'}: {detail}")
              for name, seed, value, detail, verdict in rows]
     table.append(("Mechanism check", "PASSED" if ok else "FAILED",
@@ -98,8 +139,10 @@ def main(argv=None) -> None:
     tex, rounds = args.out.with_suffix(".tex"), args.out.with_suffix(".rounds.json")
     write_text_atomic(args.out, render_markdown(table, caption))
     write_text_atomic(tex, render_latex(table, caption, "tab:mechanism-check"))
-    write_json_atomic(rounds, {"trained": series(trained), "control": series(control), "passed": ok})
-    inputs = [*args.configs] + [p for d in [*args.trained, *args.control]
+    held = {"base": by_need(heldout[2]), **{arm: {str(seed): by_need(scores) for seed, scores in heldout[i].items()}
+                                             for i, arm in enumerate(("trained", "control"))}}
+    write_json_atomic(rounds, {"trained": series(trained), "control": series(control), "heldout": held, "passed": ok})
+    inputs = [*args.configs, *heldout_files] + [p for d in [*args.trained, *args.control]
                                 for p in [d / "metrics.jsonl", *sorted((d / "envs").glob("set_*.json"))]]
     write_json_atomic(sidecar_path(args.out), provenance_record(
         "paper/scripts/table_mechanism_check.py", inputs, [args.out, tex, rounds],

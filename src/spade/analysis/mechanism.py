@@ -18,7 +18,9 @@ Per design round (one environment set, made at step s = round x k), ``design_rou
 ``integrity`` checks that the run's designer rewards are the recipe's, recomputed here independently of
 spade.core.rewards (regret, Eq. 3; plateau and the blend, spec 4), and that the designer samples each step trained on
 came from the set the delayed update should train (made k steps earlier; the last set at the run's last step).
-``properties`` then tests what issue 39 asks of the trained designer against its control; both make up the check.
+``properties`` then tests what issues 39 and 48 ask of the trained designer against its control, on its training
+records, and ``heldout_rows`` on the held-out evaluation of the last checkpoints (benchmark
+``mechanism_check_heldout``); all three make up the check.
 """
 
 from __future__ import annotations
@@ -34,10 +36,9 @@ from spade.envs.checks.copy_span import SHOWN
 
 LEARNABLE_LOW, LEARNABLE_HIGH = 0.2, 0.8  # a slot is learnable when its window win rate lies in this band
 NONZERO_SHARE = 0.5  # property 1: designer samples with a nonzero advantage in at least this share of design rounds
-ACCURACY_GAIN = 0.05  # property 4: the agent must gain this much digit accuracy (first -> last quarter) for a
-# correlation with the designed difficulty to mean that the difficulty follows the agent (a fifth of chance, 0.25)
 TOLERANCE = 1e-9  # recomputed rewards and regrets must agree to this
 BOOTSTRAP = 2000  # resamples of each bootstrap interval
+HELDOUT_BENCHMARK = "mechanism_check_heldout"  # the benchmark (spade.evals.heldout) the check reads at the last checkpoints
 
 
 class MechanismInputError(ValueError):
@@ -198,39 +199,6 @@ def integrity(sets: list, metrics: list, config, trained: bool) -> list:
 
 
 # ----- properties: the trained designer against its control ----------------------------------------------------------
-def quarters(rounds: list) -> tuple[list, list]:
-    """The first and the last quarter of a run's rounds (at least one each)."""
-    size = max(1, len(rounds) // 4)
-    return rounds[:size], rounds[-size:]
-
-
-def _mean(values) -> float | None:
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
-
-
-def stratified_bootstrap(groups: list, seed: int = 0) -> tuple[float, float, float]:
-    """Mean over groups of (mean of last - mean of first), with a 95% percentile interval that resamples the rounds
-    of each quarter of each group (seed) with replacement. ``groups``: [(first values, last values)] per seed."""
-    def statistic(pairs):
-        return sum(sum(b) / len(b) - sum(a) / len(a) for a, b in pairs) / len(pairs)
-
-    rng = random.Random(seed)
-    estimate = statistic(groups)
-    draws = sorted(statistic([([rng.choice(a) for _ in a], [rng.choice(b) for _ in b]) for a, b in groups])
-                   for _ in range(BOOTSTRAP))
-    return estimate, draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]
-
-
-def spearman(xs: list, ys: list) -> float | None:
-    """Spearman's rank correlation (average ranks for ties); None when either side is constant."""
-    from scipy.stats import spearmanr
-
-    if len(set(xs)) < 2 or len(set(ys)) < 2:
-        return None
-    return float(spearmanr(xs, ys).statistic)
-
-
 def nonzero_rounds(metrics: list) -> tuple[int, int]:
     """(design rounds whose designer samples trained with a nonzero advantage, design rounds trained): read from the
     steps' ``designer_batch_sets`` / ``designer_batch_nonzero``."""
@@ -243,55 +211,128 @@ def nonzero_rounds(metrics: list) -> tuple[int, int]:
     return len(nonzero), len(trained)
 
 
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def halves(rounds: list) -> tuple[list, list]:
+    """The first and the second half of a run's rounds (at least one each; the middle round of an odd count goes to
+    the second)."""
+    size = max(1, len(rounds) // 2)
+    return rounds[:size], rounds[size:] or rounds[-1:]
+
+
+def bootstrap(statistic, samples: list, seed: int = 0) -> tuple[float, float, float]:
+    """``statistic(samples)`` with a 95% percentile interval: each list of ``samples`` resampled with replacement on
+    its own (a stratified bootstrap: rounds within a run's half, held-out items within a seed)."""
+    rng = random.Random(seed)
+    draws = sorted(statistic([[rng.choice(values) for _ in values] for values in samples]) for _ in range(BOOTSTRAP))
+    return statistic(samples), draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]
+
+
+PROPERTY_NAMES = ("(a) learnable share, second half: trained vs control",
+                  "(b) designer reward, second half: trained vs control",
+                  "(c) designed difficulty rises with the agent")
+
+
+def _signed(value: float, digits: int = 3) -> str:
+    """``value`` with its sign, rounded first (no '-0.000')."""
+    return f"{round(value, digits) + 0.0:+.{digits}f}"
+
+
+def _rise(lists) -> float:
+    """mean(second) - mean(first) of [first, second]."""
+    first, second = lists
+    return sum(second) / len(second) - sum(first) / len(first)
+
+
+def _gap(lists) -> float:
+    """mean(mine) - mean(theirs) of [mine, theirs]."""
+    return -_rise(lists)
+
+
 def properties(trained: dict, control: dict) -> tuple[list, bool]:
-    """Issue 39's four properties. ``trained`` / ``control``: seed -> (rounds, metrics). Returns (rows of
-    (property, seed or 'all', value, detail, holds), whether all hold)."""
+    """Issue 48's properties of the trained designer against its control, and issue 39's first. ``trained`` /
+    ``control``: seed -> (rounds, metrics). Returns (rows of (property, seed or 'all', value, detail, holds), whether
+    all hold).
+
+    1. designer samples with a nonzero advantage in at least NONZERO_SHARE of the design rounds (the loop trains its
+       designer at all);
+    (a) the learnable share of the second half of the rounds above the control's, with a 95% interval (resampling
+        each run's rounds) that excludes 0: a designer whose difficulties ignore the agent (drawn uniformly) holds
+        about the control's share;
+    (b) the designer reward of the second half above the control's;
+    (c) the designed difficulty rises with the agent: the mean designed NEED of the second half minus the first
+        (the rise) is above 0 with a 95% interval (resampling each half's rounds) that excludes 0, above the
+        control's rise, in a run whose agent's digit accuracy rose between the halves. A designer that settles in
+        the first half, or draws its NEED from a fixed distribution, has a rise near 0: its interval holds 0."""
     rows = []
     for seed, (rounds, metrics) in sorted(trained.items()):
         hit, total = nonzero_rounds(metrics)
         share = hit / total if total else 0.0
         rows.append(("1. designer samples with a nonzero advantage", seed, f"{share:.2f}",
                      f"{hit} of {total} trained design rounds (needs >= {NONZERO_SHARE})", share >= NONZERO_SHARE))
-    groups = []
-    for seed, (rounds, _) in sorted(trained.items()):
-        first, last = quarters(rounds)
-        a, b = [r.reward for r in first if r.reward is not None], [r.reward for r in last if r.reward is not None]
-        if not a or not b:
-            rows.append(("2. designer reward, last quarter - first quarter", seed, "n/a",
-                         "a quarter without any valid design", False))
-            continue
-        diff, low, high = stratified_bootstrap([(a, b)], seed=seed)
-        groups.append((a, b))
-        rows.append(("2. designer reward, last quarter - first quarter", seed, f"{diff:+.3f}",
-                     f"{_mean(a):.3f} -> {_mean(b):.3f}; 95% interval resampling this seed's rounds "
-                     f"[{low:+.3f}, {high:+.3f}]", low > 0))
-    if groups:
-        diff, low, high = stratified_bootstrap(groups)
-        rows.append(("2. designer reward, last quarter - first quarter", "all", f"{diff:+.3f}",
-                     f"mean over {len(groups)} seeds; 95% interval resampling the rounds within each seed "
-                     f"[{low:+.3f}, {high:+.3f}]", low > 0 and len(groups) == len(trained)))
     for seed, (rounds, _) in sorted(trained.items()):
         if seed not in control:
-            rows.append(("3. learnable share, last quarter: trained vs control", seed, "n/a", "no control run", False))
+            rows += [(name, seed, "n/a", "no control run", False) for name in PROPERTY_NAMES]
             continue
-        mine, theirs = _mean(r.learnable for r in quarters(rounds)[1]), \
-            _mean(r.learnable for r in quarters(control[seed][0])[1])
-        rows.append(("3. learnable share, last quarter: trained vs control", seed, f"{mine:.3f} vs {theirs:.3f}",
-                     f"share of slots with a win rate in [{LEARNABLE_LOW}, {LEARNABLE_HIGH}], empty slots 0",
-                     mine > theirs))
-    for seed, (rounds, _) in sorted(trained.items()):
-        pairs = [(r.accuracy, r.mean_need) for r in rounds if r.accuracy is not None and r.mean_need is not None]
-        rho = spearman([p[0] for p in pairs], [p[1] for p in pairs]) if len(pairs) > 2 else None
-        first, last = quarters(rounds)
-        detail = (f"agent digit accuracy {_fmt(_mean(r.accuracy for r in first))} -> "
-                  f"{_fmt(_mean(r.accuracy for r in last))}, designed NEED {_fmt(_mean(r.mean_need for r in first))}"
-                  f" -> {_fmt(_mean(r.mean_need for r in last))} (first -> last quarter); Spearman over "
-                  f"{len(pairs)} rounds")
-        rose = (_mean(r.accuracy for r in last) or 0.0) - (_mean(r.accuracy for r in first) or 0.0)
-        rows.append(("4. designed difficulty follows the agent's accuracy", seed,
-                     "n/a" if rho is None else f"{rho:+.2f}", detail + f"; needs a positive correlation and an "
-                     f"accuracy gain of at least {ACCURACY_GAIN} (this run: {rose:+.2f})",
-                     rho is not None and rho > 0 and rose >= ACCURACY_GAIN))
+        theirs = control[seed][0]
+        shares = [[r.learnable for r in halves(x)[1]] for x in (rounds, theirs)]
+        diff, low, high = bootstrap(_gap, shares, seed=seed)
+        rows.append((PROPERTY_NAMES[0], seed, f"{_mean(shares[0]):.3f} vs {_mean(shares[1]):.3f}",
+                     f"share of slots with a win rate in [{LEARNABLE_LOW}, {LEARNABLE_HIGH}], empty slots 0; 95% "
+                     f"interval of the difference resampling each run's rounds [{_signed(low)}, {_signed(high)}]",
+                     low > 0))
+        mine_reward, their_reward = (_mean(r.reward for r in halves(x)[1]) for x in (rounds, theirs))
+        rows.append((PROPERTY_NAMES[1], seed, f"{_fmt(mine_reward)} vs {_fmt(their_reward)}", "mean over the half's "
+                     "valid designs of the recipe's reward (the control's are computed, never trained on)",
+                     mine_reward is not None and (their_reward is None or mine_reward > their_reward)))
+        needs = [[r.mean_need for r in half if r.mean_need is not None] for half in halves(rounds)]
+        control_needs = [[r.mean_need for r in half if r.mean_need is not None] for half in halves(theirs)]
+        accuracy = [_mean(r.accuracy for r in half) for half in halves(rounds)]
+        if not all(needs) or not all(control_needs) or None in accuracy:
+            rows.append((PROPERTY_NAMES[2], seed, "n/a", "a half without a valid design or a played one", False))
+            continue
+        rise, low, high = bootstrap(_rise, needs, seed=seed)
+        their_rise = _rise(control_needs)
+        rows.append((PROPERTY_NAMES[2], seed, _signed(rise, 2),
+                     f"mean designed NEED {_mean(needs[0]):.2f} -> {_mean(needs[1]):.2f} (first -> second half), 95% "
+                     f"interval of the rise resampling each half's rounds [{_signed(low, 2)}, {_signed(high, 2)}]; "
+                     f"control's rise {_signed(their_rise, 2)}; agent digit accuracy {accuracy[0]:.2f} -> "
+                     f"{accuracy[1]:.2f}", low > 0 and rise > their_rise and accuracy[1] > accuracy[0]))
+    order = {name: i for i, name in enumerate(PROPERTY_NAMES)}  # one property's rows together, seeds in order
+    rows = rows[:len(trained)] + sorted(rows[len(trained):], key=lambda row: order[row[0]])
+    return rows, all(row[-1] for row in rows)
+
+
+def heldout_rows(trained: dict, control: dict, base: dict) -> tuple[list, bool]:
+    """(d) the held-out score at the last checkpoint, trained vs control. ``trained`` / ``control``: seed -> {item id:
+    score} at each run's last checkpoint; ``base``: {item id: score} of the base model (every run starts from it).
+    Per seed the paired difference (trained - control, item by item) must be above 0; pooled over the seeds (the mean
+    of the seeds' differences, resampling the items within each seed) its 95% interval must exclude 0. The detail
+    says what the control learnt from the base model."""
+    rows, diffs = [], []
+    for seed in sorted(trained):
+        mine, theirs = trained[seed], control.get(seed)
+        if theirs is None or sorted(mine) != sorted(theirs) or sorted(mine) != sorted(base):
+            raise MechanismInputError(f"seed {seed}: the held-out results of the trained run, its control and the base "
+                                      "model must score the same items")
+        ids = sorted(mine)
+        paired = [mine[i] - theirs[i] for i in ids]
+        diffs.append(paired)
+        diff, low, high = bootstrap(lambda lists: _mean(lists[0]), [paired], seed=seed)
+        rows.append(("(d) held-out win rate, last checkpoint: trained - control", seed, _signed(diff),
+                     f"trained {_mean(mine.values()):.3f}, control {_mean(theirs.values()):.3f}, base model "
+                     f"{_mean(base.values()):.3f} over {len(ids)} held-out items; 95% interval resampling the items "
+                     f"[{_signed(low)}, {_signed(high)}]", diff > 0))
+    if diffs:
+        diff, low, high = bootstrap(lambda lists: sum(_mean(x) for x in lists) / len(lists), diffs)
+        learnt = _mean(_mean(control[s].values()) - _mean(base.values()) for s in sorted(trained))
+        rows.append(("(d) held-out win rate, last checkpoint: trained - control", "all", _signed(diff),
+                     f"mean over {len(diffs)} seeds; 95% interval resampling the items within each seed "
+                     f"[{_signed(low)}, {_signed(high)}]; the controls learnt {_signed(learnt)} over the base model",
+                     low > 0))
     return rows, all(row[-1] for row in rows)
 
 

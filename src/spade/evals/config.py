@@ -10,7 +10,7 @@ from spade.evals.aime import AIMEConfig
 from spade.evals.bfcl import BfclMultiTurnConfig
 from spade.evals.gem_games import GemGamesConfig
 from spade.evals.gpqa import GPQADiamondConfig
-from spade.evals.heldout import HeldoutLibraryConfig, LearningCheckConfig
+from spade.evals.heldout import HeldoutLibraryConfig, LearningCheckConfig, MechanismCheckHeldoutConfig
 from spade.evals.heldout_mechanisms import HeldoutMechanismsConfig
 from spade.evals.livecodebench import LiveCodeBenchConfig
 from spade.evals.reasoning_gym import ReasoningGymConfig
@@ -73,6 +73,9 @@ class EvalConfig:
     heldout_library: HeldoutLibraryConfig = option(HeldoutLibraryConfig(), "Built-in environments as a held-out suite.")
     learning_check: LearningCheckConfig = option(LearningCheckConfig(), "The held-out instance space of the toy's "
                                                  "learning-check tasks (spade.envs.checks; not a paper benchmark).")
+    mechanism_check_heldout: MechanismCheckHeldoutConfig = option(
+        MechanismCheckHeldoutConfig(), "The mechanism check's held-out rows at every difficulty (issue 48; not a "
+        "paper benchmark).")
     heldout_mechanisms: HeldoutMechanismsConfig = option(HeldoutMechanismsConfig(), "Mechanism families (VHD-Play) as "
                                                          "a held-out suite: written-out, written and agentic scores.")
     reasoning_gym_hard: ReasoningGymConfig = option(ReasoningGymConfig(), "Reasoning Gym hard split (100 tasks).")

@@ -1,5 +1,6 @@
-"""Built-in environment library as a held-out agentic suite: win rate and mean return (spec 9); and the toy's
-learning check on the held-out instance space of its tasks (``learning_check``).
+"""Built-in environment library as a held-out agentic suite: win rate and mean return (spec 9); the toy's
+learning check on the held-out instance space of its tasks (``learning_check``); and the mechanism check's held-out
+rows at every difficulty (``mechanism_check_heldout``).
 
 The environments named in ``eval.heldout_library.environments`` are never used for backfill or memory
 seeding, so they measure transfer within the library. They run in the sandbox, exactly as in training
@@ -67,6 +68,10 @@ class HeldoutLibrary(Benchmark):
         kind = "tool_use" if entry.flavour == "tool_use" else "game"
         return entry.source(), kind, level_kwargs(entry, self.config.level, f"eval.{self.name}.level")
 
+    def _item_environment(self, item: Item) -> tuple:
+        """(source file, agent kind, constructor arguments) that item ``item`` plays."""
+        return self._environment(item.payload["env"])
+
     def items(self) -> list[Item]:
         if not self.config.environments:
             raise ConfigError(f"config key 'eval.{self.name}.environments' is empty; name at least one environment")
@@ -84,7 +89,7 @@ class HeldoutLibrary(Benchmark):
 
         jobs, prompts = [], {kind: agent_prompt(kind, self.config.prompt_style) for kind in ("game", "tool_use")}
         for item in items:
-            source, kind, env_kwargs = self._environment(item.payload["env"])
+            source, kind, env_kwargs = self._item_environment(item)
             code = intake(source)
             jobs.append(EpisodeJob(item.payload["env"], code.code, code.class_name, kind, ctx.item_seed(item.id),
                                    env_kwargs=env_kwargs))
@@ -144,3 +149,51 @@ class LearningCheck(HeldoutLibrary):
         from spade.envs.checks import HELDOUT_ARGS, check_source
 
         return check_source(name, f"eval.{self.name}.environments"), "game", dict(HELDOUT_ARGS.get(name, {}))
+
+
+@dataclass(frozen=True)
+class MechanismCheckHeldoutConfig:
+    environment: str = option("copy_span", "The mechanism runs' environment template (designer.response_template; "
+                              "spade.envs.checks.TEMPLATE_MARKERS): its class takes split='heldout', the difficulty "
+                              "'need' and 'instance', the index of a held-out instance training never shows.")
+    needs: list = option([1, 2, 3, 4], "Difficulties scored: every held-out instance is played at each (copy_span: "
+                         "NEED 1-4, every difficulty its designer can write that a reply can win).")
+    instances: int = option(32, "Held-out instances per difficulty (copy_span holds out 32 rows; more would play "
+                            "rows twice). The 95% interval of a difference in win rate between two runs over "
+                            "32 x 4 paired items is about +-0.1 at each seed.", min=1)
+    max_turns: int = option(1, "Most agent turns per episode (the mechanism runs' agent.max_turns).", min=1)
+    prompt_style: str = option("bare", "How each episode starts, as agent.prompt_style of the mechanism runs.",
+                               choices=AGENT_PROMPT_STYLES)
+
+
+@register_benchmark
+class MechanismCheckHeldout(HeldoutLibrary):
+    """The mechanism check's held-out evaluation (issue 48): every held-out instance of the runs' template
+    environment at every difficulty in ``needs``, the same items at every checkpoint of every run, so that a
+    trained run and its control are compared item by item. Score: 1 for a win at the item's difficulty. Not a
+    paper benchmark."""
+
+    name = "mechanism_check_heldout"
+    config_cls = MechanismCheckHeldoutConfig
+
+    def _environment(self, name: str) -> tuple:
+        from spade.envs.checks import TEMPLATE_MARKERS, check_source
+
+        if name not in TEMPLATE_MARKERS:
+            raise ConfigError(f"config key 'eval.{self.name}.environment' is {name!r}, which is not an environment "
+                              f"template; allowed: {sorted(TEMPLATE_MARKERS)}")
+        return check_source(name, f"eval.{self.name}.environment"), "game", {"split": "heldout"}
+
+    def _item_environment(self, item: Item) -> tuple:
+        source, kind, kwargs = self._environment(item.payload["env"])
+        return source, kind, {**kwargs, "need": item.payload["need"], "instance": item.payload["instance"]}
+
+    def items(self) -> list[Item]:
+        name = self.config.environment
+        self._environment(name)  # an unknown template fails here, before any model call
+        needs = self.config.needs
+        if not needs or any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in needs):
+            raise ConfigError(f"config key 'eval.{self.name}.needs' must be a non-empty list of integers >= 1, "
+                              f"got {needs!r}")
+        return [Item(f"need{need}/{i:03d}", {"env": name, "kind": "game", "episode": i, "need": need, "instance": i},
+                     group=f"need{need}") for need in needs for i in range(self.config.instances)]
