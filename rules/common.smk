@@ -729,6 +729,15 @@ def card_config_hash(wildcards):
     return _settings_hash(asdict(MODEL_CARDS[wildcards.card][0]), ["model"])
 
 
+def card_warmup_files(wildcards):
+    """The input of prepare_model: the learning-check environment file its format warm-up renders prompts from
+    (`model.format_warmup.env`; the mechanism runs' template), so that an edited file rebuilds the model; else none."""
+    from spade.envs.checks import CHECKS_DIR
+
+    env = MODEL_CARDS[wildcards.card][0].model.format_warmup.env
+    return [str(CHECKS_DIR / f"{env}.py")] if env else []
+
+
 def card_config_file(wildcards):
     """The param `config_file` of prepare_model: the job config file of the run its folder is built from."""
     return job_config_param(MODEL_CARDS[wildcards.card][1])

@@ -5,6 +5,8 @@
 
 
 rule prepare_model:
+    input:
+        card_warmup_files,
     output:
         directory(OUT.model_dir("{card}")),
     log:

@@ -2,8 +2,18 @@
 tiny random model after a reply-format warm-up, spade.inference.format_warmup), meant to show within a short run of
 the default workflow whether the trainer learns.
 
-``copy_span`` (issue 39): copy a row of digits with at least NEED of them right; the mechanism run's designer writes NEED
-(``TEMPLATE_MARKERS``, ``template_source``).
+``copy_span`` (issues 39, 48): the observation shows a row of SHOWN (4) digits from 1-4; the reply's first 4 characters
+(spaces removed) are compared with it position by position, and the reply wins (reward 1) when at least NEED of them
+are right; otherwise it earns 0 (issue 48: no credit for a right digit, which made every difficulty learnable). Every
+NEED asks for the same reply, so what the agent learns at one difficulty carries over to every other; a reply that
+ignores the row wins 0.68, 0.26, 0.05 and 0.004 of the time at NEED 1 to 4. The mechanism run's designer writes NEED:
+the file, cut just after its last ``NEED = `` (``TEMPLATE_MARKERS``, ``template_source``), opens every design reply,
+whose one token ends the module; a token that is no number leaves a module that does not load, and a NEED outside
+1-4 one whose class refuses to start (no reply wins NEED 5). The file is kept short
+because it is most of the design prompt. Its 32 rows whose checksum (each digit times its position, 1-4) is a
+multiple of 8 (``HELD_OUT``, each digit 8 times in each position) are held out: training (``split="train"``) never
+draws one, and the ``mechanism_check_heldout`` benchmark opens the class with ``split="heldout"``, the ``need`` it
+scores and ``instance`` i, which plays the i-th held-out row.
 
 ``symbol_copy`` (the default check, issue 30): copy two letters. Its answer is a function of the observation (a
 reply that ignores it earns under 0.05 on average) and its held-out instances (constructor argument
