@@ -19,7 +19,7 @@ from spade.paper.report import files_fingerprint as _files_fingerprint
 # the module files of the cards code: the command and every spade.paper module it imports (what it reads, says,
 # draws and writes)
 ENV_CARDS_LIB = paper_script_lib(PAPER_SOURCE_DIR / "env_cards.py")
-# the runs whose cards wait for their training: the main runs of a single-run config (the toy and its learning check;
+# the runs whose cards wait for their training: the main runs of a single-run config (the toy;
 # a multi-run config's runs are GPU trainings, drawn only once they exist) and the extra runs whose target is on the
 # command line
 ENV_CARDS_BUILT_RUNS = ([] if MULTI_RUN else MAIN_RUNS) + [
