@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -166,8 +167,14 @@ def test_properties_on_hand_made_rounds():
     settled = [_round(r.step, [2, 2], r.win_rates, r.rewards, r.plays) for r in trained]  # one NEED throughout
     falling = [_round(r.step, trained[-1 - i].needs, r.win_rates, r.rewards, r.plays)
                for i, r in enumerate(trained)]  # the agent's accuracy rises, the designed difficulty falls
+    unlearnt = [_round(r.step, r.needs, r.win_rates, r.rewards, trained[-1 - i].plays)
+                for i, r in enumerate(trained)]  # the difficulty rises while the agent's accuracy falls
+    spread = {9: [1, 1], 10: [4, 4], 11: [2, 3]}  # the last quarter's mean NEED 2.5 against the third's 2, but one
+    noisy = [_round(r.step, spread.get(i, [2, 2]), r.win_rates, r.rewards, r.plays)  # resample in 27 is all 1.0
+             for i, r in enumerate(trained)]
     for broken, failing in (({0: (trained, zero)}, "1."), ({0: (settled, metrics)}, "(c)"),
-                            ({0: (falling, metrics)}, "(c)")):
+                            ({0: (falling, metrics)}, "(c)"), ({0: (unlearnt, metrics)}, "(c)"),
+                            ({0: (noisy, metrics)}, "(c)")):
         rows, ok = properties(broken, {0: (control, [])})
         assert not ok and any(name.startswith(failing) and not holds for name, *_, holds in rows), rows
     rows, ok = properties({0: (trained, metrics)}, {0: (trained, [])})  # a control as good as the designer
@@ -184,6 +191,9 @@ def test_heldout_rows_pair_items_and_pool_seeds():
     rows, ok = heldout_rows({0: trained, 1: trained}, {0: control, 1: control}, base)
     assert ok and [row[1] for row in rows] == [0, 1, "all"], rows
     assert rows[-1][2] == "+0.250" and "the controls learnt +0.250 over the base model" in rows[-1][3]
+    # paired: 10 of 40 items differ, all one way; unpaired, the same means would give an interval down to about 0
+    low, high = map(float, re.search(r"items \[([-+.\d]+), ([-+.\d]+)\]", rows[0][3]).groups())
+    assert 0.1 < low < 0.25 < high < 0.45, rows[0]
     rows, ok = heldout_rows({0: trained, 1: control}, {0: control, 1: trained}, base)
     assert not ok and [row[-1] for row in rows] == [True, False, False], rows
     with pytest.raises(MechanismInputError, match="same items"):
