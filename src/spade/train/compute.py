@@ -254,6 +254,8 @@ def eval_episodes(config, name: str, bench: dict, where: str) -> float:
         n = len(section.games) * section.episodes
     elif name == "heldout_library":
         n = len(section.environments) * section.episodes
+    elif name == "mechanism_check_heldout":
+        n = len(section.needs) * section.instances
     elif name == "heldout_mechanisms":
         from spade.evals.heldout_mechanisms import heldout_seeds
 
