@@ -253,8 +253,8 @@ def _gap(lists) -> float:
 
 def properties(trained: dict, control: dict) -> tuple[list, bool]:
     """Issue 48's properties of the trained designer against its control, and issue 39's first. ``trained`` /
-    ``control``: seed -> (rounds, metrics). Returns (rows of (property, seed or 'all', value, detail, holds), whether
-    all hold).
+    ``control``: seed -> (rounds, metrics). Returns (rows of (property, seed, value, detail, holds), whether all
+    hold).
 
     1. designer samples with a nonzero advantage in at least NONZERO_SHARE of the design rounds (the loop trains its
        designer at all);
