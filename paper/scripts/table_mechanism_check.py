@@ -9,7 +9,8 @@ designer rewards and of the delayed designer update in every run, then the prope
 samples with a nonzero advantage; (a) learnable share, (b) designer reward, second half, above the control's; (c)
 designed difficulty rising with the agent), and (d) the held-out win rate of the last checkpoints, trained against
 control, item by item: each run's ``mechanism_check_heldout`` result at its last checkpoint and the first trained
-run's at step 0 (the base model every run starts from), found in the run folders (``spade.paths.ResultPaths``). Each row says whether it holds; the last row is the verdict. A failed check is
+run's at step 0 (the base model every run starts from), found in the run folders (``spade.paths.ResultPaths``).
+Each row says whether it holds; the last row is the verdict. A failed check is
 written, not raised: the table is the report (the process exits 0 unless an input is missing or malformed).
 Writes the Markdown table, a booktabs LaTeX table next to it, a JSON of the per-round series the figure draws
 (``<stem>.rounds.json``) and a provenance sidecar.
@@ -64,11 +65,10 @@ def heldout_result(run_dir: Path, step: int) -> Path:
     return Path(ResultPaths(str(run_dir.parent.parent)).eval_file(run_dir.name, step, HELDOUT_BENCHMARK))
 
 
-def heldout_scores(dirs: list, runs: dict) -> dict:
-    """seed -> {item id: score} of each run's last checkpoint (``runs``: ``load_runs`` of ``dirs``)."""
-    by_name = {Path(d).name: Path(d) for d in dirs}
-    return {seed: read_scores(heldout_result(by_name[name], config.selfplay.checkpoint_steps()[-1]))
-            for seed, (name, config, *_) in runs.items()}
+def last_results(dirs: list, runs: dict) -> dict:
+    """seed -> the held-out result of each run's last checkpoint (``runs``: ``load_runs`` of ``dirs``, in order)."""
+    return {seed: heldout_result(Path(folder), config.selfplay.checkpoint_steps()[-1])
+            for folder, (seed, (_, config, *_)) in zip(dirs, runs.items())}
 
 
 def by_need(scores: dict) -> dict:
@@ -125,11 +125,11 @@ def main(argv=None) -> None:
     trained, control = load_runs(args.trained, args.configs[:n]), load_runs(args.control, args.configs[n:])
     if sorted(trained) != sorted(control):
         raise ReportInputError(f"trained seeds {sorted(trained)} and control seeds {sorted(control)} differ")
-    base = heldout_result(args.trained[0], 0)
-    heldout_files = [base] + [heldout_result(Path(d), config.selfplay.checkpoint_steps()[-1]) for d, (_, config, *_)
-                              in zip([*args.trained, *args.control], [*trained.values(), *control.values()])]
+    base, last = heldout_result(args.trained[0], 0), (last_results(args.trained, trained),
+                                                      last_results(args.control, control))
+    heldout_files = [base, *last[0].values(), *last[1].values()]
     require_files(*heldout_files)
-    heldout = (heldout_scores(args.trained, trained), heldout_scores(args.control, control), read_scores(base))
+    heldout = (*({seed: read_scores(path) for seed, path in arm.items()} for arm in last), read_scores(base))
     rows, ok = mechanism_rows(trained, control, heldout)
     table = [(f"{name} [seed {seed}]", value, f"{'HOLDS' if verdict else 'FAILS'}: {detail}")
              for name, seed, value, detail, verdict in rows]
