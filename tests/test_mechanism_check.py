@@ -126,6 +126,33 @@ def test_heldout_benchmark_items_cover_every_need():
         MechanismCheckHeldout(MechanismCheckHeldoutConfig(environment="symbol_copy")).items()
 
 
+def test_heldout_benchmark_plays_its_rows_in_the_sandbox_and_refuses_a_need_the_template_refuses(tiny_model, pool):
+    """The benchmark's items reach the sandboxed template as (split, need, instance): a reply that copies the first
+    held-out row wins that row's items at every NEED and no other row's at NEED 4. A NEED the template refuses stops
+    the evaluation with the keys and the template's message; it is not scored 0. Mutation seen failing: without the
+    check in ``MechanismCheckHeldout.play`` the NEED-5 items come back as two losses."""
+    from test_learning_check import EchoBackend
+
+    from spade.configtools import ConfigError
+    from spade.evals.base import EvalContext
+    from spade.evals.heldout import MechanismCheckHeldout, MechanismCheckHeldoutConfig
+
+    namespace = {}
+    exec(compile(check_source("copy_span", "test"), "copy_span", "exec"), namespace)
+    first = namespace["HELD_OUT"][0]
+    _, tokenizer = tiny_model
+    ctx = EvalContext(EchoBackend(tokenizer, first), seed=0, benchmark="mechanism_check_heldout", max_new_tokens=4,
+                      max_context_tokens=2048, pool_factory=lambda: pool)
+    bench = MechanismCheckHeldout(MechanismCheckHeldoutConfig(instances=2))
+    records = {r.id: r.score for r in bench.play(bench.items(), ctx)}
+    assert [records[f"need{n}/000"] for n in (1, 2, 3, 4)] == [1.0] * 4 and records["need4/001"] == 0.0
+    assert all(any(f"at least {n} digits right:\n{first}" in p for p in ctx.backend.prompts) for n in (1, 2, 3, 4))
+    refused = MechanismCheckHeldout(MechanismCheckHeldoutConfig(needs=[5], instances=2))
+    with pytest.raises(ConfigError, match=r"eval.mechanism_check_heldout.needs.*2 of 2 items failed.*NEED must be "
+                                          r"1 to 4, got 5"):
+        refused.play(refused.items(), ctx)
+
+
 def test_digit_accuracy_is_the_maximum_likelihood():
     assert win_chance(0.25, 1) == pytest.approx(1 - 0.75 ** 4) and win_chance(0.6, 4) == pytest.approx(0.6 ** 4)
     assert win_chance(0.5, 2) == pytest.approx(11 / 16)  # 6 + 4 + 1 of the 16 equally likely rows of right/wrong

@@ -197,3 +197,14 @@ class MechanismCheckHeldout(HeldoutLibrary):
                               f"got {needs!r}")
         return [Item(f"need{need}/{i:03d}", {"env": name, "kind": "game", "episode": i, "need": need, "instance": i},
                      group=f"need{need}") for need in needs for i in range(self.config.instances)]
+
+    def play(self, items, ctx: EvalContext) -> list[ItemRecord]:
+        """As the library's, but an item whose environment failed stops the evaluation: the template is our own file,
+        so a failure there is a setting it refuses (a NEED outside its range), which would otherwise score 0."""
+        records = super().play(items, ctx)
+        failed = [record for record in records if record.extra["outcome"] == "env_failure"]
+        if failed:
+            raise ConfigError(f"config keys 'eval.{self.name}.environment' / 'eval.{self.name}.needs': "
+                              f"{len(failed)} of {len(records)} items failed in the environment, first "
+                              f"{failed[0].id}: {failed[0].extra['failure']}")
+        return records
