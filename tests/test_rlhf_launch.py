@@ -342,6 +342,13 @@ def test_openrlhf_refuses_tis_on_delayed_samples_only(tmp_path):
         openrlhf_command(config, tmp_path / "run", tmp_path / "m", "c.jsonl")
 
 
+def test_openrlhf_refuses_frozen_weights(tmp_path):
+    """train.frozen (the mechanism runs' local-trainer switch) has no OpenRLHF form: refused, naming the key."""
+    config = load_config(CONFIG_DIR / "paper" / "spade_games_4b.yaml", overrides={"train": {"frozen": ["embeddings"]}})
+    with pytest.raises(ConfigError, match=r"train\.frozen.*\['embeddings'\].*allowed with --backend openrlhf: \[\]"):
+        openrlhf_command(config, tmp_path / "run", tmp_path / "m", "c.jsonl")
+
+
 def test_local_backend_rejects_dry_run(tmp_path, capsys):
     rc = main(["train", "--backend", "local", "--dry-run", "--model", str(tmp_path), "--run-dir", str(tmp_path / "r")])
     assert rc == 2 and "--backend openrlhf" in capsys.readouterr().err

@@ -9,6 +9,7 @@ import pytest
 
 from spade.core.agent import AgentConfig, EpisodeJob, EpisodeRunner
 from spade.config import load_config
+from spade.configtools import ConfigError
 from spade.inference.generation_hf import HFBackend
 from spade.inference.models import load_model
 from spade.core.selfplay import Sample, derive_seed
@@ -230,6 +231,29 @@ def test_zero_advantage_samples_skip_forward_and_backward_but_not_the_step(tiny_
     assert stats["forward_tokens"] == 0 and stats["optimizer_steps"] == 1
     for name, value in base.state_dict().items():
         assert torch.allclose(idle[name], value * decay, atol=1e-7), name
+
+
+@pytest.mark.parametrize("frozen", [[], ["embeddings"]])
+def test_train_frozen_keeps_the_named_weights_fixed(tiny_model_dir, frozen):
+    """train.frozen ['embeddings'] (the mechanism runs, issue 48): an update (weight decay on) leaves the input
+    embeddings bit for bit and moves the rest; [] (every paper config) moves the embeddings too."""
+    import torch
+
+    config = load_config(overrides={**TINY_RUN, "train": {**TINY_RUN["train"], "weight_decay": 0.1, "frozen": frozen}})
+    model, _ = load_model(tiny_model_dir)
+    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    samples = [Sample("agent", [1, 5 + i, 9, 4 + i, 7], [0, 0, 1, 1, 1], [0.0, 0.0, -1.0, -1.5, -2.0], a)
+               for i, a in enumerate([1.0, -1.0])]
+    LocalTrainer(config, model, pad_id=0).update(samples)
+    moved = {k for k, v in model.state_dict().items() if not torch.equal(v, before[k])}
+    embeddings = "model.embed_tokens.weight"
+    assert (embeddings in moved) == (frozen == [])
+    assert "lm_head.weight" in moved and "model.layers.0.self_attn.q_proj.weight" in moved
+
+
+def test_train_frozen_refuses_an_unknown_entry():
+    with pytest.raises(ConfigError, match=r"'train.frozen' has 'lm_head'; allowed entries: \['embeddings'\]"):
+        load_config(overrides={"train": {"frozen": ["lm_head"]}})
 
 
 @pytest.mark.parametrize("setting, expected", [(1.0, 1.0), (None, 0.6), (0.8, 0.8)])

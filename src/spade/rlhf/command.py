@@ -99,6 +99,10 @@ def openrlhf_command(config, run_dir, model_dir, corpus_path=None, orl: OpenRLHF
         raise ConfigError(f"config key 'train.tis_samples' is {config.train.tis_samples!r}, which the OpenRLHF backend "
                           "cannot train (its importance-sampling correction weighs every sample); allowed with "
                           "--backend openrlhf: 'all'. 'delayed' runs on the local trainer")
+    if config.train.frozen:
+        raise ConfigError(f"config key 'train.frozen' is {config.train.frozen!r}, which the OpenRLHF backend does not "
+                          "apply (it trains every weight); allowed with --backend openrlhf: []. A frozen list runs on "
+                          "the local trainer")
     place = placement(config, orl)
     plan = checked_ticket_plan(config)
     # absolute paths: Ray workers do not share the driver's working directory

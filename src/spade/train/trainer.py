@@ -137,6 +137,13 @@ def sequence_logprobs(model, ids: torch.Tensor, attention: torch.Tensor, mask: t
     return torch.cat([torch.zeros_like(lp[:, :1]), lp], dim=1)
 
 
+def freeze_weights(model, frozen) -> None:
+    """Keep the weights ``train.frozen`` names fixed: no gradient, no optimizer state ('embeddings': the input token
+    embeddings; config.TRAIN_FROZEN)."""
+    if "embeddings" in frozen:
+        model.get_input_embeddings().weight.requires_grad_(False)
+
+
 class LocalTrainer:
     """GRPO on one model (spec 6): token-level asymmetric clipping, optional k3 KL, TIS (``train.tis_samples``).
 
@@ -149,6 +156,7 @@ class LocalTrainer:
         self.config, self.model, self.pad_id = config, model, pad_id
         tc = config.train
         self.device = next(model.parameters()).device
+        freeze_weights(model, tc.frozen)
         dtype = train_dtype(tc, self.device)
         self.names = [name for name, p in model.named_parameters() if p.requires_grad]
         self.masters = None
