@@ -38,6 +38,9 @@ def test_step_profile_without_and_with_the_prefix_cache(tiny_model_dir, tmp_path
     text = render(result)
     assert "matmul peak" in text and "no_hint_arm" in text and "of peak" in text and "decode kernels" in text
     assert "design samples" in text
+    mixed = result["kernels"]["mixed_step"]
+    assert mixed["design_samples"] == config.train.micro_batch and mixed["agent_samples"] % config.train.micro_batch
+    assert mixed["fixed_groups"] > 0 and mixed["length_groups"] > 0 and "optimizer step" in text
 
 
 def test_token_flops_by_hand():

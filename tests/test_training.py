@@ -233,6 +233,41 @@ def test_zero_advantage_samples_skip_forward_and_backward_but_not_the_step(tiny_
         assert torch.allclose(idle[name], value * decay, atol=1e-7), name
 
 
+def test_micro_batch_groups_split_by_length_by_hand():
+    """A sample over twice its group's first length starts a new group; groups hold at most `size`."""
+    from spade.train.trainer import micro_batch_groups
+
+    assert micro_batch_groups([5, 6, 11, 12, 13, 30], 3) == [[0, 1], [2, 3, 4], [5]]
+    assert micro_batch_groups([5, 6, 11, 12, 13, 30], 3, split_lengths=False) == [[0, 1, 2], [3, 4, 5]]
+    assert [len(g) for g in micro_batch_groups([34] * 42 + [2839] * 12, 12)] == [12, 12, 12, 6, 12]
+
+
+def test_micro_batch_groups_by_length_give_the_fixed_groups_update(tiny_model_dir):
+    """The step's gradient is the sum over micro batches however they are cut: split by length (a design prompt's
+    samples apart from the short agent samples) or in fixed groups, the update agrees to float rounding, and the
+    split pads far less."""
+    import torch
+
+    config = load_config(overrides={**TINY_RUN, "train": {**TINY_RUN["train"], "micro_batch": 4}})
+    prompt = list(range(5, 65))
+    samples = [Sample("agent", [1, 5 + i, 9, 4 + i, 7], [0, 0, 1, 1, 1], [0.0, 0.0, -1.0, -1.5, -2.0],
+                      1.0 if i % 2 else -1.0) for i in range(6)]
+    samples += [Sample("designer", prompt + [10 + i], [0] * 60 + [1], [0.0] * 60 + [-2.0], 0.5 - 0.25 * i)
+                for i in range(4)]
+    updated = {}
+    for split in (False, True):
+        model, _ = load_model(tiny_model_dir)
+        trainer = LocalTrainer(config, model, pad_id=0)
+        trainer.split_lengths = split
+        stats = trainer.update(samples)
+        updated[split] = ({k: v.detach().clone() for k, v in model.state_dict().items()}, stats)
+    (fixed, fixed_stats), (split, split_stats) = updated[False], updated[True]
+    for name, value in fixed.items():
+        assert torch.allclose(value, split[name], atol=1e-6), name
+    assert fixed_stats["loss"] == pytest.approx(split_stats["loss"], abs=1e-6)
+    assert split_stats["padded_tokens"] < fixed_stats["padded_tokens"]
+
+
 @pytest.mark.parametrize("frozen", [[], ["embeddings"]])
 def test_train_frozen_keeps_the_named_weights_fixed(tiny_model_dir, frozen):
     """train.frozen ['embeddings'] (the mechanism runs, issue 48): an update (weight decay on) leaves the input

@@ -22,6 +22,10 @@ What it does, in order:
 4. **Design samples.** ``train.micro_batch`` one-token replies to one prompt of ``--train-tokens`` tokens, forward and
    backward of their log-probs, through the trainer's shared pass (``spade.train.trainer.sequence_logprobs``) and
    through a pass per sample (what the trainer did before): both times and their ratio.
+5. **A design round's optimizer step** (``mixed_step_seconds``): the same design samples after 3.5 micro batches of
+   short agent samples, through ``LocalTrainer.update`` in micro batches split by length
+   (``spade.train.trainer.micro_batch_groups``) and in fixed groups (before issue 48, when a group held both and padded
+   each agent sample to the prompt's length): both times and their ratio.
 
 Each achieved rate is reported as a fraction of the peak measured in step 1. These are estimates of useful work
 (no padding, no re-computation counted), so a fraction is a lower bound on how busy the cores were.
@@ -171,6 +175,33 @@ def design_sample_seconds(model, prompt: torch.Tensor, samples: int, repeats: in
     return out
 
 
+def mixed_step_seconds(config, model, prompt_tokens: int, repeats: int) -> dict:
+    """One optimizer step of ``LocalTrainer.update`` over a design round's step: ``train.micro_batch`` one-token replies
+    to one ``prompt_tokens``-token design prompt, after 3.5 micro batches of 34-token agent samples (so that a fixed
+    group of ``train.micro_batch`` would put short and long samples together), once in the micro batches of
+    ``spade.train.trainer.micro_batch_groups`` (a sample over twice its group's first length starts a new group) and once
+    in fixed groups (before issue 48); each on its own copy of ``model``, best of ``repeats``."""
+    import copy
+
+    from spade.core.selfplay import Sample
+    from spade.train.trainer import LocalTrainer
+
+    size, vocab = config.train.micro_batch, model.config.vocab_size
+    generator = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, vocab, (prompt_tokens,), generator=generator).tolist()
+    agents = [Sample("agent", torch.randint(0, vocab, (34,), generator=generator).tolist(), [0] * 30 + [1] * 4,
+                     [0.0] * 30 + [-1.4] * 4, 0.5 if i % 2 else -0.5) for i in range(3 * size + size // 2)]
+    designs = [Sample("designer", prompt + [i % vocab], [0] * prompt_tokens + [1], [0.0] * prompt_tokens + [-1.4],
+                      0.5 if i % 2 else -0.5) for i in range(size)]
+    out = {"agent_samples": len(agents), "design_samples": size, "prompt_tokens": prompt_tokens}
+    for name, split in (("fixed_groups", False), ("length_groups", True)):
+        trainer = LocalTrainer(config, copy.deepcopy(model), pad_id=0)
+        trainer.split_lengths = split
+        trainer.update(agents + designs)  # warm-up
+        out[name] = min(timed(lambda: trainer.update(agents + designs)) for _ in range(repeats))
+    return out
+
+
 def profile_step(config, model_dir: str | Path, corpus_path, run_dir: Path) -> dict:
     """The metrics line of the first step of ``config`` run in a fresh ``run_dir`` (one step and its checkpoint)."""
     from spade.train.trainer import train_run
@@ -199,6 +230,7 @@ def run_bench_step(config, model_dir: str | Path, corpus_path, out_dir: str | Pa
     model, tokenizer = load_model(model_dir)
     kernels = kernel_rates(model, tokenizer, prefill_tokens, decode_context, decode_tokens, decode_batch,
                            train_tokens, config.train.micro_batch, repeats)
+    kernels["mixed_step"] = mixed_step_seconds(config, model, train_tokens, repeats)
     for name in KERNELS:
         entry = kernels[name]
         entry["flops_per_s"] = entry["flops"] / entry["seconds"]
@@ -244,4 +276,9 @@ def render(result: dict) -> str:
     lines.append(f"  design samples ({design['samples']} one-token replies to one {design['prompt_tokens']}-token "
                  f"prompt, forward + backward): one pass per sample {design['one_pass_per_sample']:.3f} s, shared "
                  f"{design['shared']:.3f} s = {design['one_pass_per_sample'] / design['shared']:.2f}x")
+    mixed = result["kernels"]["mixed_step"]
+    lines.append(f"  a design round's optimizer step ({mixed['agent_samples']} agent samples, {mixed['design_samples']} "
+                 f"one-token replies to one {mixed['prompt_tokens']}-token prompt): fixed micro batches "
+                 f"{mixed['fixed_groups']:.3f} s, split by length {mixed['length_groups']:.3f} s = "
+                 f"{mixed['fixed_groups'] / mixed['length_groups']:.2f}x")
     return "\n".join(lines)

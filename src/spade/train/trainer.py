@@ -137,6 +137,21 @@ def sequence_logprobs(model, ids: torch.Tensor, attention: torch.Tensor, mask: t
     return torch.cat([torch.zeros_like(lp[:, :1]), lp], dim=1)
 
 
+def micro_batch_groups(lengths: list, size: int, split_lengths: bool = True) -> list:
+    """Index groups of at most ``size`` samples, in order, for a step's samples sorted by length (``lengths``).
+    ``split_lengths``: a sample more than twice as long as its group's first starts a new group, so that a few short
+    agent samples never share a micro batch with design samples of a 3k-token prompt: padded to that length, each
+    would cost a whole forward and backward of it (the shared pass of ``sequence_logprobs`` serves identical
+    prompts only). The step's gradient is the sum over groups either way; only the order of float additions
+    changes. False: fixed groups of ``size`` (before issue 48)."""
+    groups = []
+    for index, length in enumerate(lengths):
+        if not groups or len(groups[-1]) == size or (split_lengths and length > 2 * lengths[groups[-1][0]]):
+            groups.append([])
+        groups[-1].append(index)
+    return groups
+
+
 def freeze_weights(model, frozen) -> None:
     """Keep the weights ``train.frozen`` names fixed: no gradient, no optimizer state ('embeddings': the input token
     embeddings; config.TRAIN_FROZEN)."""
@@ -172,6 +187,7 @@ class LocalTrainer:
 
             self.reference = copy.deepcopy(model).eval().requires_grad_(False)
         self.temperature = logprob_temperature(config)
+        self.split_lengths = True  # micro_batch_groups: spade bench step times False, the fixed groups, against it
 
     def _gather_gradients(self) -> None:
         """Add the model's gradients (model dtype) to the float32 masters' and free them (no-op in float32)."""
@@ -239,8 +255,8 @@ class LocalTrainer:
             chunk = [s for s, skip in zip(chunk, idle) if not skip]
             # micro batches of similar lengths pad little; the step's gradient is their sum either way
             chunk = sorted(chunk, key=lambda sample: len(sample.token_ids))
-            for m in range(0, len(chunk), tc.micro_batch):
-                batch = self._batch(chunk[m : m + tc.micro_batch])
+            for group in micro_batch_groups([len(s.token_ids) for s in chunk], tc.micro_batch, self.split_lengths):
+                batch = self._batch([chunk[i] for i in group])
                 stats["forward_tokens"] += int(batch["attention"].sum())
                 stats["padded_tokens"] += batch["ids"].numel()
                 with torch.no_grad():
