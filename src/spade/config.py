@@ -239,7 +239,9 @@ class TrainConfig:
         "'planned' (before issue 32) counts the plays planned (plays per environment x valid environments) when "
         "the step begins.", choices=("returned", "planned"))
     global_batch: int = option(192, "Samples per optimizer step (paper: 192).", min=1)
-    micro_batch: int = option(4, "Samples per forward/backward pass (gradient accumulation).", min=1)
+    micro_batch: int = option(4, "Samples per forward/backward pass at most (gradient accumulation); the step's samples, "
+                             "sorted by length, start a new micro batch where one is over twice as long as its micro "
+                             "batch's first (spade.train.trainer.micro_batch_groups).", min=1)
     max_grad_norm: float = option(1.0, "Gradient clipping norm (not stated in the paper).", min=0.0)
     frozen: list = option(
         [], "Weights the local trainer keeps fixed (ours; every paper config leaves it []: every weight trains, as in "
