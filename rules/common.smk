@@ -480,20 +480,40 @@ def is_gpu_run(run):
     return OPENRLHF[run].enabled
 
 
+def cpu_run_threads(run):
+    """Threads of a CPU run's `train` and `evaluate` jobs (the toy's): every core Snakemake has, less one left to the
+    mechanism check's runs when the config has them. The default target trains those beside the toy, and the toy's
+    chain (training, then its evaluations) is the run's longest: on 2 cores it starts at once on one core
+    (`chain_priority`) instead of waiting for the six mechanism trainings to free both (issue 48; its decoding, most
+    of its time, gains little from a second thread)."""
+    return max(1, workflow.cores - 1) if MECHANISM_CHECKS else workflow.cores
+
+
+def chain_priority(wildcards):
+    """Priority of `train` and `evaluate` jobs: a CPU run's (the toy's) first, as the default target's longest chain
+    (`cpu_run_threads`); 0 for every other run."""
+    return 1 if wildcards.run not in MECHANISM_CHECKS and not is_gpu_run(wildcards.run) else 0
+
+
 def train_threads(wildcards):
     """Threads of a `train` job. A GPU run's job is a launcher: its own srun steps take the nodes' CPUs for Ray
     (spade.rlhf.script), so it asks for 1. `workflow.cores` is the submit host's count, and the SLURM executor would
-    turn it into the job step's --cpus-per-task, which fails on a GPU node with fewer cores (issue 31). A CPU run (the
-    toy) uses every core Snakemake has, as does a rehearsal run (openrlhf.cpu), whose Ray cluster is local: two would
-    share its ports."""
+    turn it into the job step's --cpus-per-task, which fails on a GPU node with fewer cores (issue 31). A rehearsal
+    run (openrlhf.cpu) uses every core Snakemake has: its Ray cluster is local, and two would share its ports. A CPU
+    run (the toy): `cpu_run_threads`."""
     if wildcards.run in MECHANISM_CHECKS:
         return 1  # a tiny model: one thread each, so two of the six runs train at once on 2 cores (issue 48)
-    return 1 if is_gpu_run(wildcards.run) and not OPENRLHF[wildcards.run].cpu else workflow.cores
+    if is_gpu_run(wildcards.run):
+        return workflow.cores if OPENRLHF[wildcards.run].cpu else 1
+    return cpu_run_threads(wildcards.run)
 
 
 def eval_threads(wildcards):
-    """Threads of an `evaluate` job: 1 for a mechanism run's (a tiny model), else every core Snakemake has."""
-    return 1 if wildcards.run in MECHANISM_CHECKS else workflow.cores
+    """Threads of an `evaluate` job: 1 for a mechanism run's (a tiny model), `cpu_run_threads` for the toy's, else
+    every core Snakemake has."""
+    if wildcards.run in MECHANISM_CHECKS:
+        return 1
+    return workflow.cores if is_gpu_run(wildcards.run) else cpu_run_threads(wildcards.run)
 
 
 def train_resources():

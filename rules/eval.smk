@@ -20,6 +20,7 @@ rule evaluate:
         OUT.benchmark("evaluate_{run}_{benchmark}_{step}")
     wildcard_constraints:
         run=RUN_PATTERN,
+    priority: chain_priority
     conda:
         GPU_ENV
     container:

@@ -19,6 +19,7 @@ rule train:
         OUT.benchmark("train_{run}")
     wildcard_constraints:
         run=RUN_PATTERN,
+    priority: chain_priority
     conda:
         GPU_ENV
     threads: train_threads
