@@ -67,7 +67,8 @@ def test_default_plan_is_the_toy_pipeline(tmp_path):
     the one during-training benchmark; the local trainer with the toy config and no GPU resources. And the mechanism
     check (issues 39, 48): six runs of the tiny model, one thread each, evaluated on their held-out benchmark at their
     last checkpoint, and the base model once. The learning check is not in it (issue 48; target `learning_check`)."""
-    run = snakemake(["-n", "--configfile", str(ROOT / "configs/default.yaml"), "--directory", str(tmp_path)])
+    run = snakemake(["-n", "--cores", "4", "--configfile", str(ROOT / "configs/default.yaml"), "--directory",
+                     str(tmp_path)])
     assert run.returncode == 0, run.stderr[-3000:]
     assert job_stats(run.stdout) == {"build_corpus": 1, "library_check": 1, "prepare_model": 2, "evaluate": 10,
                                      "train": 7, "results_table": 1, "run_table": 1, "training_figure": 1,
@@ -87,8 +88,11 @@ def test_default_plan_is_the_toy_pipeline(tmp_path):
     assert job_config(mechanism, tmp_path)["seed"] == 1
     assert not job_config(mechanism, tmp_path)["selfplay"]["train_designer"]
     assert "gres" not in resources(train) and "gpu" not in resources(train)
-    # the dry run names a job's threads when they are more than 1: two mechanism runs train at once on 2 cores
-    assert train["threads"] == "2" and "threads" not in mechanism
+    # the dry run names a job's threads when they are more than 1, and its priority when not 0: the mechanism runs
+    # train on one thread each; the toy, the longest chain, goes first and leaves them a core (4 cores: 3 threads; 2
+    # cores: 1, so the toy trains beside them, issue 48)
+    assert train["threads"] == "3" and train["priority"] == "1"
+    assert "threads" not in mechanism and "priority" not in mechanism
     evaluations = {job["wildcards"]: job for job in planned if job["rule"] == "evaluate"}
     assert sorted(evaluations) == sorted(
         [f"run=toy, benchmark=heldout_library, step={step}" for step in ("000000", "000002", "000004")]
@@ -96,7 +100,8 @@ def test_default_plan_is_the_toy_pipeline(tmp_path):
         + [f"run=toy_mechanism{arm}_s{seed}, benchmark=mechanism_check_heldout, step=000060" for seed in range(3)
            for arm in ("", "_control")])
     assert "threads" not in evaluations["run=toy_mechanism_s2, benchmark=mechanism_check_heldout, step=000060"]
-    assert evaluations["run=toy, benchmark=heldout_library, step=000002"]["threads"] == "2"
+    toy_evaluation = evaluations["run=toy, benchmark=heldout_library, step=000002"]
+    assert toy_evaluation["threads"] == "3" and toy_evaluation["priority"] == "1"
     models = {job["wildcards"]: job for job in planned if job["rule"] == "prepare_model"}
     assert sorted(models) == ["card=smollm2-135m", "card=tiny-random-spade"]
     for card, job in models.items():  # each folder is built from the config of a run of its own card

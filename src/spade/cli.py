@@ -450,6 +450,28 @@ def cmd_schema(args) -> int:
     return 0
 
 
+def cmd_prompt_budget(args) -> int:
+    """The designer prompts of a run against its --data.max_len, as the OpenRLHF launcher checks them before it starts
+    (spade.rlhf.prompt_budget): a prompt built at the start over it is an error (exit 2), an upper bound a warning."""
+    from transformers import AutoTokenizer
+
+    from spade.rlhf.config import resolve_openrlhf
+    from spade.rlhf.placement import data_max_len
+    from spade.rlhf.prompt_budget import check_designer_prompts_fit, over_budget
+
+    config = _config(args)
+    max_len = data_max_len(config, resolve_openrlhf(config))
+    corpus = (config.corpus.path or args.corpus) if config.corpus.enabled else None
+    bounds = check_designer_prompts_fit(config, AutoTokenizer.from_pretrained(args.model), corpus, max_len)
+    print(f"{config.run_name}: --data.max_len {max_len}" + ("" if bounds else "; the policy designs nothing"))
+    for bound in bounds:
+        built = f"built at the start {bound.built + bound.new_tokens}, " if bound.built is not None else ""
+        print(f"  {bound.what}: {built}upper bound {bound.total} ({bound.prompt_tokens} + {bound.new_tokens} new)")
+    for line in over_budget(bounds, max_len):
+        print(f"warning: {line}", file=sys.stderr)
+    return 0
+
+
 def cmd_compute(args) -> int:
     from spade.train.compute import COMPONENTS, estimate, load_assumptions, table_rows, to_markdown, HEADER
     from spade.config import load_config
@@ -641,6 +663,12 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--json", action="store_true", help="print the estimates with every count as JSON")
     output.add_argument("--markdown", action="store_true", help="print a Markdown table")
     compute.set_defaults(func=cmd_compute)
+
+    budget = groups.add_parser("prompt-budget", parents=[common], help="a run's designer prompts against its "
+                               "--data.max_len, as the OpenRLHF launcher checks them")
+    budget.add_argument("--model", required=True, help="model folder whose tokenizer and chat template the run uses")
+    budget.add_argument("--corpus", default="", help="the run's corpus (JSONL; default: corpus.path)")
+    budget.set_defaults(func=cmd_prompt_budget)
 
     fidelity = groups.add_parser("fidelity", parents=[common],
                                  help="designer fidelity: implement solved mechanisms from theta, replay the reference")

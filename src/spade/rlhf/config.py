@@ -66,7 +66,8 @@ class OpenRLHFConfig:
     max_len: int = option(0, "--data.max_len, the longest sequence and vLLM's max_model_len; 0 = "
                           "max(agent.max_context_tokens, design_prompt_tokens + designer.max_new_tokens).", min=0)
     design_prompt_tokens: int = option(16384, "Token budget assumed for a design prompt (corpus document + memory "
-                                       "examples + instructions) when max_len is derived.", min=1)
+                                       "examples + instructions) when max_len is derived; the launcher refuses a run "
+                                       "whose longest design prompt can exceed it (spade.rlhf.prompt_budget).", min=1)
     ckpt_max_num: int = option(2, "DeepSpeed resume checkpoints kept (--ckpt.max_num); the Hugging Face "
                                "checkpoints that evaluation reads are all kept.", min=1)
     wandb_project: str = option("", "Weights & Biases project; empty = TensorBoard only. The key is read from "

@@ -25,8 +25,9 @@ from spade.rlhf.command import (AGENT_FUNC_PATH, OPENRLHF_VERSION, LaunchError, 
                                 run_paths, shell_command, verify_command)
 from spade.rlhf.config import OpenRLHFConfig, resolve_openrlhf
 from spade.rlhf.guards import cpu_applicable_guards, environment_guards, failures
-from spade.rlhf.placement import describe_placement, placement
+from spade.rlhf.placement import data_max_len, describe_placement, placement
 from spade.rlhf.plan import ticket_plan, write_tickets
+from spade.rlhf.prompt_budget import check_designer_prompts_fit, over_budget
 from spade.rlhf.script import image_binds, image_prefix, launch_script
 
 # the GPU training stack OpenRLHF 0.11.2 pins (its issue); the CPU environment has none of ray/vllm/deepspeed
@@ -193,6 +194,8 @@ def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_a
     the launch script, link the checkpoints and write ``summary.json`` (with what the guards saw). A rehearsal run
     (``openrlhf.cpu``) with ``baseline.external_serve`` first starts its designer server on this machine, as the local
     trainer does (``spade.designer.serve.local_designer``; ``served``: it runs already)."""
+    from transformers import AutoTokenizer
+
     from spade.io import atomic_write_json, atomic_write_text
     from spade.provenance import stamp
 
@@ -232,6 +235,12 @@ def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_a
     if failures(guards):
         raise LaunchError("the node's environment would fail this OpenRLHF run (docs/OPENRLHF.md, \"Preflight\"):\n"
                           + failures(guards))
+    # a design prompt too long for the engines fails its step hours in: one the run builds at its start is refused
+    # here, with the keys that decide it; one its upper bound allows is a warning (spade.rlhf.prompt_budget)
+    max_len = data_max_len(config, orl)
+    prompt_bounds = check_designer_prompts_fit(config, AutoTokenizer.from_pretrained(model_dir), corpus_path, max_len)
+    for line in over_budget(prompt_bounds, max_len):
+        print(f"warning: {line}", file=sys.stderr, flush=True)
     argv = openrlhf_command(config, run_dir, model_dir, corpus_path, orl, python=runtime[-1])
     verify_command(argv, runtime)
     prepared = prepare_run(config, run_dir, model_dir, corpus_path, engines=orl.vllm_num_engines)
@@ -258,6 +267,9 @@ def launch(config, model_dir, corpus_path, run_dir, image: str = "", apptainer_a
     summary = {"run": config.run_name, "model_card": config.model_card, "steps": config.selfplay.total_steps,
                "checkpoints": checkpoints,
                "backend": f"openrlhf {OPENRLHF_VERSION}", "guards": [guard.as_dict() for guard in guards],
+               "designer_prompts": {"max_len": max_len, "bounds": [
+                   {"what": b.what, "prompt_tokens": b.prompt_tokens, "new_tokens": b.new_tokens,
+                    "built": b.built, "over_max_len": b.total > max_len} for b in prompt_bounds]},
                "provenance": stamp(config), **extra}
     atomic_write_json(Path(run_dir) / "summary.json", summary)
     return summary
