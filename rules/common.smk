@@ -509,11 +509,14 @@ def train_threads(wildcards):
 
 
 def eval_threads(wildcards):
-    """Threads of an `evaluate` job: 1 for a mechanism run's (a tiny model), `cpu_run_threads` for the toy's, else
-    every core Snakemake has."""
+    """Threads of an `evaluate` job: 1 for a mechanism run's (a tiny model) and a rehearsal run's (a tiny model; one
+    evaluation keeps about one core busy, so two run at once between the rehearsal's trainings, issue 46),
+    `cpu_run_threads` for the toy's, else every core Snakemake has."""
     if wildcards.run in MECHANISM_CHECKS:
         return 1
-    return workflow.cores if is_gpu_run(wildcards.run) else cpu_run_threads(wildcards.run)
+    if is_gpu_run(wildcards.run):
+        return 1 if OPENRLHF[wildcards.run].cpu else workflow.cores
+    return cpu_run_threads(wildcards.run)
 
 
 def train_resources():

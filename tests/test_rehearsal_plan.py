@@ -42,6 +42,9 @@ def test_the_rehearsal_plans_every_paper_run_through_the_rules_of_all(plan):
     for name, job in trains.items():
         assert " train --backend openrlhf " in job["shell"] and "--image" not in job["shell"]
         assert job.get("threads") == "2"  # every core: one rehearsal training at a time (its Ray cluster is local)
+    # an evaluation keeps about one core busy: one thread, so two run at once between the trainings
+    evaluations = [job for job in plan["jobs"] if job["rule"] == "evaluate"]
+    assert evaluations and all("threads" not in job for job in evaluations)
 
 
 def test_each_run_keeps_its_run_file_and_gets_the_overlay_and_its_familys_tiny_model(plan):
