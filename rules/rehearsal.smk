@@ -1,7 +1,7 @@
 # The rehearsal (configs/rehearsal.yaml, docs/OPENRLHF.md "The rehearsal"): every paper run file trained through
 # OpenRLHF + vLLM's CPU build on this machine by the rule `train` (openrlhf.cpu), evaluated and rendered by the rules
-# `all` uses; these two rules add what the rehearsal checked. `snakemake --configfile configs/rehearsal.yaml
-# rehearsal` builds all of it; `all` under the same config too.
+# `all` uses; these two rules add what the rehearsal checked. `snakemake rehearsal --configfile
+# configs/rehearsal.yaml` builds all of it; `all` under the same config too.
 
 if REHEARSAL:
 

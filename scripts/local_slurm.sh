@@ -425,7 +425,7 @@ write_profile() {
   fi
   PYTHONPATH="$REPO/src${PYTHONPATH:+:$PYTHONPATH}" "$python" -m spade.cluster.profile "$STATE/profile" >/dev/null
   [ "$ACCOUNTING" = 1 ] || status=" --slurm-status-command squeue"
-  say "profile: snakemake --profile $STATE/profile$status --configfile <config> <target>   (docs/CLUSTER.md)"
+  say "profile: snakemake <target> --profile $STATE/profile$status --configfile <config>   (docs/CLUSTER.md)"
 }
 
 # stop the daemons of the pid files (either mode); "quiet" keeps it short (used by a failed start)

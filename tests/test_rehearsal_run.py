@@ -1,6 +1,6 @@
 """The rehearsal's CI subset, trained for real: four paper run files, one per family (games on the dense model, games on
-the MoE model, tool use, a fixed-pool baseline), through `snakemake --configfile configs/rehearsal.yaml
-rehearsal_table` in a fresh folder: each run trains through OpenRLHF + vLLM's CPU build + DeepSpeed + Ray (the rule
+the MoE model, tool use, a fixed-pool baseline), through `snakemake rehearsal_table --configfile
+configs/rehearsal.yaml` in a fresh folder: each run trains through OpenRLHF + vLLM's CPU build + DeepSpeed + Ray (the rule
 `train`, killed after step 2's generation and resumed), and its rehearsal report must pass every check that applies.
 About 10 minutes on 2 cores (the full rehearsal, every run file trained, evaluated and rendered: docs/OPENRLHF.md).
 

@@ -87,3 +87,34 @@ def test_lint_findings_are_the_documented_exceptions(tmp_path):
                               f"reason): {undocumented}")
     stale = allowed - set(found)
     assert not stale, f"docs/WORKFLOW.md lists lint exceptions that no longer occur: {sorted(stale)}"
+
+
+# `--configfile` takes every word up to the next option, so a target written after its files is read as one more file
+# (Snakemake 9: "No such file or directory: 'rehearsal'"); a documented command names its target first, or after `--`
+def _configfile_words(command: str) -> list[str]:
+    """The words `--configfile` would take in ``command``: up to the next option, a comment or the end."""
+    after = re.split(r"[#`|;(\"]", command.split("--configfile", 1)[1])[0]
+    words = []
+    for word in after.split():
+        if word.startswith("-"):
+            break
+        words.append(word)
+    return words
+
+
+def test_documented_snakemake_commands_name_their_target_before_configfile():
+    files = [ROOT / name for name in ("README.md", "REPRODUCING.md", "CHANGELOG.md")]
+    files += [*ROOT.glob("docs/*.md"), *ROOT.glob("configs/**/*.yaml"), *ROOT.glob("profiles/**/*.yaml"),
+              *ROOT.glob("scripts/*.sh"), *ROOT.glob("rules/*.smk"), ROOT / "Snakefile"]
+    wrong = []
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        spans = [re.sub(r"\n\s*#?\s*", " ", span) for span in re.findall(r"`([^`]+)`", text)]  # wrapped ones too
+        lines = [line.strip().lstrip("#").split(" #")[0] for line in text.splitlines()]  # a comment holding a
+        # command keeps it; an inline comment after one does not count
+        for command in spans + lines:
+            if "snakemake" in command and "--configfile" in command:
+                for word in _configfile_words(command):
+                    if not re.search(r"\.ya?ml$|^<config>$|^\$", word):
+                        wrong.append(f"{path.relative_to(ROOT)}: {command.strip()!r} ({word!r})")
+    assert not wrong, "a target after --configfile is read as a config file:\n" + "\n".join(wrong)
