@@ -480,7 +480,7 @@ def is_gpu_run(run):
     return OPENRLHF[run].enabled
 
 
-def cpu_run_threads(run):
+def cpu_run_threads():
     """Threads of a CPU run's `train` and `evaluate` jobs (the toy's): every core Snakemake has, less one left to the
     mechanism check's runs when the config has them. The default target trains those beside the toy, and the toy's
     chain (training, then its evaluations) is the run's longest: on 2 cores it starts at once on one core
@@ -505,7 +505,7 @@ def train_threads(wildcards):
         return 1  # a tiny model: one thread each, so two of the six runs train at once on 2 cores (issue 48)
     if is_gpu_run(wildcards.run):
         return workflow.cores if OPENRLHF[wildcards.run].cpu else 1
-    return cpu_run_threads(wildcards.run)
+    return cpu_run_threads()
 
 
 def eval_threads(wildcards):
@@ -516,7 +516,7 @@ def eval_threads(wildcards):
         return 1
     if is_gpu_run(wildcards.run):
         return 1 if OPENRLHF[wildcards.run].cpu else workflow.cores
-    return cpu_run_threads(wildcards.run)
+    return cpu_run_threads()
 
 
 def train_resources():
