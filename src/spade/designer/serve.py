@@ -360,9 +360,11 @@ def _models(base_url: str) -> list | None:
 
 
 def start_server(model_dir: str | Path, log_path: str | Path, timeout_s: float, seed: int = 0,
-                 default_max_tokens: int = 1024, reply_prefix: str = "") -> tuple[subprocess.Popen, str, str]:
+                 default_max_tokens: int = 1024, reply_prefix: str = "",
+                 key: str = "baseline.external_serve") -> tuple[subprocess.Popen, str, str]:
     """Start ``spade serve-designer`` on ``model_dir`` as a child process (same interpreter, loopback, a free
-    port) and wait until ``GET /v1/models`` lists it; returns ``(process, base_url, model name)``.
+    port) and wait until ``GET /v1/models`` lists it; returns ``(process, base_url, model name)``. ``key``: the
+    config key that asked for it (its ``_timeout_s`` sibling sets ``timeout_s``), named in the errors.
 
     The context check is off (``--context 0``): the run's own designer in SPADE mode is not limited either
     (our HF backend samples past ``max_position_embeddings``), so both modes see the same prompts."""
@@ -384,7 +386,7 @@ def start_server(model_dir: str | Path, log_path: str | Path, timeout_s: float, 
     try:
         while True:
             if process.poll() is not None:
-                raise DesignerServerError(f"the local designer server (baseline.external_serve) exited with code "
+                raise DesignerServerError(f"the local server ({key}) exited with code "
                                           f"{process.returncode} before it was ready; its log {log_path}:\n"
                                           f"{_tail(log_path)}")
             if ready.is_file():
@@ -393,8 +395,8 @@ def start_server(model_dir: str | Path, log_path: str | Path, timeout_s: float, 
                     log.info("local designer %s ready at %s (pid %d)", name, base_url, process.pid)
                     return process, base_url, name
             if time.monotonic() > deadline:
-                raise DesignerServerError(f"the local designer server (baseline.external_serve) was not ready "
-                                          f"after {timeout_s:g} s (config key baseline.external_serve_timeout_s); "
+                raise DesignerServerError(f"the local server ({key}) was not ready after {timeout_s:g} s (config "
+                                          f"key {key}_timeout_s); "
                                           f"its log {log_path}:\n{_tail(log_path)}")
             time.sleep(0.2)
     except BaseException:

@@ -70,6 +70,7 @@ from spade.evals.base import (Benchmark, Conversation, EvalContext, Item, ItemRe
                               mean_metric, play_conversations, prompt_hash, temperature_option, top_k_option,
                               top_p_option)
 from spade.evals.registry import register_benchmark
+from spade.evals.user_serve import USER_SERVE_MODES, user_serve_help
 from spade.seeding import derive_seed
 
 ACE_REPO = "https://github.com/ACEBench/ACEBench"
@@ -97,6 +98,7 @@ class ACEBenchConfig:
     user_base_url: str = option("", "OpenAI-compatible endpoint of the multi-turn user simulator, e.g. "
                                 "http://127.0.0.1:8000/v1 or https://api.openai.com/v1. Required for multi_turn.")
     user_model: str = option("gpt-4o", "User-simulator model at user_base_url (ACEBench default --user-model gpt-4o).")
+    user_serve: str = option("", user_serve_help("ACEBench: gpt-4o"), choices=USER_SERVE_MODES)
     user_api_key_env: str = option("OPENAI_API_KEY", "Name of the environment variable holding the endpoint's API key "
                                    "(ACEBench itself reads GPT_API_KEY); '' for a server without authentication.")
     user_temperature: float = option(0.001, "User-simulator temperature (ACEBench APIUSER: 0.001).", min=0.0)

@@ -61,14 +61,21 @@ def context_sampling(ev, benchmark_name: str) -> dict:
 
 def evaluate_checkpoint(config: SpadeConfig, model_dir: str | Path, step: int, benchmark_name: str,
                         out: str | Path, progress: bool = True) -> dict:
-    benchmark = make_benchmark(config, benchmark_name)
-    benchmark.check_data()
-    ev = config.eval
-    ctx = hf_context(config, model_dir, benchmark_name, ev.generation_batch_size)
-    spec = EvalRun(run=config.run_name, step=int(step), out=Path(out), batch_size=ev.batch_size,
-                   max_items=ev.max_items, provenance={**stamp(config), "model": str(model_dir)},
-                   model_identity=model_identity(model_dir))
-    return evaluate(benchmark, ctx, spec, progress=progress)
+    """Evaluate ``model_dir`` (checkpoint ``step``) on one benchmark into ``out``. With ``eval.<benchmark>.user_serve``
+    the user simulator is a server of the base model for the length of the evaluation (spade.evals.user_serve; its
+    log beside ``out``)."""
+    from spade.evals.user_serve import local_user
+
+    make_benchmark(config, benchmark_name)  # a bad section is refused before any server starts
+    with local_user(config, benchmark_name, Path(out).with_suffix(".user_server.log")) as config:
+        benchmark = make_benchmark(config, benchmark_name)
+        benchmark.check_data()
+        ev = config.eval
+        ctx = hf_context(config, model_dir, benchmark_name, ev.generation_batch_size)
+        spec = EvalRun(run=config.run_name, step=int(step), out=Path(out), batch_size=ev.batch_size,
+                       max_items=ev.max_items, provenance={**stamp(config), "model": str(model_dir)},
+                       model_identity=model_identity(model_dir))
+        return evaluate(benchmark, ctx, spec, progress=progress)
 
 
 def parse_selector(text: str) -> tuple[str, str]:
