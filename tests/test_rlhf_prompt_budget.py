@@ -178,12 +178,18 @@ def test_the_longest_document_is_the_one_of_most_tokens_after_its_cut(tokenizer,
     assert longest_document(_config(corpus={"enabled": False}), tokenizer, _corpus(tmp_path)) == (None, "")
 
 
-def test_the_hint_bound_holds_the_longest_environment_code(tokenizer, tmp_path):
-    config = _config()
+@pytest.mark.parametrize("backfill", [False, True])
+def test_the_hint_bound_holds_the_longest_environment_code(tokenizer, tmp_path, backfill):
+    """A hint is written for an environment the policy wrote (at most designer.max_new_tokens) or, with
+    selfplay.backfill, for one of the backfill pool (the library's); the bound holds the longest, within margins."""
+    from spade.core.selfplay import backfill_pool
+
+    config = _config(selfplay={"backfill": backfill})
     hint = next(b for b in designer_prompt_bounds(config, tokenizer, _corpus(tmp_path)) if b.what.startswith("hint"))
     chat = ChatTokens(tokenizer, template_kwargs(config.designer.enable_thinking))
-    longest = max(len(chat.first_prompt(hint_prompt(record.code, config.selfplay.flavour)))
-                  for record in _full_memory(config, tokenizer).records)  # the library's and the policy's
+    codes = [_written_code(tokenizer, MAX_NEW, seed) for seed in range(5)]
+    codes += [entry.source() for entry in backfill_pool(config)] if backfill else []
+    longest = max(len(chat.first_prompt(hint_prompt(code, config.selfplay.flavour))) for code in codes)
     assert longest <= hint.prompt_tokens <= longest + 2 * CODE_MARGIN
     assert hint.new_tokens == config.designer.hint_max_new_tokens
 

@@ -133,6 +133,17 @@ def check_backfill_pool(names: list) -> list:
             for name in names]
 
 
+def backfill_pool(config) -> list:
+    """What an empty slot is filled from (``selfplay.backfill``): ``selfplay.backfill_checks``, else the library's
+    environments of the run's flavour and ``selfplay.library_level`` outside ``eval.heldout_library.environments``."""
+    if config.selfplay.backfill_checks:
+        return check_backfill_pool(config.selfplay.backfill_checks)
+    heldout = set(config.eval.heldout_library.environments)
+    return [e for e in library() if e.name not in heldout and
+            (e.flavour == "tool_use") == (config.selfplay.flavour == "tool_use") and
+            config.selfplay.library_level in e.levels]
+
+
 class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
     """One SPADE self-play step per ``rollout(step)``: what is generated, played and rewarded (module docstring)."""
 
@@ -148,13 +159,7 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         # designs, revisions, hints and the screen render with the designer's template variables (enable_thinking)
         self.designer_chat = ChatTokens(backend.tokenizer, template_kwargs(config.designer.enable_thinking))
         self.clock = PhaseClock(backend)  # where each step's time goes (spade.core.phases); the trainer reads it
-        heldout = set(config.eval.heldout_library.environments)
-        if config.selfplay.backfill_checks:
-            self.backfill_pool = check_backfill_pool(config.selfplay.backfill_checks)
-        else:
-            self.backfill_pool = [e for e in library() if e.name not in heldout and
-                                  (e.flavour == "tool_use") == (config.selfplay.flavour == "tool_use") and
-                                  config.selfplay.library_level in e.levels]
+        self.backfill_pool = backfill_pool(config)
         if config.selfplay.backfill and not self.backfill_pool:
             raise ConfigError(f"config key 'selfplay.library_level': no library environment outside "
                               f"eval.heldout_library.environments has level {config.selfplay.library_level!r} "

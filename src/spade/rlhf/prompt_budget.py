@@ -12,7 +12,8 @@ the run's tokenizer and chat template, two ways:
   it). Over the budget, the launcher refuses the run: the engines would refuse a prompt the run is about to make.
 - ``prompt_tokens``: an upper bound over the whole run, every skill (and domain and variant): the same document, the
   memory full (``memory.n_positive`` good examples and one to avoid), and with ``designer_feedback.revisions`` the
-  last revision's chat (``_revision_turns``). Over the budget, the launcher warns and records it in the run's
+  last revision's chat (``_revision_turns``); the hint and screen prompts around the longest environment they can be
+  written for (``_hinted_code_tokens``: the policy's longest reply, or a backfilled library environment). Over the budget, the launcher warns and records it in the run's
   summary: such a prompt is possible, not certain, and the bound counts text of known characters at one token each.
 
 A good example is of the prompt's skill: a library environment the memory was seeded with (measured) or one the
@@ -88,27 +89,39 @@ def longest_document(config, tokenizer, corpus_path) -> tuple[str | None, str]:
     return best
 
 
-def _seeded(config, tokenizer, shown_chars: int | None, skill: str | None = None) -> list[tuple[int, object]]:
-    """(tokens of the code as shown, record) of each library environment the memory starts with, of ``skill`` (None:
-    any); ``shown_chars``: the code is cut to that many characters (None: whole)."""
+def _seeded(config, tokenizer, shown_chars: int | None, skill: str) -> list[tuple[int, object]]:
+    """(tokens of the code as shown, record) of each library environment of ``skill`` the memory starts with;
+    ``shown_chars``: the code is cut to that many characters (None: whole)."""
     from spade.core.backend_setup import fresh_memory
 
-    records = [record for record in fresh_memory(config).records if skill in (None, record.skill)]
+    records = [record for record in fresh_memory(config).records if record.skill == skill]
     if not records:
         return []
     codes = [record.code.strip()[:shown_chars] for record in records]
     return [(len(ids), record) for ids, record in zip(tokenizer(codes, add_special_tokens=False)["input_ids"], records)]
 
 
-def example_code_tokens(config, tokenizer, shown_chars: int | None, skill: str | None = None) -> int:
+def example_code_tokens(config, tokenizer, shown_chars: int | None, skill: str) -> int:
     """The most tokens an example's code can take in a prompt: a library environment the memory was seeded with, of
-    ``skill`` (a good example is of the prompt's skill; None: any), measured, or the policy's longest reply
+    ``skill`` (a good example is of the prompt's skill), measured, or the policy's longest reply
     (``designer.max_new_tokens`` + ``CODE_MARGIN``); ``shown_chars``: the code is cut to that many characters (one
     token each at most, for ASCII code)."""
     written = config.designer.max_new_tokens + CODE_MARGIN
     if shown_chars is not None:
         written = min(written, shown_chars)
     return max([written] + [tokens for tokens, _ in _seeded(config, tokenizer, shown_chars, skill)])
+
+
+def _hinted_code_tokens(config, tokenizer) -> int:
+    """The most tokens of an environment a hint or the screen is written for: one the policy wrote
+    (``designer.max_new_tokens`` + ``CODE_MARGIN``), or with ``selfplay.backfill`` one of the backfill pool, measured."""
+    from spade.core.selfplay import backfill_pool
+
+    written = config.designer.max_new_tokens + CODE_MARGIN
+    if not config.selfplay.backfill:
+        return written
+    codes = [entry.source().strip() for entry in backfill_pool(config)]
+    return max([written] + [len(ids) for ids in tokenizer(codes, add_special_tokens=False)["input_ids"]])
 
 
 def _longest_seeded(config, tokenizer, skill: str, n: int) -> list:
@@ -187,7 +200,7 @@ def designer_prompt_bounds(config, tokenizer, corpus_path) -> list[PromptBound]:
             bounds.append(PromptBound(f"revision {revisions} prompt ({', '.join(parts)})",
                                       tokens + extra + revisions * revision_turns, config.designer.max_new_tokens,
                                       "designer_feedback.revisions, .answer_chars, .report_chars, " + DESIGN_KEYS))
-    code = example_code_tokens(config, tokenizer, None) - placeholder_tokens + CODE_MARGIN
+    code = _hinted_code_tokens(config, tokenizer) - placeholder_tokens + CODE_MARGIN
     bounds.append(PromptBound("hint prompt (an environment's whole code)",
                               _count(chat, hint_prompt(PLACEHOLDER_CODE, flavour), []) + code,
                               config.designer.hint_max_new_tokens, "designer.hint_max_new_tokens, " + CODE_KEYS))
