@@ -110,6 +110,13 @@ def test_replies_are_the_backends_samples_and_seeds_reproduce(served, tiny_model
     ({"model": NAME, "messages": CHAT, "stop": ["\n"]}, 400, "parameter 'stop' is not supported"),
     ({"model": NAME, "messages": CHAT, "presence_penalty": 0.5}, 400, "parameter 'presence_penalty'"),
     ({"model": NAME, "messages": CHAT, "max_tokens": 5000}, 400, "exceed the model's context of 4096 tokens"),
+    ({"model": NAME, "messages": CHAT, "tools": {"type": "function"}}, 400, "'tools' must be a list"),
+    ({"model": NAME, "messages": CHAT, "tools": [{"type": "function", "function": {}}]}, 400, "'tools[0]' must be"),
+    ({"model": NAME, "messages": CHAT, "tool_choice": "required"}, 400, "'tool_choice' is 'required'"),
+    ({"model": NAME, "messages": [{"role": "assistant", "content": None}]}, 400, "'messages[0].content' must be"),
+    ({"model": NAME, "messages": [{"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "f", "arguments": "[1"}}]}]}, 400,
+     "'messages[0].tool_calls[0].function.arguments' must be a JSON object"),
 ])
 def test_bad_requests_get_an_error_naming_the_field(served, body, status, fragment):
     _, url = served
@@ -247,3 +254,64 @@ def test_a_reply_prefix_opens_every_reply_and_ends_every_prompt(tiny_model):
     load_config(overrides={**SERVE_RUN, **opened})  # our server opens it
     with pytest.raises(ConfigError, match=r"cannot be given an opened reply \(only our own server"):
         load_config(overrides={**SERVE_RUN, **opened, "baseline": {**SERVE_RUN["baseline"], "external_serve": ""}})
+
+
+TOOLS = [{"type": "function", "function": {"name": "toggle_airplane_mode", "description": "Turn airplane mode on or off.",
+                                            "parameters": {"type": "object", "properties": {}}}}]
+# a user's exchange with a tool (tau2's telecom user): a call of its own, the tool's result, and the agent's next line
+TOOL_CHAT = [{"role": "system", "content": "You are a customer."},
+             {"role": "user", "content": "Please turn off airplane mode."},
+             {"role": "assistant", "content": None, "tool_calls": [
+                 {"id": "u1", "type": "function", "function": {"name": "toggle_airplane_mode", "arguments": "{}"}}]},
+             {"role": "tool", "tool_call_id": "u1", "content": "Airplane mode is off."},
+             {"role": "user", "content": "Is it working now?"}]
+CALL = '<tool_call>\n{"name": "toggle_airplane_mode", "arguments": {}}\n</tool_call>'
+
+
+# a ChatML template that ignores tools= and renders any role, as SmolLM2's does
+PLAIN_TEMPLATE = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
+                  "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+@pytest.mark.parametrize("template", ["qwen3", "plain"])
+def test_tools_are_rendered_and_tool_call_blocks_come_back_as_tool_calls(tiny_model, template):
+    """A user simulator that calls tools (tau2's telecom user; issue 46): the request's tools, calls and tool results
+    reach the prompt through the chat template (the tiny Qwen3 template renders them; a template that ignores tools
+    gets the schemas as text after the first message and the calls as <tool_call> text), and a <tool_call> block of
+    the reply (opened here by a reply prefix, as a random model never writes one) comes back as tool_calls."""
+    import copy
+
+    from spade.inference.tiny_tokenizer import TINY_QWEN3_CHAT_TEMPLATE
+
+    model, tokenizer = tiny_model
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.chat_template = TINY_QWEN3_CHAT_TEMPLATE if template == "qwen3" else PLAIN_TEMPLATE
+    service = DesignerService(model, tokenizer, NAME, default_max_tokens=6, seed=123, reply_prefix=CALL + "\n")
+    body = {"model": NAME, "messages": TOOL_CHAT, "tools": TOOLS, "tool_choice": "auto", "seed": 5, "max_tokens": 4}
+    reply = service.complete(body)
+    if template == "qwen3":
+        rendered = tokenizer.apply_chat_template(
+            [*TOOL_CHAT[:2], {"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "function": {"name": "toggle_airplane_mode", "arguments": {}}}]}, *TOOL_CHAT[3:]],
+            tools=TOOLS, add_generation_prompt=True, tokenize=False)
+        assert "<tools>" in rendered and CALL in rendered and "<tool_response>\nAirplane mode is off." in rendered
+    else:
+        rendered = tokenizer.apply_chat_template(
+            [{"role": "system", "content": "You are a customer.\n\nTools (OpenAI function schemas):\n"
+              + json.dumps(TOOLS, indent=1)}, TOOL_CHAT[1],
+             {"role": "assistant", "content": CALL.replace("\n", "")},
+             {"role": "tool", "content": "Airplane mode is off."}, TOOL_CHAT[4]],
+            add_generation_prompt=True, tokenize=False)
+        assert "toggle_airplane_mode" not in tokenizer.apply_chat_template(TOOL_CHAT[:2], tools=TOOLS, tokenize=False)
+    prompt = list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
+    prompt += tokenizer.encode(CALL + "\n", add_special_tokens=False)
+    assert reply["usage"]["prompt_tokens"] == len(prompt)
+    (expected,) = HFBackend(model, tokenizer).generate([prompt], SamplingParams(1.0, 1.0, 4), [5])
+    choice = reply["choices"][0]
+    assert choice["message"]["tool_calls"] == [{"id": "call_5_0", "type": "function",
+                                                "function": {"name": "toggle_airplane_mode", "arguments": "{}"}}]
+    assert choice["message"]["content"] == (expected.text.strip() or None)
+    assert choice["finish_reason"] == "tool_calls"
+    # without tools nothing is parsed: the same opened reply is text
+    plain = service.complete({"model": NAME, "messages": CHAT, "seed": 5, "max_tokens": 4})["choices"][0]
+    assert "tool_calls" not in plain["message"] and plain["message"]["content"].startswith(CALL)

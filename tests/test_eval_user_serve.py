@@ -51,10 +51,23 @@ def test_an_unprepared_base_model_is_refused_naming_the_key(tiny_model_dir, tmp_
 def test_bad_user_serve_settings_are_refused_at_load(tmp_path):
     with pytest.raises(ConfigError, match=r"eval.acebench.user_serve.*'local'"):
         _config(tmp_path, user_serve="local")
-    overrides = {"eval": {"tau2": {"user_serve": "base_model", "domains": ["retail", "telecom"]}}}
-    with pytest.raises(ConfigError, match=r"'eval.tau2.user_serve' is 'base_model' with 'telecom' in 'eval.tau2.domains'"
-                                          r".*calls tools"):
-        load_config(CONFIG_DIR / "default.yaml", overrides=overrides)
-    tau2 = load_config(CONFIG_DIR / "default.yaml",
-                       overrides={"eval": {"tau2": {"user_serve": "base_model", "domains": ["retail", "airline"]}}})
-    assert tau2.eval.tau2.user_serve == "base_model"
+    with pytest.raises(ConfigError, match=r"eval.tau2.user_serve.*'gpt-4.1'"):
+        load_config(CONFIG_DIR / "default.yaml", overrides={"eval": {"tau2": {"user_serve": "gpt-4.1"}}})
+
+
+def test_tau2_telecom_user_gets_its_tools_from_the_served_base_model(tiny_model_dir, tmp_path):
+    """tau2's telecom user calls tools (its phone's): the served base model is asked with them (`tools` in the
+    request, accepted: every request answered 200), and the episode is scored by tau2's evaluator."""
+    section = {"user_serve": "base_model", "domains": ["telecom"], "max_tasks": 1, "trials": 1, "max_steps": 6,
+               "user_max_tokens": 8, "max_new_tokens": 8}
+    config = load_config(CONFIG_DIR / "default.yaml", overrides={
+        "results_dir": str(tmp_path / "results"), "eval": {"max_new_tokens": 8, "tau2": section}})
+    base = tmp_path / "results" / "models" / config.model.name
+    base.parent.mkdir(parents=True)
+    base.symlink_to(Path(tiny_model_dir).resolve(), target_is_directory=True)
+    out = tmp_path / "results" / "runs" / "toy" / "eval" / "tau2" / "step_000000.json"
+    result = evaluate_checkpoint(config, tiny_model_dir, 0, "tau2", out, progress=False)
+    assert "pass^1/telecom" in {row["metric"] for row in result["rows"]}
+    log = out.with_suffix(".user_server.log").read_text()
+    posts = [line for line in log.splitlines() if "POST /v1/chat/completions" in line]
+    assert posts and all('" 200 ' in line for line in posts), posts

@@ -27,10 +27,19 @@ Endpoints (standard library ``http.server``, one thread per connection):
     token limit) and ``usage`` (prompt and completion token counts; completion tokens include the
     end-of-turn token, as the trainer counts them).
 
+Tools (for a user simulator that calls tools, tau2-bench's telecom user): ``tools`` (OpenAI function schemas) with
+``tool_choice`` 'auto' or left out, ``assistant`` messages with ``tool_calls`` and ``tool`` messages. The chat template
+renders them where it can (probed once, :func:`spade.core.tool_calls.template_support`: the tiny Qwen3 templates do);
+where it cannot (SmolLM2's), the schemas follow the first message as text, the calls are written into the assistant's
+content as ``<tool_call>`` blocks and tool results come in the ``user`` role, as our agent's fallback does. The reply's
+``<tool_call>{"name", "arguments"}</tool_call>`` blocks (Qwen3/Hermes format, ``tool_calls.object_calls``) become its
+``tool_calls`` (ids ``call_<seed>_<i>``, so a seeded request is repeatable), the text outside them its content (null
+when empty), and ``finish_reason`` is then "tool_calls". A request without tools gets no parsing.
+
 Bad requests are answered 400 with ``{"error": {"message", "type", "param", "code"}}`` naming the field and
 what is allowed; an unknown model 404; fields that would change the output and are not implemented
-(``stop``, ``tools``, ``logit_bias``, non-zero penalties, ``response_format``, streaming, ...) are refused
-rather than ignored. One generation runs at a time (a lock); ``/v1/models`` answers meanwhile.
+(``stop``, ``tool_choice`` other than 'auto', ``logit_bias``, non-zero penalties, ``response_format``, streaming, ...)
+are refused rather than ignored. One generation runs at a time (a lock); ``/v1/models`` answers meanwhile.
 
 With ``--reply-prefix TEXT`` every reply opens with TEXT: its tokens end the prompt and the reply's content starts
 with it, as ``designer.response_prefix`` opens the policy's own designs. A run with ``baseline.external_serve`` and
@@ -67,9 +76,9 @@ from spade.seeding import derive_seed
 
 log = logging.getLogger(__name__)
 
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 SUPPORTED = {"model", "messages", "temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "n",
-             "stream"}
+             "stream", "tools", "tool_choice"}
 IGNORED = {"user", "metadata", "store", "service_tier"}  # no effect on the sampled text
 ZERO_OK = {"presence_penalty", "frequency_penalty"}  # accepted only at their neutral value 0
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -115,6 +124,44 @@ def _integer(body: dict, key: str, low: int) -> int | None:
     return value
 
 
+def _text(content, where: str, allow_none: bool = False) -> str:
+    """A message's content as one string: a string, or a list of text parts (joined); None only where allowed."""
+    if content is None and allow_none:
+        return ""
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+                raise RequestError(f"'{where}.content' holds {part!r}; only text parts "
+                                   "({'type': 'text', 'text': ...}) are supported", f"{where}.content")
+            parts.append(part["text"])
+        return "".join(parts)
+    if not isinstance(content, str):
+        raise RequestError(f"'{where}.content' must be a string or a list of text parts, got {content!r}",
+                           f"{where}.content")
+    return content
+
+
+def _call(raw, where: str) -> dict:
+    """One assistant ``tool_calls`` entry as the chat templates take it: ``{"type", "function": {"name", "arguments":
+    an object}}`` (the API sends the arguments as a JSON string)."""
+    function = raw.get("function") if isinstance(raw, dict) else None
+    if not (isinstance(function, dict) and isinstance(function.get("name"), str) and function["name"]):
+        raise RequestError(f"'{where}' must be {{'type': 'function', 'function': {{'name', 'arguments'}}}}, got "
+                           f"{raw!r}", where)
+    arguments = function.get("arguments", "{}")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except json.JSONDecodeError:
+            arguments = None
+    if not isinstance(arguments, dict):
+        raise RequestError(f"'{where}.function.arguments' must be a JSON object (or its text), got "
+                           f"{function.get('arguments')!r}", f"{where}.function.arguments")
+    return {"id": str(raw.get("id") or ""), "type": "function",
+            "function": {"name": function["name"], "arguments": arguments}}
+
+
 def _messages(raw) -> list:
     if not isinstance(raw, list) or not raw:
         raise RequestError("'messages' must be a non-empty list of {'role', 'content'} objects", "messages")
@@ -126,20 +173,71 @@ def _messages(raw) -> list:
         role = message.get("role")
         if role not in ROLES:
             raise RequestError(f"'{where}.role' is {role!r}; allowed: {sorted(ROLES)}", f"{where}.role")
-        content = message.get("content")
-        if isinstance(content, list):
-            parts = []
-            for part in content:
-                if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
-                    raise RequestError(f"'{where}.content' holds {part!r}; only text parts "
-                                       "({'type': 'text', 'text': ...}) are supported", f"{where}.content")
-                parts.append(part["text"])
-            content = "".join(parts)
-        if not isinstance(content, str):
-            raise RequestError(f"'{where}.content' must be a string or a list of text parts, got {content!r}",
-                               f"{where}.content")
-        out.append({"role": ROLES[role], "content": content})
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if calls is not None and not isinstance(calls, list):
+            raise RequestError(f"'{where}.tool_calls' must be a list, got {calls!r}", f"{where}.tool_calls")
+        entry = {"role": ROLES[role], "content": _text(message.get("content"), where, allow_none=bool(calls))}
+        if calls:
+            entry["tool_calls"] = [_call(call, f"{where}.tool_calls[{i}]") for i, call in enumerate(calls)]
+        out.append(entry)
     return out
+
+
+def _tools(body: dict) -> list | None:
+    """The request's ``tools`` (OpenAI function schemas) or None; ``tool_choice`` may only be 'auto'."""
+    choice = body.get("tool_choice")
+    if choice not in (None, "auto"):
+        raise RequestError(f"'tool_choice' is {choice!r}; this server supports 'auto' (or leaving it out)",
+                           "tool_choice")
+    tools = body.get("tools")
+    if tools is None or tools == []:
+        return None
+    if not isinstance(tools, list):
+        raise RequestError(f"'tools' must be a list of function schemas, got {tools!r}", "tools")
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not (tool.get("type") == "function" and isinstance(function, dict)
+                and isinstance(function.get("name"), str) and function["name"]):
+            raise RequestError(f"'tools[{index}]' must be {{'type': 'function', 'function': {{'name', "
+                               f"'description', 'parameters'}}}}, got {tool!r}", f"tools[{index}]")
+    return tools
+
+
+def fit_template(messages: list, tools: list | None, support) -> tuple[list, list | None]:
+    """``(messages, tools)`` in the form the chat template renders (module docstring): unchanged where it renders
+    tools, else the schemas as text after the first message, the calls as ``<tool_call>`` text and the ``tool`` role
+    as ``user`` (where it cannot render that either)."""
+    from spade.core.tool_calls import call_action, fit_roles, tools_text
+
+    if support.tools:
+        return messages, tools
+    out = []
+    for message in messages:
+        if message.get("tool_calls"):
+            actions = [call_action({"name": c["function"]["name"], "arguments": c["function"]["arguments"]})
+                       for c in message["tool_calls"]]
+            message = {"role": message["role"], "content": "\n".join(filter(None, [message["content"], *actions]))}
+        out.append(message)
+    if tools:
+        out[0] = {**out[0], "content": out[0]["content"] + tools_text(tools)}
+    return fit_roles(out, support), None
+
+
+def reply_message(text: str, tools: list | None, seed: int) -> tuple[dict, bool]:
+    """The assistant message of a reply ``text`` and whether it calls tools: with ``tools``, its ``<tool_call>``
+    blocks become ``tool_calls`` (ids ``call_<seed>_<i>``) and the rest its content (None when empty)."""
+    from spade.core.tool_calls import CALL_BLOCK_RE, object_calls
+
+    if not tools:
+        return {"role": "assistant", "content": text}, False
+    calls, _ = object_calls(text)
+    if not calls:
+        return {"role": "assistant", "content": text}, False
+    content = CALL_BLOCK_RE.sub("", text).strip() or None
+    return {"role": "assistant", "content": content,
+            "tool_calls": [{"id": f"call_{seed}_{i}", "type": "function",
+                            "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}
+                           for i, call in enumerate(calls)]}, True
 
 
 class DesignerService:
@@ -147,8 +245,10 @@ class DesignerService:
 
     def __init__(self, model, tokenizer, name: str, default_max_tokens: int = 1024, seed: int = 0,
                  fingerprint: str | None = None, device: str = "cpu", context: int = -1, reply_prefix: str = ""):
+        from spade.core.tool_calls import template_support
         from spade.inference.generation_hf import HFBackend
 
+        self.support = template_support(tokenizer)  # whether the chat template renders tools and tool messages
         self.reply_prefix = reply_prefix
         self.prefix_ids = tokenizer.encode(reply_prefix, add_special_tokens=False) if reply_prefix else []
         self.backend = HFBackend(model, tokenizer, device=device, batch_size=1)
@@ -165,8 +265,9 @@ class DesignerService:
         return {"object": "list", "data": [{"id": self.name, "object": "model", "created": self.created,
                                             "owned_by": "spade-local"}]}
 
-    def parse(self, body) -> tuple[list, SamplingParams, int | None]:
-        """``(messages, params, seed or None)`` of a chat-completions body; raise :class:`RequestError`."""
+    def parse(self, body) -> tuple[list, list | None, SamplingParams, int | None]:
+        """``(messages, tools or None, params, seed or None)`` of a chat-completions body; raise
+        :class:`RequestError`."""
         if not isinstance(body, dict):
             raise RequestError(f"the request body must be a JSON object, got {type(body).__name__}")
         for key, value in body.items():
@@ -198,7 +299,7 @@ class DesignerService:
         seed = body.get("seed")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise RequestError(f"'seed' must be an integer, got {seed!r}", "seed")
-        return _messages(body.get("messages")), SamplingParams(temperature, top_p, max_tokens), seed
+        return _messages(body.get("messages")), _tools(body), SamplingParams(temperature, top_p, max_tokens), seed
 
     def complete(self, body) -> dict:
         """The chat-completion reply to ``body``; raise :class:`RequestError` for a bad request."""
@@ -206,9 +307,9 @@ class DesignerService:
 
         from spade.inference.models import chat_prompt_ids
 
-        messages, params, seed = self.parse(body)
+        messages, tools, params, seed = self.parse(body)
         try:
-            prompt = chat_prompt_ids(self.tokenizer, messages) + self.prefix_ids
+            prompt = chat_prompt_ids(self.tokenizer, *fit_template(messages, tools, self.support)) + self.prefix_ids
         except (TemplateError, ValueError, TypeError, KeyError) as exc:  # the request's fault (e.g. role order)
             raise RequestError(f"the chat template cannot render these messages: {type(exc).__name__}: {exc}",
                                "messages") from None
@@ -221,10 +322,11 @@ class DesignerService:
                 seed = derive_seed(self.seed, "request", self._unseeded)
                 self._unseeded += 1
             (generation,) = self.backend.generate([prompt], params, [int(seed)])
+        message, called = reply_message(self.reply_prefix + generation.text, tools, int(seed))
         reply = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
                  "model": self.name, "seed": int(seed),
-                 "choices": [{"index": 0, "finish_reason": generation.finish_reason, "logprobs": None,
-                              "message": {"role": "assistant", "content": self.reply_prefix + generation.text}}],
+                 "choices": [{"index": 0, "finish_reason": "tool_calls" if called else generation.finish_reason,
+                              "logprobs": None, "message": message}],
                  "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(generation.completion_ids),
                            "total_tokens": len(prompt) + len(generation.completion_ids)}}
         if self.fingerprint:

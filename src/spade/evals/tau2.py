@@ -172,8 +172,7 @@ class Tau2Config:
                              "litellm's route to OpenAI's alias gpt-4.1, eval_offline/configs/_tool_use_tau2.yaml:10; "
                              "tau2's DEFAULT_LLM_USER is the same alias; before issue 40 the dated snapshot "
                              "gpt-4.1-2025-04-14). The paper does not name its user model.")
-    user_serve: str = option("", user_serve_help("reference code: gpt-4.1") + " Not with the telecom domain, whose "
-                             "user calls tools.", choices=USER_SERVE_MODES)
+    user_serve: str = option("", user_serve_help("reference code: gpt-4.1"), choices=USER_SERVE_MODES)
     user_max_tokens: int = option(2048, "Most tokens of one user-simulator reply, sent as max_tokens; 0 = none (before "
                                   "issue 40). Reference code: 2048 (eval_offline/configs/_tool_use_tau2.yaml:12, "
                                   "spade/core/eval/tau2_evaluator.py:244-249).", min=0)
@@ -188,12 +187,6 @@ class Tau2Config:
     top_p: float = top_p_option(0.8, "eval_offline/configs/_tool_use_tau2.yaml:7")
     top_k: int = top_k_option(20, "eval_offline/configs/_tool_use_tau2.yaml:8")
     max_new_tokens: int = max_new_tokens_option(16384, "eval_offline/configs/_tool_use_tau2.yaml:9")
-
-    def __post_init__(self):
-        if self.user_serve and "telecom" in self.domains:
-            raise ConfigError(f"config key '{KEY}.user_serve' is {self.user_serve!r} with 'telecom' in '{KEY}.domains' "
-                              f"({self.domains}): telecom's user calls tools, which our server does not take; drop "
-                              "telecom, or give a user endpoint that calls tools (user_base_url)")
 
 
 # ------------------------------------------------------------------------------------------------ source

@@ -5,8 +5,8 @@ there is none (the rehearsal, a toy run on a laptop), ``eval.<benchmark>.user_se
 OpenAI-compatible server (``spade serve-designer``, ``spade.designer.serve``) over the run's base model for the length
 of one evaluation, and points the benchmark's user keys at it. The served model is frozen and the same for every
 checkpoint of the run, so checkpoints are compared against one user. It is a stand-in: a small model makes a poor user,
-and its scores are no measure of the paper's. The server takes no tools, so a user that calls tools (tau2's telecom
-domain) cannot be served; ``Tau2`` refuses that combination.
+and its scores are no measure of the paper's. A user that calls tools (tau2's telecom domain) gets the server's tool
+calls (``tools`` in, ``<tool_call>`` blocks out as ``tool_calls``; spade.designer.serve).
 """
 
 from __future__ import annotations
