@@ -112,6 +112,7 @@ def test_replies_are_the_backends_samples_and_seeds_reproduce(served, tiny_model
     ({"model": NAME, "messages": CHAT, "max_tokens": 5000}, 400, "exceed the model's context of 4096 tokens"),
     ({"model": NAME, "messages": CHAT, "tools": {"type": "function"}}, 400, "'tools' must be a list"),
     ({"model": NAME, "messages": CHAT, "tools": [{"type": "function", "function": {}}]}, 400, "'tools[0]' must be"),
+    ({"model": NAME, "messages": CHAT, "tools": ["f"]}, 400, "'tools[0]' must be"),
     ({"model": NAME, "messages": CHAT, "tool_choice": "required"}, 400, "'tool_choice' is 'required'"),
     ({"model": NAME, "messages": [{"role": "assistant", "content": None}]}, 400, "'messages[0].content' must be"),
     ({"model": NAME, "messages": [{"role": "assistant", "content": "", "tool_calls": [

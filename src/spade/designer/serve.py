@@ -196,7 +196,7 @@ def _tools(body: dict) -> list | None:
         raise RequestError(f"'tools' must be a list of function schemas, got {tools!r}", "tools")
     for index, tool in enumerate(tools):
         function = tool.get("function") if isinstance(tool, dict) else None
-        if not (tool.get("type") == "function" and isinstance(function, dict)
+        if not (isinstance(function, dict) and tool.get("type") == "function"
                 and isinstance(function.get("name"), str) and function["name"]):
             raise RequestError(f"'tools[{index}]' must be {{'type': 'function', 'function': {{'name', "
                                f"'description', 'parameters'}}}}, got {tool!r}", f"tools[{index}]")
