@@ -13,8 +13,9 @@ the run's tokenizer and chat template, two ways:
 - ``prompt_tokens``: an upper bound over the whole run, every skill (and domain and variant): the same document, the
   memory full (``memory.n_positive`` good examples and one to avoid), and with ``designer_feedback.revisions`` the
   last revision's chat (``_revision_turns``); the hint and screen prompts around the longest environment they can be
-  written for (``_hinted_code_tokens``: the policy's longest reply, or a backfilled library environment). Over the budget, the launcher warns and records it in the run's
-  summary: such a prompt is possible, not certain, and the bound counts text of known characters at one token each.
+  written for (``_hinted_code_tokens``: the policy's longest reply, or a backfilled library environment). Over the
+  budget, the launcher warns and records it in the run's summary: such a prompt is possible, not certain, and the
+  bound counts text of known characters at one token each.
 
 A good example is of the prompt's skill: a library environment the memory was seeded with (measured) or one the
 policy wrote, at most ``designer.max_new_tokens`` tokens (``CODE_MARGIN`` more for re-tokenising the code cut out of
@@ -89,32 +90,31 @@ def longest_document(config, tokenizer, corpus_path) -> tuple[str | None, str]:
     return best
 
 
-def _seeded(config, tokenizer, shown_chars: int | None, skill: str) -> list[tuple[int, object]]:
-    """(tokens of the code as shown, record) of each library environment of ``skill`` the memory starts with;
-    ``shown_chars``: the code is cut to that many characters (None: whole)."""
-    from spade.core.backend_setup import fresh_memory
-
-    records = [record for record in fresh_memory(config).records if record.skill == skill]
+def _seeded(records: list, tokenizer, shown_chars: int | None, skill: str) -> list[tuple[int, object]]:
+    """(tokens of the code as shown, record) of each of ``records`` (the library environments the memory starts with,
+    ``fresh_memory``) of ``skill``; ``shown_chars``: the code is cut to that many characters (None: whole)."""
+    records = [record for record in records if record.skill == skill]
     if not records:
         return []
     codes = [record.code.strip()[:shown_chars] for record in records]
     return [(len(ids), record) for ids, record in zip(tokenizer(codes, add_special_tokens=False)["input_ids"], records)]
 
 
-def example_code_tokens(config, tokenizer, shown_chars: int | None, skill: str) -> int:
+def example_code_tokens(config, shown_chars: int | None, seeded: list) -> int:
     """The most tokens an example's code can take in a prompt: a library environment the memory was seeded with, of
-    ``skill`` (a good example is of the prompt's skill), measured, or the policy's longest reply
-    (``designer.max_new_tokens`` + ``CODE_MARGIN``); ``shown_chars``: the code is cut to that many characters (one
-    token each at most, for ASCII code)."""
+    the prompt's skill (``seeded``, from ``_seeded``: a good example is of the prompt's skill), measured, or the
+    policy's longest reply (``designer.max_new_tokens`` + ``CODE_MARGIN``); ``shown_chars``: the code is cut to that
+    many characters (one token each at most, for ASCII code)."""
     written = config.designer.max_new_tokens + CODE_MARGIN
     if shown_chars is not None:
         written = min(written, shown_chars)
-    return max([written] + [tokens for tokens, _ in _seeded(config, tokenizer, shown_chars, skill)])
+    return max([written] + [tokens for tokens, _ in seeded])
 
 
 def _hinted_code_tokens(config, tokenizer) -> int:
     """The most tokens of an environment a hint or the screen is written for: one the policy wrote
-    (``designer.max_new_tokens`` + ``CODE_MARGIN``), or with ``selfplay.backfill`` one of the backfill pool, measured."""
+    (``designer.max_new_tokens`` + ``CODE_MARGIN``), or with ``selfplay.backfill`` one of the backfill pool,
+    measured."""
     from spade.core.selfplay import backfill_pool
 
     written = config.designer.max_new_tokens + CODE_MARGIN
@@ -122,12 +122,6 @@ def _hinted_code_tokens(config, tokenizer) -> int:
         return written
     codes = [entry.source().strip() for entry in backfill_pool(config)]
     return max([written] + [len(ids) for ids in tokenizer(codes, add_special_tokens=False)["input_ids"]])
-
-
-def _longest_seeded(config, tokenizer, skill: str, n: int) -> list:
-    """The ``n`` library environments of ``skill`` the memory starts with whose shown code has the most tokens."""
-    shown = config.memory.example_chars if config.memory.examples == "reference" else None
-    return [record for _, record in sorted(_seeded(config, tokenizer, shown, skill), key=lambda p: -p[0])[:n]]
 
 
 def _placeholder(skill: str):
@@ -158,6 +152,7 @@ def designer_prompt_bounds(config, tokenizer, corpus_path) -> list[PromptBound]:
     one bound per skill (tool use: per skill, domain and variant, the longest kept) for the design prompt, and one
     each for the hint and, with ``validation.llm_screen`` on tool use, the screen."""
     from spade.core.agent import ChatTokens, template_kwargs
+    from spade.core.backend_setup import fresh_memory
     from spade.designer.prompts import design_prompt, flavour_kind, hint_prompt, screen_prompt
     from spade.designer.skills import DOMAIN_IDS, VARIANT_IDS
 
@@ -166,6 +161,8 @@ def designer_prompt_bounds(config, tokenizer, corpus_path) -> list[PromptBound]:
     prefix_ids = chat.encode(opening) if opening else []
     flavour, memory = config.selfplay.flavour, config.memory
     reference = memory.examples == "reference"
+    shown = memory.example_chars if reference else None  # characters of an example's code shown (None: whole)
+    library_records = fresh_memory(config).records if memory.enabled else []  # built once: it reads the library
     placeholder_tokens = len(tokenizer(PLACEHOLDER_CODE, add_special_tokens=False)["input_ids"])
     document, doc_id = longest_document(config, tokenizer, corpus_path)
     # an example to avoid is a measured record, so one the policy wrote: named (reference style), or its whole reply
@@ -178,8 +175,9 @@ def designer_prompt_bounds(config, tokenizer, corpus_path) -> list[PromptBound]:
     for skill in config.selfplay.skills:
         parts = [f"skill {skill}"] + ([f"document {doc_id}"] if document else [])
         positives, negative, extra = [], None, 0
+        seeded = _seeded(library_records, tokenizer, shown, skill)
         if memory.enabled:
-            per_example = example_code_tokens(config, tokenizer, memory.example_chars if reference else None, skill)
+            per_example = example_code_tokens(config, shown, seeded)
             positives, negative = [_placeholder(skill)] * memory.n_positive, _placeholder(skill)
             # each good example: its code in place of the placeholder's, and CODE_MARGIN for a cut one's wording
             extra = memory.n_positive * (per_example - placeholder_tokens + CODE_MARGIN) + avoided
@@ -188,11 +186,12 @@ def designer_prompt_bounds(config, tokenizer, corpus_path) -> list[PromptBound]:
         tokens = max(_count(chat, design_prompt(flavour, skill, document, positives, negative, domain, variant,
                                                 examples=memory.examples, example_chars=memory.example_chars),
                             prefix_ids) for domain, variant in pairs)
-        seeded = _longest_seeded(config, tokenizer, skill, memory.n_positive) if memory.enabled else []
-        built = max(_count(chat, design_prompt(flavour, skill, document, seeded, None, domain, variant,
+        # the memory's seeded library environments of the skill whose shown code has the most tokens
+        longest = [record for _, record in sorted(seeded, key=lambda p: -p[0])[:memory.n_positive]]
+        built = max(_count(chat, design_prompt(flavour, skill, document, longest, None, domain, variant,
                                                examples=memory.examples, example_chars=memory.example_chars),
                            prefix_ids) for domain, variant in pairs)
-        built_parts = parts[:1 + bool(document)] + ([f"{len(seeded)} library examples"] if seeded else [])
+        built_parts = parts[:1 + bool(document)] + ([f"{len(longest)} library examples"] if longest else [])
         bounds.append(PromptBound(f"design prompt ({', '.join(parts)})", tokens + extra,
                                   config.designer.max_new_tokens, DESIGN_KEYS, built,
                                   f"design prompt ({', '.join(built_parts)})"))
@@ -223,7 +222,8 @@ def check_designer_prompts_fit(config, tokenizer, corpus_path, max_len: int) -> 
     if over:
         worst = max(over, key=lambda b: b.built)
         raise ConfigError(
-            f"the {worst.built_what}, which this run builds at its start, takes {worst.built} tokens, plus {worst.new_tokens} new ones = {worst.built + worst.new_tokens}, over "
+            f"the {worst.built_what}, which this run builds at its start, takes {worst.built} tokens, plus "
+            f"{worst.new_tokens} new ones = {worst.built + worst.new_tokens}, over "
             f"--data.max_len {max_len} (config key 'openrlhf.max_len', or when it is 0 'openrlhf.design_prompt_tokens' "
             f"+ 'designer.max_new_tokens'): the engines would refuse it. Raise openrlhf.design_prompt_tokens (or "
             f"openrlhf.max_len), or shorten it: {worst.keys}.")
