@@ -146,3 +146,20 @@ def test_construct_follows_the_reference_rules():
     assert construct(Required, {}, turn_cap=25).max_turns == 25
     assert construct(Unset, {}, turn_cap=25).max_turns == 25
     assert not hasattr(construct(Absent, {}, turn_cap=25), "max_turns")
+
+
+def test_reset_seed_picks_the_instance_and_seed_names_the_play(pool, tiny_model):
+    """selfplay.same_problem: plays 1 and 2 reset with seed 99 see one instance and keep their own seeds as names;
+    without a reset seed, seeds 1 and 2 are two instances (mutation: the runner resetting with ``job.seed`` always
+    makes the first assertion fail)."""
+    from dataclasses import replace
+
+    _, tokenizer = tiny_model
+    backend = TurnBackend(tokenizer, ["\\boxed{1}"] * 4)
+    runner = EpisodeRunner(backend, pool, AgentConfig(max_turns=1, max_new_tokens=16, max_context_tokens=4096), SYSTEM)
+    jobs = [_job("crt_residue_puzzle", 1), _job("crt_residue_puzzle", 2)]
+    shared = runner.run([replace(job, reset_seed=99) for job in jobs], seed=0)
+    own = runner.run(jobs, seed=0)
+    first = [tokenizer.decode(prompt) for prompt in backend.prompts]
+    assert first[0] == first[1] and [r.seed for r in shared] == [1, 2]
+    assert first[2] != first[3] and [r.seed for r in own] == [1, 2]

@@ -171,6 +171,25 @@ def test_paired_regret_uses_the_seeds_both_arms_played(pool, tiny_model):
     assert other.regret == pytest.approx(0.625)
 
 
+def test_same_problem_gives_each_group_one_reset_seed_per_step(pool, tiny_model):
+    """selfplay.same_problem: every play of one slot at one step, either arm, resets with one seed; another step or
+    another slot gets another; off (reference), a play resets with its own episode seed (reset_seed None)."""
+    _, tokenizer = tiny_model
+    slots = [EnvSlot(name, "logical_deduction", 0, "designer", valid=True, code="x", class_name="X")
+             for name in ("e0", "e1")]
+    core = _core(pool, tokenizer, {"selfplay": {"same_problem": True}})
+
+    def problems(slot, step):
+        return {core.job(slot, seed, arm, step).reset_seed for arm in ("no_hint", "hint")
+                for seed in core.episode_seeds(step, slot, arm, 4)}
+
+    assert len(problems(slots[0], 2)) == len(problems(slots[1], 2)) == 1
+    assert len(problems(slots[0], 2) | problems(slots[1], 2) | problems(slots[0], 3)) == 3
+    off = _core(pool, tokenizer, {})
+    assert {off.job(slots[0], seed, "no_hint", 2).reset_seed for seed in off.episode_seeds(2, slots[0], "no_hint")} \
+        == {None}
+
+
 def test_failed_plays_are_dropped_from_the_group(pool, tiny_model):
     """Returns 1, 0 and a failure: 'drop' z-scores (1, 0) -> (+1, -1) and books 2 plays; 'zero' z-scores
     (1, 0, 0): mean 1/3, std sqrt(2)/3 -> (sqrt 2, -1/sqrt 2, -1/sqrt 2)."""

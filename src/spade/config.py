@@ -77,6 +77,13 @@ class SelfPlayConfig:
         "smaller single-turn puzzles, only the library environments that have the tier are drawn).",
         choices=("standard", "easy"))
     train_designer: bool = option(True, "Train on designer samples; false = the 'w/o ED training' ablation.")
+    same_problem: bool = option(
+        False, "false (reference code, every paper run): each play of an environment resets with its own episode "
+        "seed, so one group's plays see different instances. true (ours; the mechanism check, issue 48): every play "
+        "of one environment at one step, hinted or not, resets with one seed (new every step, different for every "
+        "environment), so a group compares replies to one instance, as GRPO's several answers to one prompt and "
+        "the reference's fixed-environment groups (--spade-fixed-env-same-problem, baseline.rlve_shared_problem). "
+        "The plays keep their own seeds as their names and for sampling.")
     checkpoint_every: int = option(50, "Save a checkpoint every N steps (and at the end).", min=1)
     batch_structure: str = option(
         "global_batch", "How one rollout becomes training samples (paper: 'global batch 192 (dynamic)'). "

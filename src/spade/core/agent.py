@@ -129,6 +129,8 @@ class EpisodeJob:
     hint: str = ""
     env_kwargs: dict = field(default_factory=dict)  # extra constructor arguments, e.g. a library ``level``
     own_turn_limit: bool = False  # a designer-written class keeps its own max_turns, capped (agent.turn_limit 'own')
+    reset_seed: int | None = None  # the seed the environment is opened and reset with; None = ``seed``
+                                   # (selfplay.same_problem: one per environment and step)
 
 
 @dataclass
@@ -319,8 +321,9 @@ class EpisodeRunner:
             kwargs, cap = dict(job.env_kwargs), self.config.max_turns
         else:
             kwargs, cap = {"max_turns": self.config.max_turns, **job.env_kwargs}, None
-        episode = self.pool.open(job.code, job.class_name, seed=job.seed, env_kwargs=kwargs, turn_cap=cap)
-        outcome = episode.reset(job.seed) if episode.opened.ok else episode.opened
+        problem = job.seed if job.reset_seed is None else job.reset_seed
+        episode = self.pool.open(job.code, job.class_name, seed=problem, env_kwargs=kwargs, turn_cap=cap)
+        outcome = episode.reset(problem) if episode.opened.ok else episode.opened
         if not outcome.ok:
             episode.close()
             record.outcome, record.failure = "env_failure", outcome.describe()

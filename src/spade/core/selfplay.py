@@ -207,16 +207,19 @@ class SelfPlay(EnvironmentDesign, FixedEnvironments, StepMetrics):
         count = self.config.selfplay.group_size if count is None else count
         return [derive_seed(self.config.seed, "episode", step, slot.env_id, key, g) for g in range(count)]
 
-    def job(self, slot: EnvSlot, seed: int, arm: str) -> EpisodeJob:
-        """One episode of ``slot``: a designer-written class keeps its own turn limit under ``agent.turn_limit``
-        'own' (the reference, both arms); library and RLVE classes get the runner's budget."""
+    def job(self, slot: EnvSlot, seed: int, arm: str, step: int) -> EpisodeJob:
+        """One episode of ``slot`` at ``step``: a designer-written class keeps its own turn limit under
+        ``agent.turn_limit`` 'own' (the reference, both arms); library and RLVE classes get the runner's budget.
+        Under ``selfplay.same_problem`` every play of the slot at this step resets with one seed."""
         own = self.config.agent.turn_limit == "own" and slot.source == "designer"
+        problem = derive_seed(self.config.seed, "problem", step, slot.env_id) if self.config.selfplay.same_problem \
+            else None
         return EpisodeJob(slot.env_id, slot.code, slot.class_name, slot.kind, seed, arm, slot.hint, slot.env_kwargs,
-                          own_turn_limit=own)
+                          own_turn_limit=own, reset_seed=problem)
 
     def play(self, slots: list, step: int, arm: str, count: int | None = None) -> dict:
         """Play ``count`` episodes (default G) per valid slot; returns {env_id: [EpisodeRecord]}."""
-        jobs = [self.job(slot, seed, arm) for slot in slots if slot.valid
+        jobs = [self.job(slot, seed, arm, step) for slot in slots if slot.valid
                 for seed in self.episode_seeds(step, slot, arm, count)]
         with self.clock.phase(f"{arm}_arm"):
             records = self.runner.run(jobs, derive_seed(self.config.seed, "play", step, arm))

@@ -261,7 +261,7 @@ class SpadeCoordinator:
                 self._served(step)
                 return Assignment("pad", step.number, role, g)
             seed = self.core.episode_seeds(step.number, slot, "no_hint", self.plan.group_size)[g]
-            return Assignment("agent", step.number, role, g, job=self.core.job(slot, seed, "no_hint"))
+            return Assignment("agent", step.number, role, g, job=self.core.job(slot, seed, "no_hint", step.number))
         entry = step.packs[index][g]
         self._served(step)
         if entry["sample"] is None:
