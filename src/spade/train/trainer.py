@@ -309,10 +309,12 @@ class LocalTrainer:
         and the self-play state."""
         from safetensors.torch import save_file
 
+        from spade.inference.models import save_model
+
         tmp = folder.with_name(folder.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        self.model.save_pretrained(tmp, safe_serialization=True)
+        save_model(self.model, tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
         if self.masters is not None:
@@ -398,7 +400,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
     from spade.envs.validate import Validator
     from spade.inference.generation_vllm import VLLMBackend, build_backend
     from spade.train.live_metrics import LiveMetrics, require_backends
-    from spade.inference.models import load_model
+    from spade.inference.models import load_model, save_model
     from spade.sandbox.pool import SandboxPool
     from spade.core.backend_setup import corpus_sampler, fresh_memory
     from spade.core.selfplay import SelfPlay, SelfPlayState
@@ -455,7 +457,7 @@ def train_run(config: SpadeConfig, model_dir: str | Path, corpus_path: str | Pat
                     metrics.update({f"train_{k}": v for k, v in trainer.update(samples, one_step).items()})
                     if isinstance(backend, VLLMBackend):  # the engine samples the next step from the updated policy
                         weights = run_dir / "rollout_weights"
-                        model.save_pretrained(weights)
+                        save_model(model, weights)
                         backend.reload_weights(weights)
                 metrics["samples"] = len(samples)
                 write_archives(run_dir, closed)
