@@ -179,9 +179,13 @@ def save_model(model, folder: str | Path, **kwargs) -> None:
     accelerate (``extract_model_from_parallel``), which imports deepspeed whenever it is installed only to test
     ``isinstance(model, DeepSpeedEngine)``: some 5 s of a 2-core CPU, in every job that saves (issue 48). While
     deepspeed is not imported, no object can be a DeepSpeedEngine, so the test is answered without the import; once
-    something has imported deepspeed, accelerate's own test runs unchanged."""
-    import accelerate.utils.other as accelerate_other
-
+    something has imported deepspeed, accelerate's own test runs unchanged. Without accelerate, transformers unwraps
+    the model itself and imports nothing."""
+    try:
+        import accelerate.utils.other as accelerate_other
+    except ImportError:
+        model.save_pretrained(folder, **kwargs)
+        return
     probe = accelerate_other.is_deepspeed_available
     accelerate_other.is_deepspeed_available = lambda: "deepspeed" in sys.modules and probe()
     try:
