@@ -32,7 +32,7 @@ from spade.rlhf.cpu.checks import (ADVANTAGE_TOL, IntegrationError, check_design
                                    check_resume, check_resumed_sync, check_rewards, check_same_weights,
                                    check_trained_advantages, check_weight_sync, metrics_lines)
 from spade.rlhf.cpu.patches import canonical_order  # noqa: E402
-from spade.rlhf.cpu.probes import FROZEN_PARAM, read_records  # noqa: E402
+from spade.rlhf.cpu.probes import FROZEN_PARAM, PROBE_PROMPTS, read_records  # noqa: E402
 from spade.rlhf.cpu.run import CONFIGS, run, train  # noqa: E402
 
 MUTATIONS = ("skip_sync", "corrupt_weight", "flip_advantages", "freeze_param", "unweight_designer")
@@ -156,12 +156,13 @@ def test_after_every_sync_the_engine_received_the_actors_weights(integration, mu
 
 def test_after_every_sync_the_engine_decodes_as_the_actor(integration, mutated):
     """vLLM's loader put every synced weight where its kernels read it: the engine's greedy continuation after each
-    sync is the actor's, with its log-probs (what no checksum of the received tensors shows)."""
+    sync is the actor's, with its log-probs (what no checksum of the received tensors shows), on every probe prompt."""
+    probes = list(range(len(PROBE_PROMPTS)))
     for name, syncs in (("full", [1, 2, 3, 4]), ("killed", [1, 2]), ("resumed", [1, 2, 3])):
         rows = integration["report"]["greedy_after_sync"][name]
         # every sync: a generation call follows even the last one (it finds the prompts exhausted)
-        assert [row["sync"] for row in rows] == syncs, name
-        assert all(row["tokens_compared"] >= 1 for row in rows)
+        assert sorted((row["sync"], row["probe"]) for row in rows) == [(s, p) for s in syncs for p in probes], name
+        assert all(sum(row["tokens_compared"] for row in rows if row["sync"] == s) >= 1 for s in syncs), name
     with pytest.raises(IntegrationError, match="sync 1: engine 0"):
         check_greedy_after_sync(mutated / "records")  # real mutation: the engine loaded none of the synced weights
 

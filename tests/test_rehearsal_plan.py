@@ -231,6 +231,30 @@ def test_a_tie_at_the_first_greedy_token_skips_that_sync_but_not_every_sync(tmp_
         check_greedy_after_sync(write_records(tmp_path / "wide", actor_greedy=wide, engine_greedy=engine[1:]))
 
 
+def test_each_probe_of_a_sync_is_compared_on_its_own(tmp_path):
+    """Seen on spade_tool_use_8b's resumed launch with one probe prompt: its first greedy token tied at every sync, so
+    nothing was compared and the check failed though the weights had arrived. With several probes per sync
+    (probes.PROBE_PROMPTS), a tie on one leaves the others compared; each engine row is matched to the actor's row of
+    the same sync and probe (matching by sync alone, the mutation, compares probe 1 with probe 0's actor tokens and
+    fails on the wide margin)."""
+    from spade.rlhf.cpu.checks import IntegrationError, check_greedy_after_sync
+    from spade.rlhf.cpu.probes import PROBE_PROMPTS
+
+    assert len(PROBE_PROMPTS) >= 2 and len(set(PROBE_PROMPTS)) == len(PROBE_PROMPTS)
+    actor = [{"sync": 1, "probe": 0, "tokens": [7, 8], "logprobs": [-1.0, -2.0], "margins": [0.0, 0.4]},
+             {"sync": 1, "probe": 1, "tokens": [5, 6], "logprobs": [-1.0, -2.0], "margins": [0.5, 0.4]}]
+    engine = [{"sync": 1, "engine": 0, "probe": 0, "tokens": [9, 8], "logprobs": [-1.0, -2.0]},
+              {"sync": 1, "engine": 0, "probe": 1, "tokens": [5, 6], "logprobs": [-1.01, -2.01]}]
+    rows = check_greedy_after_sync(write_records(tmp_path / "probes", actor_greedy=actor, engine_greedy=engine))
+    assert [(row["probe"], row["tokens_compared"]) for row in rows] == [(0, 0), (1, 2)]
+    with pytest.raises(IntegrationError, match=r"decoded probe 2 after sync 1, which the actor never recorded"):
+        check_greedy_after_sync(write_records(tmp_path / "unknown", actor_greedy=actor,
+                                              engine_greedy=[dict(engine[1], probe=2)]))
+    swapped = [dict(actor[0], probe=1), dict(actor[1], probe=0)]
+    with pytest.raises(IntegrationError, match="does not compute with the actor's weights"):
+        check_greedy_after_sync(write_records(tmp_path / "swapped", actor_greedy=swapped, engine_greedy=engine))
+
+
 def test_the_rehearsals_engine_log_prob_check_bounds_each_sample_and_their_mean(tmp_path):
     from spade.rlhf.cpu.checks import IntegrationError, check_engine_logprobs
 

@@ -445,7 +445,7 @@ ENGINE_LOGPROB_TOL = 0.02  # mean |rollout - actor| log-prob of a fresh sample; 
 
 
 def check_greedy_after_sync(records: Path, tol: float = GREEDY_LOGPROB_TOL, mean_tol: float | None = None) -> list:
-    """After every weight sync that a generation followed, each engine's greedy continuation of the probe prompt
+    """After every weight sync that a generation followed, each engine's greedy continuation of each probe prompt
     (``probes.probe_engines``, recorded before the engines sampled again) is the actor's (``probes.greedy_decode``,
     recorded by its rank 0 right after the sync), and the log-prob the engine reports for each of its tokens is
     within ``tol`` of the actor's. Two bf16 computations may order near-ties differently: a different token is
@@ -454,16 +454,17 @@ def check_greedy_after_sync(records: Path, tol: float = GREEDY_LOGPROB_TOL, mean
     where its kernels read it, which no checksum of the received tensors can. ``mean_tol``: also the mean gap over
     every compared token of the launch at most this (a MoE model whose router flips an expert at a near-tie moves one
     token's log-prob by up to ``tol``, where a weight that did not arrive moves every token)."""
-    actor = {row["sync"]: row for row in read_records(records, "actor_greedy")}
+    actor = {(row["sync"], row.get("probe", 0)): row for row in read_records(records, "actor_greedy")}
     engine = read_records(records, "engine_greedy")
     if not engine:
         raise IntegrationError(f"{records}: no engine_greedy record: no generation followed a weight sync")
     rows = []
     for probe in engine:
-        mine = actor.get(probe["sync"])
+        mine = actor.get((probe["sync"], probe.get("probe", 0)))
         if mine is None:
-            raise IntegrationError(f"{records}: engine {probe['engine']} decoded after sync {probe['sync']}, which the "
-                                   f"actor never recorded (actor syncs {sorted(actor)})")
+            raise IntegrationError(f"{records}: engine {probe['engine']} decoded probe {probe.get('probe', 0)} after "
+                                   f"sync {probe['sync']}, which the actor never recorded (actor (sync, probe) "
+                                   f"{sorted(actor)})")
         compared, worst, total = 0, 0.0, 0.0
         for j, (theirs, ours) in enumerate(zip(probe["tokens"], mine["tokens"])):
             if theirs != ours:
@@ -480,10 +481,11 @@ def check_greedy_after_sync(records: Path, tol: float = GREEDY_LOGPROB_TOL, mean
                                        f"at position {j} log-prob {probe['logprobs'][j]:.4f}, the actor "
                                        f"{mine['logprobs'][j]:.4f} (gap {gap:.4f} > {tol})")
             compared, worst, total = compared + 1, max(worst, gap), total + gap
-        rows.append({"sync": probe["sync"], "engine": probe["engine"], "tokens_compared": compared,
+        rows.append({"sync": probe["sync"], "engine": probe["engine"], "probe": probe.get("probe", 0),
+                     "tokens_compared": compared,
                      "max_logprob_gap": worst, "sum_logprob_gap": total})
     tokens = sum(row["tokens_compared"] for row in rows)
-    if not tokens:  # a near-tie at the first token compares nothing: one such sync is allowed, not all of them
+    if not tokens:  # a near-tie at the first token compares nothing: one such probe is allowed, not all of them
         raise IntegrationError(f"{records}: every engine and the actor part at the first token of every probe "
                                "(near-ties): nothing was compared")
     mean = sum(row["sum_logprob_gap"] for row in rows) / tokens

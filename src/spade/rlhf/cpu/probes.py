@@ -8,9 +8,9 @@ Installed with the CUDA patches (``spade.rlhf.cpu.patches.PATCHES``) in the inte
   checksum of the DeepSpeed actor's weights as it sent them, and the digest of each parameter's fp32 copy in the
   optimizer after the step that preceded the sync (``param.dtype``: the
   engine refuses any other dtype than its own, ``patches._patch_worker_wrap``, so this is the engine's dtype);
-- ``actor_greedy.jsonl``: right after each sync, the actor's greedy continuation of ``PROBE_PROMPT``
-  (``greedy_decode``); ``engine_greedy.jsonl``: each engine's, asked by the driver before the engines sample again
-  (``probe_engines``), with the log-probs vLLM reports;
+- ``actor_greedy.jsonl``: right after each sync, the actor's greedy continuation of each of ``PROBE_PROMPTS``
+  (``greedy_decode``, one row per probe); ``engine_greedy.jsonl``: each engine's, asked by the driver before the
+  engines sample again (``probe_engines``), with the log-probs vLLM reports;
 - ``engine_sync.jsonl``: after the engine received the last weight of a sync (OpenRLHF marks it
   ``empty_cache=True``), the checksum of the weights that engine worker received, under the names the actor sent
   (CPU run: ``engine_loaded``; GPU preflight: ``patch_worker_received``); ``engine.jsonl``: the vLLM each engine
@@ -80,13 +80,15 @@ def sequence_key(token_ids) -> str:
     return hashlib.sha256(json.dumps([int(t) for t in token_ids]).encode()).hexdigest()[:20]
 
 
-# the greedy probe after every weight sync: a fixed prompt of token ids valid in any vocabulary of 512 or more, and
-# how many tokens both sides decode from it (the eos ignored)
-PROBE_PROMPT = tuple(range(100, 116))
+# the greedy probes after every weight sync: fixed prompts of token ids valid in any vocabulary of 512 or more, and
+# how many tokens both sides decode from each (the eos ignored). Several, because a random tiny model's first greedy
+# token can be an exact bf16 tie for one prompt at every sync (seen on tiny-qwen3-8b: a launch with one probe
+# compared nothing); each probe's first token is its own draw
+PROBE_PROMPTS = tuple(tuple(range(100 + 16 * i, 116 + 16 * i)) for i in range(4))
 PROBE_TOKENS = 6
 
 
-def greedy_decode(model, prompt=PROBE_PROMPT, tokens: int = PROBE_TOKENS) -> dict:
+def greedy_decode(model, prompt=PROBE_PROMPTS[0], tokens: int = PROBE_TOKENS) -> dict:
     """The actor's greedy continuation of ``prompt`` by full forward passes (no cache, float32 log-softmax): per
     position the chosen token, its log-prob and its margin over the runner-up (``check_greedy_after_sync`` allows
     the engine to choose otherwise only where that margin is within its tolerance)."""
@@ -126,9 +128,10 @@ def patch_actor(module) -> None:
                 record("actor_sync", {"sync": self._spade_syncs, "params": len(params),
                                       "checksum": combined_checksum(digests),
                                       "master_digests": self.__dict__.pop("_spade_masters", None)})
-        greedy = greedy_decode(model)  # every rank runs the forward passes (ZeRO-3 gathers inside them)
-        if torch.distributed.get_rank() == 0:
-            record("actor_greedy", {"sync": self._spade_syncs, "prompt": list(PROBE_PROMPT), **greedy})
+        for probe, prompt in enumerate(PROBE_PROMPTS):
+            greedy = greedy_decode(model, prompt)  # every rank runs the forward passes (ZeRO-3 gathers inside them)
+            if torch.distributed.get_rank() == 0:
+                record("actor_greedy", {"sync": self._spade_syncs, "probe": probe, "prompt": list(prompt), **greedy})
 
     cls.broadcast_to_vllm = broadcast_to_vllm
     real_train = cls.ppo_train
@@ -197,8 +200,8 @@ def patch_samples_generator(module) -> None:
 
 def probe_engines(generator) -> None:
     """Before the first generation after a sync (the engines are awake then, also in a colocated run whose weights
-    were synced while their KV cache slept): every engine's greedy continuation of ``PROBE_PROMPT`` with the
-    log-prob it reports for each token, recorded as ``engine_greedy`` under the driver's sync count."""
+    were synced while their KV cache slept): every engine's greedy continuation of each of ``PROBE_PROMPTS`` with
+    the log-prob it reports for each token, recorded as ``engine_greedy`` under the driver's sync count."""
     synced = getattr(generator, "_spade_synced", 0)
     if not synced or getattr(generator, "_spade_probed", 0) == synced:
         return
@@ -207,12 +210,13 @@ def probe_engines(generator) -> None:
     from vllm import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=PROBE_TOKENS, ignore_eos=True, logprobs=0)
-    outputs = ray.get([engine.generate.remote(list(PROBE_PROMPT), params) for engine in generator.vllm_engines])
-    for i, output in enumerate(outputs):
+    asked = [(i, probe, engine.generate.remote(list(prompt), params))
+             for i, engine in enumerate(generator.vllm_engines) for probe, prompt in enumerate(PROBE_PROMPTS)]
+    for (i, probe, _), output in zip(asked, ray.get([ref for _, _, ref in asked])):
         completion = output.outputs[0]
         tokens = [int(t) for t in completion.token_ids]
         logprobs = [float(step[t].logprob) for t, step in zip(tokens, completion.logprobs or [])]
-        record("engine_greedy", {"sync": synced, "engine": i, "tokens": tokens, "logprobs": logprobs})
+        record("engine_greedy", {"sync": synced, "engine": i, "probe": probe, "tokens": tokens, "logprobs": logprobs})
 
 
 def record_engine() -> None:
