@@ -482,8 +482,7 @@ def check_greedy_after_sync(records: Path, tol: float = GREEDY_LOGPROB_TOL, mean
                                        f"{mine['logprobs'][j]:.4f} (gap {gap:.4f} > {tol})")
             compared, worst, total = compared + 1, max(worst, gap), total + gap
         rows.append({"sync": probe["sync"], "engine": probe["engine"], "probe": probe.get("probe", 0),
-                     "tokens_compared": compared,
-                     "max_logprob_gap": worst, "sum_logprob_gap": total})
+                     "tokens_compared": compared, "max_logprob_gap": worst, "sum_logprob_gap": total})
     tokens = sum(row["tokens_compared"] for row in rows)
     if not tokens:  # a near-tie at the first token compares nothing: one such probe is allowed, not all of them
         raise IntegrationError(f"{records}: every engine and the actor part at the first token of every probe "

@@ -82,8 +82,8 @@ def sequence_key(token_ids) -> str:
 
 # the greedy probes after every weight sync: fixed prompts of token ids valid in any vocabulary of 512 or more, and
 # how many tokens both sides decode from each (the eos ignored). Several, because a random tiny model's first greedy
-# token can be an exact bf16 tie for one prompt at every sync (seen on tiny-qwen3-8b: a launch with one probe
-# compared nothing); each probe's first token is its own draw
+# token can be a near-tie for one prompt at every sync (seen on tiny-qwen3-8b: a launch with one probe compared
+# nothing); each probe's first token is its own draw
 PROBE_PROMPTS = tuple(tuple(range(100 + 16 * i, 116 + 16 * i)) for i in range(4))
 PROBE_TOKENS = 6
 
