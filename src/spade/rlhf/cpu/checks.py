@@ -460,10 +460,11 @@ def check_greedy_after_sync(records: Path, tol: float = GREEDY_LOGPROB_TOL, mean
         raise IntegrationError(f"{records}: no engine_greedy record: no generation followed a weight sync")
     rows = []
     for probe in engine:
-        mine = actor.get((probe["sync"], probe.get("probe", 0)))
+        index = probe.get("probe", 0)  # records of one probe prompt per sync carry none
+        mine = actor.get((probe["sync"], index))
         if mine is None:
-            raise IntegrationError(f"{records}: engine {probe['engine']} decoded probe {probe.get('probe', 0)} after "
-                                   f"sync {probe['sync']}, which the actor never recorded (actor (sync, probe) "
+            raise IntegrationError(f"{records}: engine {probe['engine']} decoded probe {index} after sync "
+                                   f"{probe['sync']}, which the actor never recorded (actor (sync, probe) "
                                    f"{sorted(actor)})")
         compared, worst, total = 0, 0.0, 0.0
         for j, (theirs, ours) in enumerate(zip(probe["tokens"], mine["tokens"])):
@@ -481,7 +482,7 @@ def check_greedy_after_sync(records: Path, tol: float = GREEDY_LOGPROB_TOL, mean
                                        f"at position {j} log-prob {probe['logprobs'][j]:.4f}, the actor "
                                        f"{mine['logprobs'][j]:.4f} (gap {gap:.4f} > {tol})")
             compared, worst, total = compared + 1, max(worst, gap), total + gap
-        rows.append({"sync": probe["sync"], "engine": probe["engine"], "probe": probe.get("probe", 0),
+        rows.append({"sync": probe["sync"], "engine": probe["engine"], "probe": index,
                      "tokens_compared": compared, "max_logprob_gap": worst, "sum_logprob_gap": total})
     tokens = sum(row["tokens_compared"] for row in rows)
     if not tokens:  # a near-tie at the first token compares nothing: one such probe is allowed, not all of them

@@ -88,7 +88,7 @@ PROBE_PROMPTS = tuple(tuple(range(100 + 16 * i, 116 + 16 * i)) for i in range(4)
 PROBE_TOKENS = 6
 
 
-def greedy_decode(model, prompt=PROBE_PROMPTS[0], tokens: int = PROBE_TOKENS) -> dict:
+def greedy_decode(model, prompt, tokens: int = PROBE_TOKENS) -> dict:
     """The actor's greedy continuation of ``prompt`` by full forward passes (no cache, float32 log-softmax): per
     position the chosen token, its log-prob and its margin over the runner-up (``check_greedy_after_sync`` allows
     the engine to choose otherwise only where that margin is within its tolerance)."""
