@@ -163,3 +163,41 @@ def test_reset_seed_picks_the_instance_and_seed_names_the_play(pool, tiny_model)
     first = [tokenizer.decode(prompt) for prompt in backend.prompts]
     assert first[0] == first[1] and [r.seed for r in shared] == [1, 2]
     assert first[2] != first[3] and [r.seed for r in own] == [1, 2]
+
+
+class _CompiledRecorder:
+    """A sandbox pool that records the ``compiled`` option of every episode it opens."""
+
+    def __init__(self, pool):
+        self.pool, self.config, self.compiled = pool, pool.config, []
+
+    def open(self, code, class_name, **options):
+        self.compiled.append(options.get("compiled"))
+        return self.pool.open(code, class_name, **options)
+
+
+def test_each_environment_is_compiled_once_for_its_episodes(pool, tiny_model, monkeypatch):
+    """The runner hands the sandbox each environment's code compiled once (its episodes skip compiling); the
+    episodes play as they would compiling it themselves; the cache keeps the most recently used COMPILED_KEPT."""
+    import spade.core.agent as agent
+    from spade.sandbox.pool import precompile
+
+    _, tokenizer = tiny_model
+    recorder = _CompiledRecorder(pool)
+    runner = EpisodeRunner(TurnBackend(tokenizer, ["\\boxed{1}"] * 4), recorder,
+                           AgentConfig(max_turns=1, max_new_tokens=16, max_context_tokens=4096), SYSTEM)
+    jobs = [_job("crt_residue_puzzle", seed) for seed in range(3)] + [_job("sequence_next_terms", 0)]
+    calls = []
+    monkeypatch.setattr(agent, "precompile", lambda code, cap=None: calls.append(code) or precompile(code, cap))
+    records = runner.run(jobs, seed=0)
+    assert calls == [jobs[0].code, jobs[3].code]  # one compile per environment, not per episode
+    expected = [precompile(job.code) for job in jobs]
+    assert recorder.compiled == expected and all(expected)
+    plain = EpisodeRunner(TurnBackend(tokenizer, ["\\boxed{1}"] * 4), pool,
+                          AgentConfig(max_turns=1, max_new_tokens=16, max_context_tokens=4096), SYSTEM)
+    monkeypatch.setattr(agent, "precompile", lambda code, cap=None: None)  # every episode compiles its code
+    again = plain.run(jobs, seed=0)
+    assert [(r.summary(), r.token_ids) for r in again] == [(r.summary(), r.token_ids) for r in records]
+    monkeypatch.setattr(agent, "COMPILED_KEPT", 1)
+    runner.compiled("x = 1")
+    assert list(runner._compiled) == ["x = 1"]

@@ -85,6 +85,7 @@ def test_bench_json():
         assert key in figures
     # the figures are a benchmark (timings on a busy 2-core machine can swap places): only their sanity is a test
     for key in ("sandbox_step_ms", "inprocess_step_ms", "fresh_process_step_ms", "validations_per_s",
-                "validations_per_s_spare", "validations_per_s_no_spare", "spare_speedup"):
+                "validations_per_s_spare", "validations_per_s_no_spare", "spare_speedup", "episode_ms",
+                "episode_precompiled_ms", "precompiled_speedup"):
         assert math.isfinite(figures[key]) and figures[key] > 0, (key, figures[key])
     assert figures["validations_per_s"] == figures["validations_per_s_spare"]  # the default keeps a spare

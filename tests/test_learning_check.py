@@ -358,7 +358,7 @@ class _Recording:
     """A sandbox pool that records the constructor arguments of every episode it opens."""
 
     def __init__(self, pool):
-        self.pool, self.kwargs = pool, []
+        self.pool, self.config, self.kwargs = pool, pool.config, []
 
     def open(self, code, class_name, seed=None, env_kwargs=None, **options):
         self.kwargs.append(dict(env_kwargs or {}))

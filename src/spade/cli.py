@@ -178,6 +178,9 @@ def cmd_bench(args) -> int:
         print(f"  same step in-process (lower bound)  {result['inprocess_step_ms']:.4f} ms")
         print(f"  fresh sandboxed process per call    {result['fresh_process_step_ms']:.1f} ms")
         print(f"  speed-up over fresh-process         {result['speedup_vs_fresh_process']:.0f}x")
+        print(f"  whole episode, code compiled in it  {result['episode_ms']:.2f} ms")
+        print(f"    compiled once by the host         {result['episode_precompiled_ms']:.2f} ms "
+              f"({result['precompiled_speedup']:.2f}x, same run)")
         print(f"  validations per second              {result['validations_per_s']:.1f}")
         print(f"    with / without a spare episode    {result['validations_per_s_spare']:.1f} / "
               f"{result['validations_per_s_no_spare']:.1f} ({result['spare_speedup']:.2f}x, same run)")

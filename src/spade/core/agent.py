@@ -35,10 +35,11 @@ from spade.core.tool_calls import ANSWER_RE, CALL_BLOCK_RE, THINK_RE
 from spade.core.failures import episode_cause
 from spade.core.rewards import episode_return, is_win
 from spade.seeding import derive_seed
-from spade.sandbox.pool import SandboxPool
+from spade.sandbox.pool import SandboxPool, precompile
 
 OUTCOMES = ("terminated", "truncated", "turn_limit", "context_limit", "cut_turn", "env_failure")
 ENDED = ("terminated", "truncated", "context_limit", "cut_turn", "env_failure")  # outcomes that stop an episode
+COMPILED_KEPT = 64  # environments whose compiled code a runner keeps (a set of the paper's holds 72 designs)
 
 
 @dataclass(frozen=True)
@@ -314,6 +315,18 @@ class EpisodeRunner:
         # agent.response_prefix: its tokens follow every generation prompt; its text opens every parsed reply
         self.prefix = config.response_prefix
         self.prefix_ids = self.chat.encode(self.prefix) if self.prefix else []
+        self._compiled: dict = {}  # code -> pool.precompile(code), the COMPILED_KEPT most recently used
+
+    def compiled(self, code: str) -> str | None:
+        """``code`` compiled once in this process for all its episodes (``SandboxPool.open(compiled=...)``; the
+        episode process still runs it confined, and compiles it itself when this is None)."""
+        if code in self._compiled:
+            self._compiled[code] = self._compiled.pop(code)  # most recently used last
+        else:
+            while len(self._compiled) >= COMPILED_KEPT:
+                del self._compiled[next(iter(self._compiled))]
+            self._compiled[code] = precompile(code, self.pool.config.limits.max_request_bytes // 2)
+        return self._compiled[code]
 
     def _start(self, job: EpisodeJob, with_hint) -> _Live | EpisodeRecord:
         record = EpisodeRecord(job.env_id, job.seed, job.arm)
@@ -322,7 +335,8 @@ class EpisodeRunner:
         else:
             kwargs, cap = {"max_turns": self.config.max_turns, **job.env_kwargs}, None
         problem = job.seed if job.reset_seed is None else job.reset_seed
-        episode = self.pool.open(job.code, job.class_name, seed=problem, env_kwargs=kwargs, turn_cap=cap)
+        episode = self.pool.open(job.code, job.class_name, seed=problem, env_kwargs=kwargs,
+                                 compiled=self.compiled(job.code), turn_cap=cap)
         outcome = episode.reset(problem) if episode.opened.ok else episode.opened
         if not outcome.ok:
             episode.close()

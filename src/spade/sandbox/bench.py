@@ -8,7 +8,11 @@ All figures come from one run on this machine:
   process (start, load, reset, step, exit), which is what a naive runner does;
 - ``validations_per_s``: full validations of the built-in library per second at the configured
   ``spare_episode``; ``validations_per_s_spare`` / ``_no_spare`` and ``spare_speedup`` compare the two
-  settings in alternating rounds of the same run.
+  settings in alternating rounds of the same run;
+- ``episode_ms`` / ``episode_precompiled_ms``: median cost of one whole episode (open, reset, step, close) as the
+  agent's runner plays it, with the episode process compiling the environment's code, and with the code compiled
+  once by the host (``SandboxPool.open(compiled=...)``, what the runner passes); ``precompiled_speedup`` is their
+  ratio, from alternating rounds of the same run.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from spade.envs.library.registry import get_env, library
 from spade.envs.tool_base import ToolUseBaseEnv
 from spade.envs.validate import Validator
 from spade.sandbox.config import SandboxConfig
-from spade.sandbox.pool import SandboxPool
+from spade.sandbox.pool import SandboxPool, precompile
 
 ACTION = "\\boxed{1}"
 
@@ -39,8 +43,20 @@ def _steps_ms(step, reset, count: int) -> list:
     return times
 
 
+def _episodes_ms(pool: SandboxPool, code, kwargs: dict, compiled: str | None, count: int) -> list:
+    times = []
+    for seed in range(count):
+        start = time.perf_counter()
+        with pool.open(code.code, code.class_name, seed, kwargs, compiled=compiled) as episode:
+            for outcome in (episode.opened, episode.reset(seed), episode.step(ACTION)):
+                if not outcome.ok:
+                    raise RuntimeError(f"benchmark environment failed: {outcome.describe()}")
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
 def run_bench(config: SandboxConfig, env_name: str = "", steps: int = 2000, fresh_calls: int = 30,
-              validation_rounds: int = 3) -> dict:
+              validation_rounds: int = 3, episodes: int = 200) -> dict:
     entry = get_env(env_name) if env_name else next(e for e in library() if e.flavour != "tool_use")
     code = intake(entry.source())
     kwargs = {"max_turns": 10**9}
@@ -71,6 +87,13 @@ def run_bench(config: SandboxConfig, env_name: str = "", steps: int = 2000, fres
                         raise RuntimeError(f"benchmark environment failed in a fresh worker: {outcome.describe()}")
             fresh.append((time.perf_counter() - start) * 1000)
 
+        compiled = precompile(code.code)
+        whole = {False: [], True: []}
+        for _ in range(4):  # alternating rounds: both see the same machine load
+            for precompiled in (False, True):
+                whole[precompiled] += _episodes_ms(pool, code, kwargs, compiled if precompiled else None,
+                                                   max(1, episodes // 4))
+
         level = pool.level
         sources = [e.source() for e in library()]
         # The same validations with and without spare episode processes, rounds alternating between the two
@@ -87,6 +110,7 @@ def run_bench(config: SandboxConfig, env_name: str = "", steps: int = 2000, fres
                     seconds[spare] += time.perf_counter() - start
         rate = {spare: validation_rounds * len(sources) / elapsed for spare, elapsed in seconds.items()}
     sandbox_ms, inprocess_ms, fresh_ms = (statistics.median(x) for x in (sandbox, inprocess, fresh))
+    episode_ms, precompiled_ms = statistics.median(whole[False]), statistics.median(whole[True])
     return {
         "env": entry.name,
         "isolation": level,
@@ -98,6 +122,9 @@ def run_bench(config: SandboxConfig, env_name: str = "", steps: int = 2000, fres
         "fresh_process_step_ms": fresh_ms,
         "speedup_vs_fresh_process": fresh_ms / sandbox_ms,
         "overhead_vs_inprocess_ms": sandbox_ms - inprocess_ms,
+        "episode_ms": episode_ms,
+        "episode_precompiled_ms": precompiled_ms,
+        "precompiled_speedup": episode_ms / precompiled_ms,
         "validations": validation_rounds * len(sources),
         "spare_episode": config.spare_episode,
         "validations_per_s": rate[config.spare_episode],
