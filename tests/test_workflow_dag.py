@@ -97,9 +97,9 @@ def test_default_plan_is_the_toy_pipeline(tmp_path):
     assert sorted(evaluations) == sorted(
         [f"run=toy, benchmark=heldout_library, step={step}" for step in ("000000", "000002", "000004")]
         + ["run=toy_mechanism_s0, benchmark=mechanism_check_heldout, step=000000"]
-        + [f"run=toy_mechanism{arm}_s{seed}, benchmark=mechanism_check_heldout, step=000060" for seed in range(3)
+        + [f"run=toy_mechanism{arm}_s{seed}, benchmark=mechanism_check_heldout, step=000070" for seed in range(3)
            for arm in ("", "_control")])
-    assert "threads" not in evaluations["run=toy_mechanism_s2, benchmark=mechanism_check_heldout, step=000060"]
+    assert "threads" not in evaluations["run=toy_mechanism_s2, benchmark=mechanism_check_heldout, step=000070"]
     toy_evaluation = evaluations["run=toy, benchmark=heldout_library, step=000002"]
     assert toy_evaluation["threads"] == "3" and toy_evaluation["priority"] == "1"
     models = {job["wildcards"]: job for job in planned if job["rule"] == "prepare_model"}
