@@ -43,14 +43,19 @@ def _steps_ms(step, reset, count: int) -> list:
     return times
 
 
+def _play_once(episode, seed: int, where: str = "") -> None:
+    """Reset ``episode`` with ``seed`` and step it once; a failure (the open's included) stops the benchmark."""
+    for outcome in (episode.opened, episode.reset(seed), episode.step(ACTION)):
+        if not outcome.ok:
+            raise RuntimeError(f"benchmark environment failed{where}: {outcome.describe()}")
+
+
 def _episodes_ms(pool: SandboxPool, code, kwargs: dict, compiled: str | None, count: int) -> list:
     times = []
     for seed in range(count):
         start = time.perf_counter()
         with pool.open(code.code, code.class_name, seed, kwargs, compiled=compiled) as episode:
-            for outcome in (episode.opened, episode.reset(seed), episode.step(ACTION)):
-                if not outcome.ok:
-                    raise RuntimeError(f"benchmark environment failed: {outcome.describe()}")
+            _play_once(episode, seed)
         times.append((time.perf_counter() - start) * 1000)
     return times
 
@@ -82,9 +87,7 @@ def run_bench(config: SandboxConfig, env_name: str = "", steps: int = 2000, fres
         for _ in range(fresh_calls):
             start = time.perf_counter()
             with SandboxPool(one_worker) as alone, alone.open(code.code, code.class_name, 0, kwargs) as episode:
-                for outcome in (episode.opened, episode.reset(0), episode.step(ACTION)):
-                    if not outcome.ok:
-                        raise RuntimeError(f"benchmark environment failed in a fresh worker: {outcome.describe()}")
+                _play_once(episode, 0, " in a fresh worker")
             fresh.append((time.perf_counter() - start) * 1000)
 
         compiled = precompile(code.code)
